@@ -1,0 +1,88 @@
+// options.h: how to open a Store. One struct per concern; every field says its
+// default and unit. Budgets are bytes reserved once at Store::Open.
+#ifndef STRATA_OPTIONS_H_
+#define STRATA_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+enum class DeviceBackendKind : uint8_t {
+  kAuto,       // CUDA when a GPU answers, else the simulated device
+  kCuda,       // a real GPU, or Open fails
+  kSimulated,  // host memory standing in for the device (tests, planning)
+};
+
+struct DeviceOptions {
+  // Device tier budget, reserved with one cudaMalloc (or one host allocation
+  // on the simulated device). Default: 256 MiB.
+  uint64_t budget_bytes = 256 * kMiB;
+  // Default: kAuto. Environment override: STRATA_DEVICE=cuda|simulated.
+  DeviceBackendKind backend = DeviceBackendKind::kAuto;
+  // CUDA device ordinal. Default: 0.
+  int cuda_device = 0;
+  // Simulated device link model: each copy takes at least
+  // latency + bytes / (link_gbps * 1e9) seconds. 0 disables the model (copies
+  // run at memcpy speed). Default: 0, 0.
+  double sim_link_gbps = 0;
+  double sim_latency_seconds = 0;
+  // Copies are split into chunks of this size so that a large tensor does not
+  // hold a copy engine while a small urgent one waits. Default: 4 MiB.
+  uint64_t copy_chunk_bytes = 4 * kMiB;
+};
+
+struct HostOptions {
+  // Pinned host tier budget (mmap'd once; registered with the GPU in chunks of
+  // at most 1 GiB when CUDA is in use). Must leave room for the OS: Open
+  // refuses budgets above the machine's physical memory. Default: 1 GiB.
+  uint64_t budget_bytes = 1 * kGiB;
+  // mlock the arena (best effort; a failure is reported in Stats, not fatal).
+  // Default: true.
+  bool lock_memory = true;
+};
+
+enum class IoEngine : uint8_t {
+  kAuto,        // io_uring, else the thread pool (said once on stderr)
+  kIoUring,     // io_uring or Open fails
+  kThreadPool,  // pread/pwrite on a thread pool
+};
+
+struct NvmeOptions {
+  // Directories for swap files, one file each; several directories stripe
+  // across drives. Empty: no NVMe tier. Default: empty.
+  std::vector<std::string> directories;
+  // Total NVMe tier budget across all directories, preallocated at Open
+  // (ResourceExhausted when the file system lacks the space). Default: 0.
+  uint64_t budget_bytes = 0;
+  // I/O requests in flight per ring (io_uring) or threads (pool).
+  // Default: 32.
+  uint32_t queue_depth = 32;
+  // Size of one I/O request and the stripe unit across directories; a
+  // multiple of 4096. Default: 1 MiB.
+  uint64_t block_size_bytes = 1 * kMiB;
+  // Default: kAuto. Environment override: STRATA_IO_ENGINE=io_uring|threads.
+  IoEngine engine = IoEngine::kAuto;
+};
+
+enum class EvictionPolicy : uint8_t {
+  kLru,  // least recently used copy first
+};
+
+struct StoreOptions {
+  DeviceOptions device;
+  HostOptions host;
+  NvmeOptions nvme;
+  // Default: kLru.
+  EvictionPolicy eviction = EvictionPolicy::kLru;
+  // Threads that run Prefetch hints. Default: 2.
+  int prefetch_threads = 2;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_OPTIONS_H_

@@ -1,0 +1,62 @@
+// stats.h: counters a Store reports through Store::GetStats(). A snapshot;
+// values are cumulative since Open unless named current or peak.
+#ifndef STRATA_STATS_H_
+#define STRATA_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace strata {
+
+struct TierStats {
+  uint64_t capacity_bytes = 0;   // budget reserved at Open
+  uint64_t used_bytes = 0;       // current, allocation-rounded
+  uint64_t peak_used_bytes = 0;  // high-water mark of used_bytes
+  uint64_t leased_bytes = 0;     // current bytes under a lease
+  uint64_t allocations = 0;      // extents allocated
+  uint64_t frees = 0;            // extents freed
+  uint64_t evictions = 0;        // copies removed to make room or by Evict
+};
+
+// The links bytes move over. H2D/D2H: host<->device. NVMe read/write:
+// NVMe->host-or-device and host-or-device->NVMe.
+enum class Link : uint8_t { kH2D = 0, kD2H = 1, kNvmeRead = 2, kNvmeWrite = 3 };
+inline constexpr int kNumLinks = 4;
+std::string_view LinkName(Link link);  // "h2d", "d2h", "nvme_read", "nvme_write"
+
+struct LinkStats {
+  uint64_t bytes = 0;        // logical tensor bytes moved
+  uint64_t transfers = 0;    // completed transfers
+  uint64_t failures = 0;     // transfers that failed (data left intact)
+  double busy_seconds = 0;   // wall time transfers on this link took, summed
+  double gbps() const {      // achieved GB/s (1e9 bytes) while busy
+    return busy_seconds > 0 ? bytes / busy_seconds / 1e9 : 0;
+  }
+};
+
+struct PrefetchStats {
+  uint64_t issued = 0;   // Prefetch hints accepted
+  uint64_t hit = 0;      // prefetched copy was ready at acquire
+  uint64_t late = 0;     // prefetched copy was still loading at acquire
+  uint64_t wasted = 0;   // prefetched copy evicted before any acquire
+  uint64_t failed = 0;   // prefetches that ended in an error
+};
+
+struct Stats {
+  std::array<TierStats, 3> tiers;          // indexed by Tier
+  std::array<LinkStats, kNumLinks> links;  // indexed by Link
+  PrefetchStats prefetch;
+  uint64_t acquires = 0;
+  uint64_t write_backs = 0;      // dirty copies written to a lower tier
+  double stall_seconds = 0;      // time Acquire calls waited for data
+  uint64_t checksum_failures = 0;
+  uint64_t tensors = 0;          // current live tensors
+  std::string device_backend;    // "cuda:<name>" or "simulated"
+  std::string io_engine;         // "io_uring", "thread-pool" or "none"
+};
+
+}  // namespace strata
+
+#endif  // STRATA_STATS_H_

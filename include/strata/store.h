@@ -1,0 +1,126 @@
+// store.h: Store, strata's tiered tensor store.
+//
+// A Store keeps tensors in three tiers — device memory, pinned host memory,
+// NVMe swap files — under byte budgets fixed at Open. Each tensor has a home
+// tier where its space is always reserved, and may have cache copies on faster
+// tiers. Acquire brings a tensor to a tier and pins it there under a Lease;
+// when a tier fills up, unpinned copies are evicted (dirty ones written back
+// to a lower tier first). Data on NVMe carries a checksum verified on read.
+// A failed transfer leaves the last valid copy intact.
+//
+// Thread safety: every method may be called concurrently from any thread.
+//
+// Example:
+//   strata::StoreOptions options;
+//   options.nvme.directories = {"/mnt/nvme0"};
+//   options.nvme.budget_bytes = 8 * strata::kGiB;
+//   auto store = strata::Store::Open(options);            // StatusOr
+//   auto id = (*store)->Create({.name = "w0", .size_bytes = 4096});
+//   auto lease = (*store)->Acquire(*id, strata::Tier::kDevice,
+//                                  strata::Access::kOverwrite);
+//   ... use lease->data() on the device ...
+#ifndef STRATA_STORE_H_
+#define STRATA_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strata/lease.h"
+#include "strata/options.h"
+#include "strata/stats.h"
+#include "strata/tensor.h"
+
+namespace strata {
+
+// Where a tensor's copies are, for reports and tests.
+struct Residency {
+  enum class State : uint8_t { kAbsent, kLoading, kClean, kDirty, kEvicting };
+  State tiers[kNumTiers] = {State::kAbsent, State::kAbsent, State::kAbsent};
+  bool has_contents = false;  // false when new or after Discard
+  int leases = 0;             // leases currently held on any tier
+};
+
+class Store {
+ public:
+  // Reserves every tier's budget and returns a ready store. Errors:
+  // InvalidArgument for inconsistent options (zero budgets, a block size that
+  // is not a multiple of 4096, ...); ResourceExhausted when a budget exceeds
+  // what the machine has (GPU memory, physical RAM, free disk);
+  // NotFound/PermissionDenied for a missing or unwritable NVMe directory;
+  // Internal for a CUDA error (with its name).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  // Closes the store and frees every tier. Outstanding leases become inert:
+  // their Release() returns FailedPrecondition and their data() must not be
+  // used.
+  virtual ~Store() = default;
+
+  // Registers a tensor and reserves its space on its home tier, evicting cache
+  // copies there if needed. The tensor starts with no contents. Errors:
+  // InvalidArgument (size 0, shape/size mismatch), ResourceExhausted (larger
+  // than its home tier, or the home tier is full of reserved tensors).
+  virtual absl::StatusOr<TensorId> Create(const TensorSpec& spec) = 0;
+
+  // Frees every copy of the tensor. NotFound for an unknown or destroyed id,
+  // FailedPrecondition while it is leased.
+  virtual absl::Status Destroy(TensorId id) = 0;
+
+  // Brings the tensor to `tier` (unless `access` is kOverwrite) and pins it
+  // there until the lease is released. A kWrite or kOverwrite lease makes all
+  // other copies stale. Leases follow reader/writer rules across tiers: many
+  // readers or one writer. Blocks until the data is on `tier`. `stream` is the
+  // caller's cudaStream_t on a real GPU (null: the legacy default stream);
+  // work on it is ordered after the previous lease's release.
+  // Errors: NotFound; InvalidArgument (a tier below the tensor's home);
+  // FailedPrecondition (conflicting lease held, or kRead of a tensor with no
+  // contents); ResourceExhausted (the tier is full of leased copies; the
+  // message lists who holds it); DataLoss (NVMe checksum mismatch);
+  // Internal/Unavailable (a transfer failed; the last valid copy is intact).
+  virtual absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
+                                        void* stream = nullptr) = 0;
+
+  // Asks for a copy on `tier` soon; returns at once. The copy is made on a
+  // background thread and may be evicted again before use. NotFound and
+  // InvalidArgument as for Acquire; transfer errors are counted in Stats.
+  virtual absl::Status Prefetch(TensorId id, Tier tier) = 0;
+
+  // Removes the tensor's copies from every tier faster than `to_tier`, writing
+  // dirty contents to `to_tier` first. InvalidArgument if `to_tier` is below
+  // the home tier; FailedPrecondition if a copy to remove is leased.
+  virtual absl::Status Evict(TensorId id, Tier to_tier) = 0;
+
+  // Drops the tensor's contents with no write-back (activations after
+  // backward, gradients after the step). Its home space stays reserved.
+  // FailedPrecondition while leased.
+  virtual absl::Status Discard(TensorId id) = 0;
+
+  // Convenience copies between caller memory and the tensor (through a host
+  // lease): `bytes` at byte `offset`. InvalidArgument if the range is out of
+  // bounds; Read of a tensor with no contents is FailedPrecondition.
+  virtual absl::Status Write(TensorId id, const void* src, uint64_t bytes,
+                             uint64_t offset = 0) = 0;
+  virtual absl::Status Read(TensorId id, void* dst, uint64_t bytes,
+                            uint64_t offset = 0) = 0;
+
+  // The tensor's spec and where its copies are. NotFound for unknown ids.
+  virtual absl::StatusOr<TensorSpec> GetSpec(TensorId id) const = 0;
+  virtual absl::StatusOr<Residency> GetResidency(TensorId id) const = 0;
+
+  virtual Stats GetStats() const = 0;
+
+  // A human-readable description of the tiers: device backend and why it was
+  // chosen, budgets, NVMe files and I/O engine.
+  virtual std::string DescribeTiers() const = 0;
+
+ protected:
+  Store() = default;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_STORE_H_

@@ -1,0 +1,65 @@
+// extent_allocator.h: ExtentAllocator, the one sub-allocator behind all three
+// tier arenas.
+//
+// Policy: best fit (the smallest free range that holds the request, lowest
+// offset on ties), sizes rounded up to the tier's alignment (4 KiB for host and
+// NVMe so extents can feed O_DIRECT; 256 B for device), and immediate
+// coalescing of a freed range with its free neighbours. Counters
+// (used/peak/allocations/frees) feed Stats.
+//
+// Thread safety: none; the store guards it with its mutex.
+#ifndef STRATA_SRC_EXTENT_ALLOCATOR_H_
+#define STRATA_SRC_EXTENT_ALLOCATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace strata {
+
+struct Extent {
+  uint64_t offset = 0;  // bytes from the arena base
+  uint64_t bytes = 0;   // rounded size actually reserved
+};
+
+class ExtentAllocator {
+ public:
+  // `alignment` must be a power of two; `capacity` is rounded down to it.
+  ExtentAllocator(uint64_t capacity, uint64_t alignment);
+
+  // Reserves at least `bytes` (> 0). nullopt when no free range fits.
+  std::optional<Extent> Allocate(uint64_t bytes);
+  // Returns an extent from Allocate. Freeing anything else is a bug
+  // (checked with assert in debug builds).
+  void Free(const Extent& extent);
+
+  // `bytes` rounded up to the alignment.
+  uint64_t RoundUp(uint64_t bytes) const;
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t used_bytes() const { return used_; }
+  uint64_t peak_used_bytes() const { return peak_; }
+  uint64_t largest_free_bytes() const;
+  uint64_t allocations() const { return allocations_; }
+  uint64_t frees() const { return frees_; }
+
+ private:
+  void InsertFree(uint64_t offset, uint64_t bytes);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+
+  const uint64_t capacity_;
+  const uint64_t alignment_;
+  std::map<uint64_t, uint64_t> free_by_offset_;            // offset -> bytes
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;   // (bytes, offset)
+  uint64_t used_ = 0;
+  uint64_t peak_ = 0;
+  uint64_t allocations_ = 0;
+  uint64_t frees_ = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SRC_EXTENT_ALLOCATOR_H_

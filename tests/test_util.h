@@ -1,0 +1,36 @@
+// test_util.h: helpers shared by the tests — a private temporary directory and
+// deterministic byte patterns.
+#ifndef STRATA_TESTS_TEST_UTIL_H_
+#define STRATA_TESTS_TEST_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
+// destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Fills `n` bytes at `dst` with a pattern determined by `seed` (SplitMix64).
+void FillPattern(void* dst, uint64_t n, uint64_t seed);
+// The same pattern as a vector.
+std::vector<std::byte> Pattern(uint64_t n, uint64_t seed);
+// True if the `n` bytes at `p` equal Pattern(n, seed).
+bool MatchesPattern(const void* p, uint64_t n, uint64_t seed);
+
+}  // namespace strata::testing
+
+#endif  // STRATA_TESTS_TEST_UTIL_H_
