@@ -40,6 +40,22 @@ std::vector<std::byte> Pattern(uint64_t n, uint64_t seed) {
   return v;
 }
 
+StoreOptions SmallStoreOptions(const std::string& nvme_dir,
+                               uint64_t device_bytes, uint64_t host_bytes,
+                               uint64_t nvme_bytes) {
+  StoreOptions o;
+  o.device.backend = DeviceBackendKind::kSimulated;
+  o.device.budget_bytes = device_bytes;
+  o.device.copy_chunk_bytes = 256 * 1024;
+  o.host.budget_bytes = host_bytes;
+  o.host.lock_memory = false;
+  o.nvme.directories = {nvme_dir};
+  o.nvme.budget_bytes = nvme_bytes;
+  o.nvme.block_size_bytes = 64 * 1024;
+  o.nvme.queue_depth = 16;
+  return o;
+}
+
 bool MatchesPattern(const void* p, uint64_t n, uint64_t seed) {
   std::vector<std::byte> want = Pattern(n, seed);
   return std::memcmp(p, want.data(), n) == 0;

@@ -8,7 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "strata/options.h"
+
 namespace strata::testing {
+
+// Options for a small store on the simulated device with an NVMe tier in
+// `nvme_dir`: budgets in bytes, 64 KiB NVMe blocks, no mlock.
+StoreOptions SmallStoreOptions(const std::string& nvme_dir,
+                               uint64_t device_bytes, uint64_t host_bytes,
+                               uint64_t nvme_bytes);
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on
 // destruction.

@@ -1,0 +1,72 @@
+#include "src/extent_allocator.h"
+
+#include <cassert>
+
+namespace strata {
+
+ExtentAllocator::ExtentAllocator(uint64_t capacity, uint64_t alignment)
+    : capacity_(capacity / alignment * alignment), alignment_(alignment) {
+  assert(alignment > 0 && (alignment & (alignment - 1)) == 0);
+  if (capacity_ > 0) InsertFree(0, capacity_);
+}
+
+uint64_t ExtentAllocator::RoundUp(uint64_t bytes) const {
+  return (bytes + alignment_ - 1) / alignment_ * alignment_;
+}
+
+std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes) {
+  if (bytes == 0 || bytes > capacity_) return std::nullopt;
+  const uint64_t want = RoundUp(bytes);
+  // Best fit: the first (smallest, then lowest offset) free range >= want.
+  auto fit = free_by_size_.lower_bound({want, 0});
+  if (fit == free_by_size_.end()) return std::nullopt;
+  const auto [size, offset] = *fit;
+  EraseFree(free_by_offset_.find(offset));
+  if (size > want) InsertFree(offset + want, size - want);
+  used_ += want;
+  if (used_ > peak_) peak_ = used_;
+  ++allocations_;
+  return Extent{offset, want};
+}
+
+void ExtentAllocator::Free(const Extent& extent) {
+  assert(extent.bytes > 0 && extent.offset + extent.bytes <= capacity_);
+  uint64_t offset = extent.offset;
+  uint64_t bytes = extent.bytes;
+  // Coalesce with the free neighbour after, then the one before.
+  auto next = free_by_offset_.lower_bound(offset);
+  assert(next == free_by_offset_.end() || next->first >= offset + bytes);
+  if (next != free_by_offset_.end() && next->first == offset + bytes) {
+    bytes += next->second;
+    next = std::next(next);
+    EraseFree(std::prev(next));
+  }
+  if (next != free_by_offset_.begin()) {
+    auto prev = std::prev(next);
+    assert(prev->first + prev->second <= offset);
+    if (prev->first + prev->second == offset) {
+      offset = prev->first;
+      bytes += prev->second;
+      EraseFree(prev);
+    }
+  }
+  InsertFree(offset, bytes);
+  used_ -= extent.bytes;
+  ++frees_;
+}
+
+uint64_t ExtentAllocator::largest_free_bytes() const {
+  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+}
+
+void ExtentAllocator::InsertFree(uint64_t offset, uint64_t bytes) {
+  free_by_offset_.emplace(offset, bytes);
+  free_by_size_.emplace(bytes, offset);
+}
+
+void ExtentAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
+  free_by_size_.erase({it->second, it->first});
+  free_by_offset_.erase(it);
+}
+
+}  // namespace strata

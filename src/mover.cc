@@ -1,0 +1,217 @@
+#include "src/mover.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+uint64_t RoundUpDirect(uint64_t bytes) {
+  return (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment *
+         kDirectIoAlignment;
+}
+
+// Streams the XXH3-64 of a tensor's bytes chunk by chunk.
+class StreamingChecksum {
+ public:
+  StreamingChecksum() : state_(XXH3_createState()) {
+    XXH3_64bits_reset(state_);
+  }
+  ~StreamingChecksum() { XXH3_freeState(state_); }
+  void Update(const void* p, uint64_t n) { XXH3_64bits_update(state_, p, n); }
+  uint64_t Digest() const { return XXH3_64bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+// Posts `fn` to `pool` and returns a future of its Status.
+template <typename Fn>
+std::future<absl::Status> Async(boost::asio::thread_pool& pool, Fn fn) {
+  auto task = std::make_shared<std::packaged_task<absl::Status()>>(std::move(fn));
+  std::future<absl::Status> result = task->get_future();
+  boost::asio::post(pool, [task] { (*task)(); });
+  return result;
+}
+
+// Waits for a pending stage, if any, and returns its Status.
+absl::Status Drain(std::future<absl::Status>& pending) {
+  return pending.valid() ? pending.get() : absl::OkStatus();
+}
+
+}  // namespace
+
+Mover::Mover(DeviceBackend* device, std::byte* device_base,
+             std::byte* host_base, NvmeTier* nvme, BouncePool* bounce)
+    : device_(device),
+      device_base_(device_base),
+      host_base_(host_base),
+      nvme_(nvme),
+      bounce_(bounce) {}
+
+Mover::~Mover() { pipeline_.join(); }
+
+std::byte* Mover::Pointer(const Place& place) const {
+  std::byte* base = place.tier == Tier::kDevice ? device_base_ : host_base_;
+  return base + place.extent.offset;
+}
+
+absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
+                         uint64_t* checksum, DeviceEvent* after) {
+  const absl::Time start = absl::Now();
+  absl::Status status = Dispatch(src, dst, bytes, checksum, after);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (src.tier == Tier::kNvme) Count(Link::kNvmeRead, bytes, seconds, status.ok());
+  if (dst.tier == Tier::kNvme) Count(Link::kNvmeWrite, bytes, seconds, status.ok());
+  if (dst.tier == Tier::kDevice) Count(Link::kH2D, bytes, seconds, status.ok());
+  if (src.tier == Tier::kDevice) Count(Link::kD2H, bytes, seconds, status.ok());
+  return status;
+}
+
+absl::Status Mover::Dispatch(const Place& src, const Place& dst,
+                             uint64_t bytes, uint64_t* checksum,
+                             DeviceEvent* after) {
+  switch (static_cast<int>(src.tier) * kNumTiers + static_cast<int>(dst.tier)) {
+    case 0 * kNumTiers + 1:  // device -> host
+      return device_->Copy(CopyKind::kD2H, Pointer(dst), Pointer(src), bytes,
+                           after);
+    case 1 * kNumTiers + 0:  // host -> device
+      return device_->Copy(CopyKind::kH2D, Pointer(dst), Pointer(src), bytes);
+    case 2 * kNumTiers + 1:
+      return NvmeToHost(src, dst, bytes, *checksum);
+    case 1 * kNumTiers + 2:
+      return HostToNvme(src, dst, bytes, checksum);
+    case 2 * kNumTiers + 0:
+      return NvmeToDevice(src, dst, bytes, *checksum);
+    case 0 * kNumTiers + 2:
+      return DeviceToNvme(src, dst, bytes, checksum, after);
+  }
+  return absl::InternalError(absl::StrFormat("no transfer path %s -> %s",
+                                             TierName(src.tier),
+                                             TierName(dst.tier)));
+}
+
+absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
+                               uint64_t bytes, uint64_t checksum) {
+  std::byte* buf = Pointer(dst);
+  STRATA_RETURN_IF_ERROR(
+      nvme_->Read(src.extent.offset, buf, RoundUpDirect(bytes)));
+  if (XXH3_64bits(buf, bytes) != checksum) return ChecksumMismatch(src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Mover::HostToNvme(const Place& src, const Place& dst,
+                               uint64_t bytes, uint64_t* checksum) {
+  const std::byte* buf = Pointer(src);
+  *checksum = XXH3_64bits(buf, bytes);
+  return nvme_->Write(dst.extent.offset, buf, RoundUpDirect(bytes));
+}
+
+// Reads chunk k+1 from NVMe while chunk k is copied host->device.
+absl::Status Mover::NvmeToDevice(const Place& src, const Place& dst,
+                                 uint64_t bytes, uint64_t checksum) {
+  std::unique_ptr<BouncePool::Pair> pair = bounce_->Acquire();
+  const uint64_t chunk = bounce_->chunk_bytes();
+  std::byte* const device = Pointer(dst);
+  StreamingChecksum sum;
+  std::future<absl::Status> copying;
+  for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
+    const uint64_t n = std::min(chunk, bytes - done);
+    std::byte* buf = pair->chunk(static_cast<int>(k % 2));
+    absl::Status read =
+        nvme_->Read(src.extent.offset + done, buf, RoundUpDirect(n));
+    absl::Status copied = Drain(copying);
+    STRATA_RETURN_IF_ERROR(read);
+    STRATA_RETURN_IF_ERROR(copied);
+    sum.Update(buf, n);
+    copying = Async(pipeline_, [this, device, done, buf, n] {
+      return device_->Copy(CopyKind::kH2D, device + done, buf, n);
+    });
+  }
+  STRATA_RETURN_IF_ERROR(Drain(copying));
+  if (sum.Digest() != checksum) return ChecksumMismatch(src, bytes);
+  return absl::OkStatus();
+}
+
+// Copies chunk k+1 device->host while chunk k is written to NVMe.
+absl::Status Mover::DeviceToNvme(const Place& src, const Place& dst,
+                                 uint64_t bytes, uint64_t* checksum,
+                                 DeviceEvent* after) {
+  std::unique_ptr<BouncePool::Pair> pair = bounce_->Acquire();
+  const uint64_t chunk = bounce_->chunk_bytes();
+  const std::byte* const device = Pointer(src);
+  StreamingChecksum sum;
+  std::future<absl::Status> writing;
+  for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
+    const uint64_t n = std::min(chunk, bytes - done);
+    std::byte* buf = pair->chunk(static_cast<int>(k % 2));
+    absl::Status copied = device_->Copy(CopyKind::kD2H, buf, device + done, n,
+                                        k == 0 ? after : nullptr);
+    absl::Status written = Drain(writing);
+    STRATA_RETURN_IF_ERROR(copied);
+    STRATA_RETURN_IF_ERROR(written);
+    sum.Update(buf, n);
+    const uint64_t address = dst.extent.offset + done;
+    writing = Async(pipeline_, [this, address, buf, n] {
+      return nvme_->Write(address, buf, RoundUpDirect(n));
+    });
+  }
+  STRATA_RETURN_IF_ERROR(Drain(writing));
+  *checksum = sum.Digest();
+  return absl::OkStatus();
+}
+
+absl::Status Mover::Zero(const Place& place, uint64_t bytes) {
+  if (place.tier == Tier::kHost) {
+    std::memset(Pointer(place), 0, bytes);
+    return absl::OkStatus();
+  }
+  static const std::vector<std::byte> kZeros(1 * kMiB);
+  for (uint64_t done = 0; done < bytes; done += kZeros.size()) {
+    const uint64_t n = std::min<uint64_t>(kZeros.size(), bytes - done);
+    STRATA_RETURN_IF_ERROR(device_->Copy(CopyKind::kH2D, Pointer(place) + done,
+                                         kZeros.data(), n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mover::ChecksumMismatch(const Place& src, uint64_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++checksum_failures_;
+  }
+  return absl::DataLossError(absl::StrFormat(
+      "checksum mismatch reading %d bytes from NVMe address %d: the swap "
+      "file's data is corrupt (the copy on disk was not used)",
+      bytes, src.extent.offset));
+}
+
+void Mover::Count(Link link, uint64_t bytes, double seconds, bool ok) {
+  absl::MutexLock lock(&mu_);
+  LinkStats& s = links_[static_cast<int>(link)];
+  if (!ok) {
+    ++s.failures;
+    return;
+  }
+  s.bytes += bytes;
+  s.transfers += 1;
+  s.busy_seconds += seconds;
+}
+
+void Mover::AddTo(Stats* stats) const {
+  absl::MutexLock lock(&mu_);
+  stats->links = links_;
+  stats->checksum_failures = checksum_failures_;
+}
+
+}  // namespace strata

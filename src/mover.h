@@ -1,0 +1,95 @@
+// mover.h: Mover, the store's transfer engine: moves a tensor's bytes
+// between two tier extents and keeps per-link counters.
+//
+// Paths: host<->device through the device backend's copy engines;
+// host<->NVMe straight from the pinned host arena through NvmeTier (the host
+// extent is 4 KiB-rounded, so the O_DIRECT length always fits);
+// NVMe<->device pipelined through BouncePool chunk pairs (chunk k+1 is read
+// while chunk k is copied). Every NVMe write computes an XXH3-64 checksum of
+// the logical bytes; every NVMe read verifies it (DataLoss on mismatch) before
+// the destination can be marked valid.
+//
+// Thread safety: Move may be called concurrently; the caller guarantees the
+// source is not modified and the destination not read meanwhile.
+#ifndef STRATA_SRC_MOVER_H_
+#define STRATA_SRC_MOVER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "src/bounce_pool.h"
+#include "src/extent_allocator.h"
+#include "strata/stats.h"
+#include "strata/tensor.h"
+#include "tiers/device/device_backend.h"
+#include "tiers/nvme/nvme_tier.h"
+
+namespace strata {
+
+// A copy's location: a tier and an extent on it.
+struct Place {
+  Tier tier;
+  Extent extent;
+};
+
+class Mover {
+ public:
+  // All pointers must outlive the Mover; `nvme` and `bounce` may be null when
+  // there is no NVMe tier.
+  Mover(DeviceBackend* device, std::byte* device_base, std::byte* host_base,
+        NvmeTier* nvme, BouncePool* bounce);
+  ~Mover();
+
+  // Copies the first `bytes` of `src` to `dst` (different tiers). When the
+  // source is NVMe, `*checksum` is the expected XXH3-64; when the destination
+  // is NVMe, `*checksum` receives it. `after` (device sources) is the event the
+  // copy must wait for. On error the destination is undefined and the source
+  // untouched.
+  absl::Status Move(const Place& src, const Place& dst, uint64_t bytes,
+                    uint64_t* checksum, DeviceEvent* after);
+
+  // Fills `bytes` at `place` (device or host) with zeros.
+  absl::Status Zero(const Place& place, uint64_t bytes);
+
+  // Pointer to an extent on the device or host tier.
+  std::byte* Pointer(const Place& place) const;
+
+  // Adds link counters and checksum failures to `stats`.
+  void AddTo(Stats* stats) const;
+
+ private:
+  absl::Status Dispatch(const Place& src, const Place& dst, uint64_t bytes,
+                        uint64_t* checksum, DeviceEvent* after);
+  absl::Status NvmeToHost(const Place& src, const Place& dst, uint64_t bytes,
+                          uint64_t checksum);
+  absl::Status HostToNvme(const Place& src, const Place& dst, uint64_t bytes,
+                          uint64_t* checksum);
+  absl::Status NvmeToDevice(const Place& src, const Place& dst, uint64_t bytes,
+                            uint64_t checksum);
+  absl::Status DeviceToNvme(const Place& src, const Place& dst, uint64_t bytes,
+                            uint64_t* checksum, DeviceEvent* after);
+  absl::Status ChecksumMismatch(const Place& src, uint64_t bytes);
+  void Count(Link link, uint64_t bytes, double seconds, bool ok);
+
+  DeviceBackend* const device_;
+  std::byte* const device_base_;
+  std::byte* const host_base_;
+  NvmeTier* const nvme_;
+  BouncePool* const bounce_;
+  // Runs the second stage of NVMe<->device pipelines.
+  boost::asio::thread_pool pipeline_{4};
+
+  mutable absl::Mutex mu_;
+  std::array<LinkStats, kNumLinks> links_ ABSL_GUARDED_BY(mu_);
+  uint64_t checksum_failures_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SRC_MOVER_H_

@@ -1,0 +1,281 @@
+// residency.cc: how StoreCore moves copies between tiers — filling a copy,
+// choosing its source, making room by LRU eviction, and writing dirty copies
+// back. Every function here may release mu_ while a transfer runs; the copies
+// involved are marked loading/evicting (and sources pinned) meanwhile, which
+// keeps the record alive and its bytes stable.
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/store_core.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+std::string Bytes(uint64_t n) {
+  if (n >= kGiB && n % kGiB == 0) return absl::StrFormat("%d GiB", n / kGiB);
+  if (n >= kMiB) return absl::StrFormat("%.1f MiB", n / double(kMiB));
+  if (n >= 1024) return absl::StrFormat("%.1f KiB", n / 1024.0);
+  return absl::StrFormat("%d B", n);
+}
+
+std::string_view BudgetFlag(Tier tier) {
+  switch (tier) {
+    case Tier::kDevice: return "--device-budget";
+    case Tier::kHost: return "--host-budget";
+    case Tier::kNvme: return "--nvme-budget";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill) {
+  TierCopy& copy = rec.copy(tier);
+  if (!copy.extent) {
+    absl::StatusOr<Extent> extent = AllocateOn(tier, rec.spec.size_bytes, rec.spec);
+    if (!extent.ok()) {
+      AbandonCopy(rec, tier);
+      return extent.status();
+    }
+    copy.extent = *extent;
+  }
+  absl::Status status;
+  if (fill == Fill::kLoad) {
+    status = LoadFromNearest(rec, tier);
+  } else if (fill == Fill::kZero) {
+    const Place place{tier, *copy.extent};
+    mu_.Unlock();
+    status = mover_->Zero(place, rec.spec.size_bytes);
+    mu_.Lock();
+  }
+  if (!status.ok()) {
+    AbandonCopy(rec, tier);
+    return status;
+  }
+  copy.last_use = ++tick_;
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
+  while (true) {
+    if (std::optional<Tier> src = PickSource(rec, tier)) {
+      return Transfer(rec, *src, tier);
+    }
+    bool evicting = false;
+    for (const TierCopy& c : rec.copies) {
+      evicting = evicting || c.state == CopyState::kEvicting;
+    }
+    if (!evicting) {
+      return absl::InternalError(absl::StrFormat(
+          "tensor '%s' has contents but no valid copy (store bug)",
+          rec.spec.name));
+    }
+    changed_.Wait(&mu_);  // a write-back is moving the only copy; read it after
+  }
+}
+
+std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
+                                          Tier tier) const {
+  // Nearest first: a host copy feeds the device faster than NVMe does, and a
+  // device copy feeds the host faster than NVMe does.
+  static constexpr Tier kOrder[kNumTiers][2] = {
+      {Tier::kHost, Tier::kNvme},
+      {Tier::kDevice, Tier::kNvme},
+      {Tier::kHost, Tier::kDevice}};
+  for (Tier src : kOrder[static_cast<int>(tier)]) {
+    if (rec.copy(src).state == CopyState::kValid) return src;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
+                                             const TensorSpec& spec) {
+  if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
+        spec.name, Bytes(bytes), TierName(tier),
+        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier)));
+  }
+  while (true) {
+    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (std::optional<Extent> e = alloc(tier).Allocate(bytes)) return *e;
+    if (TensorRecord* victim = PickVictim(tier)) {
+      if (!victim->has_contents || !victim->dirty(tier)) {
+        DropCopy(*victim, tier, /*eviction=*/true);
+      } else {
+        STRATA_RETURN_IF_ERROR(WriteBack(*victim, tier));
+      }
+      continue;
+    }
+    if (!TransfersInFlight(tier)) return TierFull(tier, bytes, spec);
+    changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin
+  }
+}
+
+// LRU: the least recently used copy that is valid, unleased, unpinned and not
+// the tensor's home.
+TensorRecord* StoreCore::PickVictim(Tier tier) const {
+  TensorRecord* best = nullptr;
+  uint64_t best_use = 0;
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (c.state != CopyState::kValid || c.leased() || c.transfer_pins > 0 ||
+        rec->is_home(tier)) {
+      continue;
+    }
+    if (best == nullptr || c.last_use < best_use) {
+      best = rec.get();
+      best_use = c.last_use;
+    }
+  }
+  return best;
+}
+
+bool StoreCore::TransfersInFlight(Tier tier) const {
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (c.extent && c.busy()) return true;
+  }
+  return false;
+}
+
+absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
+  TierCopy& src = rec.copy(tier);
+  src.state = CopyState::kEvicting;
+  const Tier target = WriteBackTarget(rec, tier);
+  TierCopy& dst = rec.copy(target);
+  dst.state = CopyState::kLoading;
+  absl::Status status = Transfer(rec, tier, target);
+  src.state = CopyState::kValid;
+  if (!status.ok()) {
+    AbandonCopy(rec, target);
+    changed_.SignalAll();
+    return status;
+  }
+  dst.state = CopyState::kValid;
+  dst.last_use = src.last_use;  // keep its age: it was not used, just moved
+  ++write_backs_;
+  DropCopy(rec, tier, /*eviction=*/true);
+  return absl::OkStatus();
+}
+
+Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
+  const Tier home = rec.spec.home;
+  if (tier != Tier::kDevice || home != Tier::kNvme) return home;
+  // Device copy of an NVMe-homed tensor: keep it in host memory if room can
+  // be made without I/O (dropping clean copies only), else write to NVMe.
+  const uint64_t bytes = rec.spec.size_bytes;
+  while (true) {
+    if (std::optional<Extent> e = alloc(Tier::kHost).Allocate(bytes)) {
+      rec.copy(Tier::kHost).extent = *e;
+      return Tier::kHost;
+    }
+    TensorRecord* victim = PickVictim(Tier::kHost);
+    if (victim == nullptr ||
+        (victim->has_contents && victim->dirty(Tier::kHost))) {
+      return home;
+    }
+    DropCopy(*victim, Tier::kHost, /*eviction=*/true);
+  }
+}
+
+absl::Status StoreCore::Transfer(TensorRecord& rec, Tier src, Tier dst) {
+  TierCopy& from = rec.copy(src);
+  ++from.transfer_pins;
+  const Place src_place{src, *from.extent};
+  const Place dst_place{dst, *rec.copy(dst).extent};
+  const uint64_t bytes = rec.spec.size_bytes;
+  uint64_t checksum = rec.nvme_checksum;
+  std::shared_ptr<DeviceEvent> after =
+      src == Tier::kDevice ? from.release_event : nullptr;
+  mu_.Unlock();
+  absl::Status status =
+      mover_->Move(src_place, dst_place, bytes, &checksum, after.get());
+  mu_.Lock();
+  --from.transfer_pins;
+  if (status.ok() && dst == Tier::kNvme) rec.nvme_checksum = checksum;
+  changed_.SignalAll();
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrFormat("moving tensor '%s' %s -> %s: %s",
+                                        rec.spec.name, TierName(src),
+                                        TierName(dst), status.message()));
+  }
+  return absl::OkStatus();
+}
+
+void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
+  TierCopy& c = rec.copy(tier);
+  if (eviction) {
+    ++evictions_[static_cast<int>(tier)];
+    if (c.prefetched) ++prefetch_.wasted;
+  }
+  c.state = CopyState::kAbsent;
+  c.prefetched = false;
+  c.release_event.reset();
+  if (!rec.is_home(tier) && c.extent) {
+    alloc(tier).Free(*c.extent);
+    c.extent.reset();
+  }
+  changed_.SignalAll();
+}
+
+void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (t != static_cast<int>(keep) &&
+        rec.copies[t].state == CopyState::kValid) {
+      DropCopy(rec, static_cast<Tier>(t), /*eviction=*/false);
+    }
+  }
+}
+
+void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
+  TierCopy& c = rec.copy(tier);
+  c.state = CopyState::kAbsent;
+  if (!rec.is_home(tier) && c.extent) {
+    alloc(tier).Free(*c.extent);
+    c.extent.reset();
+  }
+  changed_.SignalAll();
+}
+
+absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
+                                 const TensorSpec& spec) const {
+  struct Holder {
+    uint64_t bytes;
+    std::string what;
+  };
+  std::vector<Holder> holders;
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (!c.extent) continue;
+    std::string why = rec->is_home(tier) ? "home" : "cache";
+    if (c.read_leases > 0) absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
+    if (c.write_lease) absl::StrAppend(&why, ", write lease");
+    if (c.busy()) absl::StrAppend(&why, ", in transfer");
+    holders.push_back({c.extent->bytes,
+                       absl::StrFormat("'%s' (id %d, %s, %s)", rec->spec.name,
+                                       id.value, Bytes(c.extent->bytes), why)});
+  }
+  std::sort(holders.begin(), holders.end(),
+            [](const Holder& a, const Holder& b) { return a.bytes > b.bytes; });
+  std::vector<std::string> top;
+  for (size_t i = 0; i < holders.size() && i < 8; ++i) top.push_back(holders[i].what);
+  const ExtentAllocator& a = *alloc_[static_cast<int>(tier)];
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s tier full: tensor '%s' needs %s; %s of %s in use (largest free "
+      "range %s) and nothing can be evicted. Held by: %s%s. Release leases, "
+      "Destroy or Discard tensors, or raise %s",
+      TierName(tier), spec.name, Bytes(bytes), Bytes(a.used_bytes()),
+      Bytes(a.capacity()), Bytes(a.largest_free_bytes()),
+      absl::StrJoin(top, "; "),
+      holders.size() > top.size()
+          ? absl::StrFormat(" and %d more", holders.size() - top.size())
+          : "",
+      BudgetFlag(tier)));
+}
+
+}  // namespace strata

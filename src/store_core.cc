@@ -1,0 +1,499 @@
+// store_core.cc: StoreCore's public operations: argument checks, lease rules
+// and the acquire paths. Moving copies between tiers is in residency.cc.
+#include "src/store_core.h"
+
+#include <cstring>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+bool Slower(Tier a, Tier b) { return static_cast<int>(a) > static_cast<int>(b); }
+
+absl::Status CheckSpec(const TensorSpec& spec) {
+  if (spec.size_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' has size 0: give size_bytes >= 1", spec.name));
+  }
+  if (spec.size_bytes > (uint64_t{1} << 50)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' asks for %d bytes (over 1 PiB): check size_bytes",
+        spec.name, spec.size_bytes));
+  }
+  if (spec.shape.empty()) return absl::OkStatus();
+  uint64_t elements = 1;
+  for (int64_t d : spec.shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor '%s' has a negative extent %d in its shape", spec.name, d));
+    }
+    elements *= static_cast<uint64_t>(d);
+  }
+  if (elements * DTypeSize(spec.dtype) != spec.size_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s': shape holds %d elements of %s (%d bytes) but size_bytes "
+        "is %d",
+        spec.name, elements, DTypeName(spec.dtype),
+        elements * DTypeSize(spec.dtype), spec.size_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
+    : options_(options), tiers_(std::move(tiers)) {
+  capacity_[0] = options_.device.budget_bytes;
+  capacity_[1] = tiers_.host->size_bytes();
+  capacity_[2] = tiers_.nvme ? tiers_.nvme->capacity_bytes() : 0;
+  alloc_[0].emplace(capacity_[0], 256);
+  alloc_[1].emplace(capacity_[1], kDirectIoAlignment);
+  alloc_[2].emplace(capacity_[2], kDirectIoAlignment);
+  mover_ = std::make_unique<Mover>(tiers_.device.get(), tiers_.device_base,
+                                   tiers_.host->base(), tiers_.nvme.get(),
+                                   tiers_.bounce.get());
+  prefetch_pool_ =
+      std::make_unique<boost::asio::thread_pool>(options_.prefetch_threads);
+}
+
+StoreCore::~StoreCore() { Shutdown(); }
+
+void StoreCore::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    changed_.SignalAll();
+  }
+  prefetch_pool_->join();
+}
+
+absl::StatusOr<TensorRecord*> StoreCore::Find(TensorId id) const {
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no tensor with id %d (never created, or destroyed)", id.value));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<TensorRecord*> StoreCore::FindIdle(TensorId id) {
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+    if (!rec->any_busy() && !rec->exclusive_pending) return rec;
+    changed_.Wait(&mu_);
+  }
+}
+
+absl::Status StoreCore::CheckLeaseTier(const TensorRecord& rec,
+                                       Tier tier) const {
+  if (tier == Tier::kNvme) {
+    return absl::InvalidArgumentError(
+        "leases are for device or host memory; NVMe has no pointer: acquire "
+        "on kHost or kDevice");
+  }
+  if (Slower(tier, rec.spec.home)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' lives on %s (its home); it cannot be used on the slower "
+        "%s tier",
+        rec.spec.name, TierName(rec.spec.home), TierName(tier)));
+  }
+  if (!has_tier(tier)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("this store has no %s tier", TierName(tier)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::CheckConflict(const TensorRecord& rec, Tier tier,
+                                      Access access) const {
+  if (access == Access::kRead && !rec.has_contents) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s' has no contents (new or discarded): write it first, or "
+        "acquire with kWrite/kOverwrite",
+        rec.spec.name));
+  }
+  for (const auto& [token, grant] : rec.leases) {
+    if (access == Access::kRead && grant.access == Access::kRead) continue;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s' is leased for %s on %s; a %s lease on %s must wait "
+        "until it is released",
+        rec.spec.name, AccessName(grant.access), TierName(grant.tier),
+        AccessName(access), TierName(tier)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorId> StoreCore::Create(const TensorSpec& spec) {
+  STRATA_RETURN_IF_ERROR(CheckSpec(spec));
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("the store is closed");
+  if (!has_tier(spec.home)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' has home %s but the store has no %s tier: configure it "
+        "(--nvme-dir and --nvme-budget) or choose another home",
+        spec.name, TierName(spec.home), TierName(spec.home)));
+  }
+  STRATA_ASSIGN_OR_RETURN(Extent home, AllocateOn(spec.home, spec.size_bytes, spec));
+  auto rec = std::make_unique<TensorRecord>();
+  rec->id = TensorId{next_id_++};
+  rec->spec = spec;
+  rec->copy(spec.home).extent = home;
+  const TensorId id = rec->id;
+  tensors_.emplace(id, std::move(rec));
+  return id;
+}
+
+absl::Status StoreCore::Destroy(TensorId id) {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  if (!rec->leases.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s' is leased (%d leases): release them before Destroy",
+        rec->spec.name, rec->leases.size()));
+  }
+  STRATA_ASSIGN_OR_RETURN(rec, FindIdle(id));
+  if (!rec->leases.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s' was leased meanwhile: release it before Destroy",
+        rec->spec.name));
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    TierCopy& c = rec->copies[t];
+    if (c.extent) alloc(static_cast<Tier>(t)).Free(*c.extent);
+  }
+  tensors_.erase(id);
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
+                                         void* stream) {
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Lease> lease = access == Access::kRead
+                                    ? AcquireShared(id, tier, stream)
+                                    : AcquireExclusive(id, tier, access, stream);
+  if (lease.ok()) {
+    ++acquires_;
+    stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  }
+  return lease;
+}
+
+absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
+                                               void* stream) {
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+    STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
+    STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, Access::kRead));
+    TierCopy& copy = rec->copy(tier);
+    if (copy.state == CopyState::kValid) {
+      return Grant(*rec, tier, Access::kRead, stream);
+    }
+    if (copy.state != CopyState::kAbsent || rec->exclusive_pending) {
+      if (copy.prefetch_loading) {
+        ++prefetch_.late;
+        copy.prefetch_loading = false;
+      }
+      changed_.Wait(&mu_);
+      continue;
+    }
+    copy.state = CopyState::kLoading;
+    STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad));
+    copy.state = CopyState::kValid;
+    changed_.SignalAll();
+  }
+}
+
+absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
+                                                  Access access, void* stream) {
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+    STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
+    STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, access));
+    if (rec->any_busy() || rec->exclusive_pending) {
+      changed_.Wait(&mu_);
+      continue;
+    }
+    if (rec->copy(tier).state == CopyState::kValid) {
+      return Grant(*rec, tier, access, stream);
+    }
+    rec->copy(tier).state = CopyState::kLoading;
+    rec->exclusive_pending = true;
+    absl::Status prepared = PrepareExclusive(*rec, tier, access);
+    rec->exclusive_pending = false;
+    changed_.SignalAll();
+    STRATA_RETURN_IF_ERROR(prepared);
+    // Readers may have taken leases on other tiers while mu_ was released.
+    absl::Status conflict = CheckConflict(*rec, tier, access);
+    if (!conflict.ok()) {
+      AbandonCopy(*rec, tier);
+      return conflict;
+    }
+    rec->copy(tier).state = CopyState::kValid;
+    return Grant(*rec, tier, access, stream);
+  }
+}
+
+absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
+                                         Access access) {
+  Fill fill = Fill::kNone;
+  if (access == Access::kWrite) fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
+  STRATA_RETURN_IF_ERROR(FillCopy(rec, tier, fill));
+  // Grant drops the other copies; wait for transfers reading them.
+  auto others_busy = [&rec, tier] {
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (t != static_cast<int>(tier) && rec.copies[t].busy()) return true;
+    }
+    return false;
+  };
+  while (others_busy()) changed_.Wait(&mu_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
+                                       Access access, void* stream) {
+  TierCopy& copy = rec.copy(tier);
+  if (tier == Tier::kDevice && copy.release_event != nullptr) {
+    STRATA_RETURN_IF_ERROR(
+        tiers_.device->StreamWait(stream, *copy.release_event));
+  }
+  if (access == Access::kRead) {
+    ++copy.read_leases;
+  } else {
+    DropOthers(rec, tier);
+    rec.has_contents = true;
+    copy.write_lease = true;
+  }
+  if (copy.read_leases + (copy.write_lease ? 1 : 0) == 1) {
+    leased_bytes_[static_cast<int>(tier)] += copy.extent->bytes;
+  }
+  if (copy.prefetched) {
+    ++prefetch_.hit;
+    copy.prefetched = false;
+  }
+  copy.last_use = ++tick_;
+  const uint64_t token = next_token_++;
+  rec.leases.emplace(token, LeaseGrant{tier, access});
+  return MakeLease(weak_from_this(), rec.id, tier, access,
+                   mover_->Pointer({tier, *copy.extent}), rec.spec.size_bytes,
+                   token);
+}
+
+absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
+                                     void* stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(id);
+  if (it == tensors_.end() || !it->second->leases.contains(token)) {
+    return absl::FailedPreconditionError("lease already released");
+  }
+  TensorRecord& rec = *it->second;
+  const LeaseGrant grant = rec.leases[token];
+  rec.leases.erase(token);
+  TierCopy& copy = rec.copy(grant.tier);
+  if (grant.access == Access::kRead) {
+    --copy.read_leases;
+  } else {
+    copy.write_lease = false;
+  }
+  if (!copy.leased()) leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
+  changed_.SignalAll();
+  if (grant.tier != Tier::kDevice || closed_) return absl::OkStatus();
+  // Later copies out of this tier wait for the caller's work on `stream`.
+  STRATA_ASSIGN_OR_RETURN(copy.release_event,
+                          tiers_.device->RecordEvent(stream));
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
+  ++prefetch_.issued;
+  boost::asio::post(*prefetch_pool_, [this, id, tier] { RunPrefetch(id, tier); });
+  return absl::OkStatus();
+}
+
+void StoreCore::RunPrefetch(TensorId id, Tier tier) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<TensorRecord*> found = Find(id);
+  if (!found.ok()) return;  // destroyed meanwhile, or closing
+  TensorRecord& rec = **found;
+  TierCopy& copy = rec.copy(tier);
+  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending ||
+      copy.state != CopyState::kAbsent) {
+    return;  // nothing to load, or someone else is handling it
+  }
+  copy.state = CopyState::kLoading;
+  copy.prefetch_loading = true;
+  if (!FillCopy(rec, tier, Fill::kLoad).ok()) {
+    ++prefetch_.failed;
+    copy.prefetch_loading = false;
+    return;
+  }
+  copy.state = CopyState::kValid;
+  copy.prefetched = copy.prefetch_loading;
+  copy.prefetch_loading = false;
+  changed_.SignalAll();
+}
+
+absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
+    if (Slower(to_tier, rec->spec.home)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cannot evict tensor '%s' to %s: its home is the faster %s tier",
+          rec->spec.name, TierName(to_tier), TierName(rec->spec.home)));
+    }
+    for (int t = 0; t < static_cast<int>(to_tier); ++t) {
+      if (rec->copies[t].leased()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "tensor '%s' is leased on %s: release it before evicting",
+            rec->spec.name, TierName(static_cast<Tier>(t))));
+      }
+    }
+    bool kept = !rec->has_contents;
+    for (int t = static_cast<int>(to_tier); t < kNumTiers; ++t) {
+      kept = kept || rec->copies[t].state == CopyState::kValid;
+    }
+    if (kept) {
+      for (int t = 0; t < static_cast<int>(to_tier); ++t) {
+        if (rec->copies[t].state == CopyState::kValid) {
+          DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/true);
+        }
+      }
+      return absl::OkStatus();
+    }
+    // Write the contents down to `to_tier` first, then drop the faster copies.
+    rec->copy(to_tier).state = CopyState::kLoading;
+    STRATA_RETURN_IF_ERROR(FillCopy(*rec, to_tier, Fill::kLoad));
+    rec->copy(to_tier).state = CopyState::kValid;
+    ++write_backs_;
+    changed_.SignalAll();
+  }
+}
+
+absl::Status StoreCore::Discard(TensorId id) {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
+  if (!rec->leases.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "tensor '%s' is leased: release it before Discard", rec->spec.name));
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (rec->copies[t].state == CopyState::kValid) {
+      DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/false);
+    }
+  }
+  rec->has_contents = false;
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::Write(TensorId id, const void* src, uint64_t bytes,
+                              uint64_t offset) {
+  return CopyThroughLease(id, const_cast<void*>(src), bytes, offset, true);
+}
+
+absl::Status StoreCore::Read(TensorId id, void* dst, uint64_t bytes,
+                             uint64_t offset) {
+  return CopyThroughLease(id, dst, bytes, offset, false);
+}
+
+absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
+                                         uint64_t bytes, uint64_t offset,
+                                         bool to_tensor) {
+  STRATA_ASSIGN_OR_RETURN(TensorSpec spec, GetSpec(id));
+  if (offset > spec.size_bytes || bytes > spec.size_bytes - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "range [%d, %d) is outside tensor '%s' of %d bytes", offset,
+        offset + bytes, spec.name, spec.size_bytes));
+  }
+  if (bytes > 0 && user == nullptr) {
+    return absl::InvalidArgumentError("null buffer");
+  }
+  Access access = Access::kRead;
+  if (to_tensor) {
+    access = offset == 0 && bytes == spec.size_bytes ? Access::kOverwrite
+                                                      : Access::kWrite;
+  }
+  // Through host memory when the tensor fits there, else through the device.
+  const bool via_host = spec.home != Tier::kDevice &&
+                        alloc_[1]->RoundUp(spec.size_bytes) <= capacity_[1];
+  const Tier tier = via_host ? Tier::kHost : Tier::kDevice;
+  STRATA_ASSIGN_OR_RETURN(Lease lease, Acquire(id, tier, access, nullptr));
+  std::byte* data = static_cast<std::byte*>(lease.data()) + offset;
+  absl::Status copied;
+  if (tier == Tier::kHost) {
+    to_tensor ? std::memcpy(data, user, bytes) : std::memcpy(user, data, bytes);
+  } else if (bytes > 0) {
+    copied = to_tensor
+                 ? tiers_.device->Copy(CopyKind::kH2D, data, user, bytes)
+                 : tiers_.device->Copy(CopyKind::kD2H, user, data, bytes);
+  }
+  absl::Status released = lease.Release();
+  STRATA_RETURN_IF_ERROR(copied);
+  return released;
+}
+
+absl::StatusOr<TensorSpec> StoreCore::GetSpec(TensorId id) const {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  return rec->spec;
+}
+
+absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  Residency r;
+  for (int t = 0; t < kNumTiers; ++t) {
+    switch (rec->copies[t].state) {
+      case CopyState::kAbsent: r.tiers[t] = Residency::State::kAbsent; break;
+      case CopyState::kLoading: r.tiers[t] = Residency::State::kLoading; break;
+      case CopyState::kEvicting: r.tiers[t] = Residency::State::kEvicting; break;
+      case CopyState::kValid:
+        r.tiers[t] = rec->dirty(static_cast<Tier>(t)) && t != static_cast<int>(rec->spec.home)
+                         ? Residency::State::kDirty
+                         : Residency::State::kClean;
+        break;
+    }
+  }
+  r.has_contents = rec->has_contents;
+  r.leases = static_cast<int>(rec->leases.size());
+  return r;
+}
+
+Stats StoreCore::GetStats() const {
+  Stats s;
+  mover_->AddTo(&s);
+  absl::MutexLock lock(&mu_);
+  for (int t = 0; t < kNumTiers; ++t) {
+    const ExtentAllocator& a = *alloc_[t];
+    TierStats& ts = s.tiers[t];
+    ts.capacity_bytes = a.capacity();
+    ts.used_bytes = a.used_bytes();
+    ts.peak_used_bytes = a.peak_used_bytes();
+    ts.leased_bytes = leased_bytes_[t];
+    ts.allocations = a.allocations();
+    ts.frees = a.frees();
+    ts.evictions = evictions_[t];
+  }
+  s.prefetch = prefetch_;
+  s.acquires = acquires_;
+  s.write_backs = write_backs_;
+  s.stall_seconds = stall_seconds_;
+  s.tensors = tensors_.size();
+  s.device_backend = tiers_.device->name();
+  s.io_engine = tiers_.nvme ? std::string(tiers_.nvme->engine_name()) : "none";
+  return s;
+}
+
+}  // namespace strata

@@ -1,0 +1,174 @@
+// store_core.h: StoreCore, the state machine behind Store.
+//
+// One absl::Mutex guards every tensor record and the three tier allocators;
+// transfers run with it released, their copies marked loading/evicting and
+// their sources pinned so no other thread frees or overwrites them. Threads
+// that must wait for a transfer (an acquire of a loading copy, an allocation
+// waiting for an eviction in flight) wait on one CondVar signalled at every
+// state change. Eviction is LRU over unleased, unpinned, non-home copies;
+// clean copies are dropped, dirty ones written back to the next slower tier
+// with space (always possible: the home extent is reserved).
+//
+// Thread safety: thread-safe. Owned by a shared_ptr so that leases (weak_ptr)
+// can outlive the Store handle safely.
+#ifndef STRATA_SRC_STORE_CORE_H_
+#define STRATA_SRC_STORE_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "src/bounce_pool.h"
+#include "src/extent_allocator.h"
+#include "src/lease_releaser.h"
+#include "src/mover.h"
+#include "src/tensor_record.h"
+#include "strata/options.h"
+#include "strata/store.h"
+#include "tiers/host/host_arena.h"
+#include "tiers/nvme/nvme_tier.h"
+
+namespace strata {
+
+// The reserved tiers a StoreCore runs on, built by Store::Open (or a test).
+struct TierSet {
+  std::unique_ptr<DeviceBackend> device;
+  std::string device_why;  // why this backend was chosen
+  std::byte* device_base = nullptr;
+  std::unique_ptr<HostArena> host;
+  std::unique_ptr<BouncePool> bounce;  // null without NVMe
+  std::unique_ptr<NvmeTier> nvme;      // null without NVMe
+};
+
+class StoreCore : public internal::LeaseReleaser,
+                  public std::enable_shared_from_this<StoreCore> {
+ public:
+  StoreCore(const StoreOptions& options, TierSet tiers);
+  ~StoreCore() override;
+  // Stops the prefetch threads; later calls fail with FailedPrecondition.
+  void Shutdown();
+
+  absl::StatusOr<TensorId> Create(const TensorSpec& spec);
+  absl::Status Destroy(TensorId id);
+  absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
+                                void* stream);
+  absl::Status Prefetch(TensorId id, Tier tier);
+  absl::Status Evict(TensorId id, Tier to_tier);
+  absl::Status Discard(TensorId id);
+  absl::Status Write(TensorId id, const void* src, uint64_t bytes,
+                     uint64_t offset);
+  absl::Status Read(TensorId id, void* dst, uint64_t bytes, uint64_t offset);
+  absl::StatusOr<TensorSpec> GetSpec(TensorId id) const;
+  absl::StatusOr<Residency> GetResidency(TensorId id) const;
+  Stats GetStats() const;
+  std::string DescribeTiers() const;
+
+  absl::Status ReleaseLease(TensorId id, uint64_t token, void* stream) override;
+
+ private:
+  // --- store_core.cc: the public operations' checks.
+  absl::StatusOr<TensorRecord*> Find(TensorId id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until nothing of rec is busy and no exclusive acquire is pending,
+  // then returns rec again (it may have been destroyed meanwhile).
+  absl::StatusOr<TensorRecord*> FindIdle(TensorId id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLeaseTier(const TensorRecord& rec, Tier tier) const;
+  absl::Status CheckConflict(const TensorRecord& rec, Tier tier,
+                             Access access) const;
+  absl::StatusOr<Lease> Grant(TensorRecord& rec, Tier tier, Access access,
+                              void* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier,
+                                         Access access, void* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the exclusive copy on `tier` (already marked loading) and waits
+  // for other copies' transfers; the copy stays loading.
+  absl::Status PrepareExclusive(TensorRecord& rec, Tier tier, Access access)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunPrefetch(TensorId id, Tier tier);
+  absl::Status CopyThroughLease(TensorId id, void* user, uint64_t bytes,
+                                uint64_t offset, bool to_tensor);
+
+  // --- residency.cc: moving copies between tiers. Each may release mu_
+  // while a transfer runs; callers re-check what they rely on afterwards.
+  // Fills rec's copy on `tier`, which the caller marked kLoading: reserves
+  // space (evicting as needed) then loads the contents from the nearest valid
+  // copy (kLoad), zeros them (kZero) or leaves them undefined (kNone). The
+  // copy stays kLoading; on error it is absent again and its space freed.
+  enum class Fill { kLoad, kZero, kNone };
+  absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes a kLoading copy: frees a cache extent, marks it absent.
+  void AbandonCopy(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finds a valid, not-evicting copy to read rec's contents from, nearest to
+  // `tier` first.
+  std::optional<Tier> PickSource(const TensorRecord& rec, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves `bytes` on `tier`, evicting unpinned copies (LRU) as needed.
+  absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
+                                    const TensorSpec& for_spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TensorRecord* PickVictim(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TransfersInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes rec's dirty copy on `tier` to a slower tier, then frees it.
+  absl::Status WriteBack(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where a write-back of rec's copy on `tier` goes: host if it has room
+  // (made by dropping clean copies only), else the home tier.
+  Tier WriteBackTarget(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one transfer between two copies of rec with mu_ released.
+  absl::Status Transfer(TensorRecord& rec, Tier src, Tier dst)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees a cache copy (or marks the home copy invalid, keeping its space).
+  void DropCopy(TensorRecord& rec, Tier tier, bool eviction)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropOthers(TensorRecord& rec, Tier keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ResourceExhausted naming what fills `tier`.
+  absl::Status TierFull(Tier tier, uint64_t bytes, const TensorSpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ExtentAllocator& alloc(Tier t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return *alloc_[static_cast<int>(t)];
+  }
+  bool has_tier(Tier t) const { return capacity_[static_cast<int>(t)] > 0; }
+
+  // Constant after construction.
+  const StoreOptions options_;
+  const TierSet tiers_;
+  uint64_t capacity_[kNumTiers] = {0, 0, 0};
+  std::unique_ptr<Mover> mover_;
+  std::unique_ptr<boost::asio::thread_pool> prefetch_pool_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // signalled on every copy or lease state change
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_
+      ABSL_GUARDED_BY(mu_);
+  std::optional<ExtentAllocator> alloc_[kNumTiers] ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t leased_bytes_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
+  uint64_t evictions_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
+  uint64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
+  double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SRC_STORE_CORE_H_

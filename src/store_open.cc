@@ -1,0 +1,159 @@
+// store_open.cc: Store::Open — validates options, reserves the tiers in order
+// (device arena, pinned host arena, bounce chunks, NVMe swap files) and hands
+// them to a StoreCore behind a thin Store handle.
+#include "src/store_open.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/store_core.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+// The Store a user holds: owns the core, which leases reference weakly.
+class StoreHandle final : public Store {
+ public:
+  explicit StoreHandle(std::shared_ptr<StoreCore> core) : core_(std::move(core)) {}
+  ~StoreHandle() override { core_->Shutdown(); }
+
+  absl::StatusOr<TensorId> Create(const TensorSpec& spec) override {
+    return core_->Create(spec);
+  }
+  absl::Status Destroy(TensorId id) override { return core_->Destroy(id); }
+  absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
+                                void* stream) override {
+    return core_->Acquire(id, tier, access, stream);
+  }
+  absl::Status Prefetch(TensorId id, Tier tier) override {
+    return core_->Prefetch(id, tier);
+  }
+  absl::Status Evict(TensorId id, Tier to_tier) override {
+    return core_->Evict(id, to_tier);
+  }
+  absl::Status Discard(TensorId id) override { return core_->Discard(id); }
+  absl::Status Write(TensorId id, const void* src, uint64_t bytes,
+                     uint64_t offset) override {
+    return core_->Write(id, src, bytes, offset);
+  }
+  absl::Status Read(TensorId id, void* dst, uint64_t bytes,
+                    uint64_t offset) override {
+    return core_->Read(id, dst, bytes, offset);
+  }
+  absl::StatusOr<TensorSpec> GetSpec(TensorId id) const override {
+    return core_->GetSpec(id);
+  }
+  absl::StatusOr<Residency> GetResidency(TensorId id) const override {
+    return core_->GetResidency(id);
+  }
+  Stats GetStats() const override { return core_->GetStats(); }
+  std::string DescribeTiers() const override { return core_->DescribeTiers(); }
+
+ private:
+  std::shared_ptr<StoreCore> core_;
+};
+
+// Bounce chunks: at least 4 MiB and a whole number of NVMe blocks, so one
+// chunk is several requests in flight together.
+uint64_t BounceChunkBytes(uint64_t block) {
+  return std::max<uint64_t>(1, (4 * kMiB + block - 1) / block) * block;
+}
+
+}  // namespace
+
+absl::Status ValidateStoreOptions(const StoreOptions& o) {
+  if (o.device.budget_bytes == 0) {
+    return absl::InvalidArgumentError("device budget is 0: set --device-budget > 0");
+  }
+  if (o.host.budget_bytes == 0) {
+    return absl::InvalidArgumentError("host budget is 0: set --host-budget > 0");
+  }
+  if (o.device.copy_chunk_bytes == 0) {
+    return absl::InvalidArgumentError("device copy_chunk_bytes is 0: use >= 64 KiB");
+  }
+  if (!(o.device.sim_link_gbps >= 0) || !(o.device.sim_latency_seconds >= 0)) {
+    return absl::InvalidArgumentError(
+        "simulated link model needs sim_link_gbps >= 0 and sim_latency_seconds >= 0");
+  }
+  if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
+    return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");
+  }
+  const NvmeOptions& n = o.nvme;
+  if (n.directories.empty() != (n.budget_bytes == 0)) {
+    return absl::InvalidArgumentError(
+        n.directories.empty()
+            ? "an NVMe budget was set but no NVMe directory: pass --nvme-dir"
+            : "NVMe directories were given but the NVMe budget is 0: set "
+              "--nvme-budget");
+  }
+  if (n.block_size_bytes == 0 || n.block_size_bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe block size %d is not a positive multiple of 4096", n.block_size_bytes));
+  }
+  if (n.queue_depth == 0 || n.queue_depth > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe queue depth %d is outside [1, 4096]", n.queue_depth));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
+                                                 const StoreSeams& seams) {
+  STRATA_RETURN_IF_ERROR(ValidateStoreOptions(options));
+  TierSet tiers;
+  STRATA_ASSIGN_OR_RETURN(tiers.device,
+                          OpenDeviceBackend(options.device, &tiers.device_why));
+  if (seams.wrap_device) tiers.device = seams.wrap_device(std::move(tiers.device));
+  STRATA_ASSIGN_OR_RETURN(tiers.device_base,
+                          tiers.device->ReserveArena(options.device.budget_bytes));
+  STRATA_ASSIGN_OR_RETURN(
+      tiers.host, HostArena::Create(options.host.budget_bytes,
+                                    options.host.lock_memory, tiers.device.get()));
+  if (!options.nvme.directories.empty()) {
+    STRATA_ASSIGN_OR_RETURN(
+        tiers.bounce,
+        BouncePool::Create(BounceChunkBytes(options.nvme.block_size_bytes),
+                           /*pairs=*/2, options.host.lock_memory,
+                           tiers.device.get()));
+    const std::vector<iovec> buffers = {
+        {tiers.host->base(), tiers.host->size_bytes()},
+        {tiers.bounce->base(), tiers.bounce->size_bytes()}};
+    STRATA_ASSIGN_OR_RETURN(
+        tiers.nvme, NvmeTier::Open(options.nvme, buffers, seams.wrap_block_io));
+  }
+  auto core = std::make_shared<StoreCore>(options, std::move(tiers));
+  return std::unique_ptr<Store>(new StoreHandle(std::move(core)));
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  return OpenStore(options, {});
+}
+
+std::string StoreCore::DescribeTiers() const {
+  std::string out = absl::StrFormat(
+      "device: %s (%s), budget %d MiB\n", tiers_.device->name(),
+      tiers_.device_why, capacity_[0] / kMiB);
+  absl::StrAppendFormat(&out, "host:   pinned arena %d MiB (mlock %s, %s)\n",
+                        capacity_[1] / kMiB,
+                        tiers_.host->locked() ? "ok" : "refused",
+                        tiers_.host->registered() ? "registered with CUDA"
+                                                  : "not registered");
+  if (!tiers_.nvme) {
+    absl::StrAppend(&out, "nvme:   none (no --nvme-dir)\n");
+    return out;
+  }
+  absl::StrAppendFormat(
+      &out, "nvme:   %d MiB in %s; engine %s%s, queue depth %d, block %d KiB\n",
+      capacity_[2] / kMiB, absl::StrJoin(tiers_.nvme->DescribeFiles(), ", "),
+      tiers_.nvme->engine_name(),
+      tiers_.nvme->fallback_reason().empty()
+          ? ""
+          : absl::StrCat(" (", tiers_.nvme->fallback_reason(), ")"),
+      options_.nvme.queue_depth, options_.nvme.block_size_bytes / 1024);
+  return out;
+}
+
+}  // namespace strata

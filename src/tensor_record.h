@@ -1,0 +1,87 @@
+// tensor_record.h: a tensor's residency state as the store tracks it.
+//
+// Per tier a copy is absent, loading (a transfer is filling it), valid, or
+// evicting (a write-back is reading it before it is freed). Clean/dirty is
+// derived, not stored: a valid copy is dirty when no slower tier holds a valid
+// copy, so it can only be dropped after a write-back. The home tier's extent
+// is reserved for the tensor's whole life, valid or not.
+#ifndef STRATA_SRC_TENSOR_RECORD_H_
+#define STRATA_SRC_TENSOR_RECORD_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "src/extent_allocator.h"
+#include "strata/tensor.h"
+#include "tiers/device/device_backend.h"
+
+namespace strata {
+
+enum class CopyState : uint8_t { kAbsent, kLoading, kValid, kEvicting };
+
+struct TierCopy {
+  CopyState state = CopyState::kAbsent;
+  std::optional<Extent> extent;  // space held on this tier
+  int read_leases = 0;
+  bool write_lease = false;
+  int transfer_pins = 0;     // in-flight transfers reading this copy
+  uint64_t last_use = 0;     // LRU tick of the last acquire or load
+  bool prefetched = false;   // loaded by Prefetch and not yet acquired
+  bool prefetch_loading = false;  // the load in flight is a prefetch
+  // Device tier: the point in the user's stream where the last lease ended;
+  // copies out of this tier wait for it (stream-ordered, not CPU-blocking).
+  std::shared_ptr<DeviceEvent> release_event;
+
+  bool leased() const { return read_leases > 0 || write_lease; }
+  bool busy() const {
+    return state == CopyState::kLoading || state == CopyState::kEvicting ||
+           transfer_pins > 0;
+  }
+};
+
+struct LeaseGrant {
+  Tier tier;
+  Access access;
+};
+
+struct TensorRecord {
+  TensorId id;
+  TensorSpec spec;
+  TierCopy copies[kNumTiers];
+  bool has_contents = false;  // false when new or discarded
+  // An exclusive (write/overwrite) acquire is preparing its copy: new readers
+  // and prefetches wait or skip, so the preparation never waits on them.
+  bool exclusive_pending = false;
+  uint64_t nvme_checksum = 0;  // XXH3-64 of the bytes last written to NVMe
+  absl::flat_hash_map<uint64_t, LeaseGrant> leases;  // token -> grant
+
+  TierCopy& copy(Tier t) { return copies[static_cast<int>(t)]; }
+  const TierCopy& copy(Tier t) const { return copies[static_cast<int>(t)]; }
+  bool is_home(Tier t) const { return t == spec.home; }
+  // Valid and no valid copy on a slower tier: dropping it would lose data.
+  bool dirty(Tier t) const {
+    if (copy(t).state != CopyState::kValid) return false;
+    for (int s = static_cast<int>(t) + 1; s < kNumTiers; ++s) {
+      if (copies[s].state == CopyState::kValid) return false;
+    }
+    return true;
+  }
+  bool any_busy() const {
+    for (const TierCopy& c : copies) {
+      if (c.busy()) return true;
+    }
+    return false;
+  }
+  bool write_leased() const {
+    for (const TierCopy& c : copies) {
+      if (c.write_lease) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SRC_TENSOR_RECORD_H_

@@ -1,0 +1,337 @@
+// Store behaviour on the simulated device: round trips of odd sizes through
+// every tier and path, residency transitions, LRU eviction with write-back,
+// and every misuse the API documents.
+#include "strata/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::FillPattern;
+using ::strata::testing::MatchesPattern;
+using ::strata::testing::Pattern;
+using ::strata::testing::SmallStoreOptions;
+using ::testing::HasSubstr;
+using State = Residency::State;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void Open(uint64_t device, uint64_t host, uint64_t nvme) {
+    auto s = Store::Open(SmallStoreOptions(dir_.path(), device, host, nvme));
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void SetUp() override { Open(4 * kMiB, 4 * kMiB, 64 * kMiB); }
+
+  TensorId MustCreate(uint64_t bytes, Tier home = Tier::kNvme,
+                      const std::string& name = "t") {
+    auto id = store_->Create({.name = name, .size_bytes = bytes, .home = home});
+    EXPECT_TRUE(id.ok()) << id.status();
+    return *id;
+  }
+  State StateOn(TensorId id, Tier t) {
+    return store_->GetResidency(id)->tiers[static_cast<int>(t)];
+  }
+
+  ::strata::testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+class OddSizeTest : public StoreTest,
+                    public ::testing::WithParamInterface<uint64_t> {};
+
+// Host -> NVMe -> device -> NVMe -> host, and device -> host, byte-exact.
+TEST_P(OddSizeTest, RoundTripsThroughEveryTier) {
+  const uint64_t n = GetParam();
+  TensorId id = MustCreate(n);
+  std::vector<std::byte> in = Pattern(n, 7), out(n);
+  ASSERT_TRUE(store_->Write(id, in.data(), n).ok());
+  ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  EXPECT_EQ(StateOn(id, Tier::kHost), State::kAbsent);
+  EXPECT_EQ(StateOn(id, Tier::kNvme), State::kClean);
+  {  // NVMe -> device through the bounce pipeline.
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_EQ(lease->size_bytes(), n);
+    EXPECT_TRUE(MatchesPattern(lease->data(), n, 7));
+  }
+  {  // Device-written contents -> NVMe, then NVMe -> host.
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    FillPattern(lease->data(), n, 8);
+  }
+  EXPECT_EQ(StateOn(id, Tier::kNvme), State::kAbsent);
+  ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  EXPECT_EQ(StateOn(id, Tier::kDevice), State::kAbsent);
+  ASSERT_TRUE(store_->Read(id, out.data(), n).ok());
+  EXPECT_TRUE(MatchesPattern(out.data(), n, 8));
+  {  // Device -> host directly.
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kWrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    FillPattern(lease->data(), n, 9);
+  }
+  ASSERT_TRUE(store_->Read(id, out.data(), n).ok());
+  EXPECT_TRUE(MatchesPattern(out.data(), n, 9));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, OddSizeTest,
+                         ::testing::Values(1, 511, 4097, kMiB + 3));
+
+TEST_F(StoreTest, HostHomeTensorRoundTripsThroughDevice) {
+  TensorId id = MustCreate(4097, Tier::kHost);
+  auto in = Pattern(4097, 3);
+  ASSERT_TRUE(store_->Write(id, in.data(), in.size()).ok());
+  {
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kWrite);
+    ASSERT_TRUE(lease.ok());
+    EXPECT_TRUE(MatchesPattern(lease->data(), 4097, 3));
+    FillPattern(lease->data(), 4097, 4);
+  }
+  EXPECT_EQ(StateOn(id, Tier::kDevice), State::kDirty);
+  EXPECT_EQ(StateOn(id, Tier::kHost), State::kAbsent);
+  ASSERT_TRUE(store_->Evict(id, Tier::kHost).ok());
+  EXPECT_EQ(StateOn(id, Tier::kHost), State::kClean);
+  std::vector<std::byte> out(4097);
+  ASSERT_TRUE(store_->Read(id, out.data(), out.size()).ok());
+  EXPECT_TRUE(MatchesPattern(out.data(), out.size(), 4));
+}
+
+TEST_F(StoreTest, PartialWriteAndReadAtOffset) {
+  TensorId id = MustCreate(10000);
+  auto in = Pattern(10000, 1);
+  ASSERT_TRUE(store_->Write(id, in.data(), in.size()).ok());
+  auto patch = Pattern(100, 2);
+  ASSERT_TRUE(store_->Write(id, patch.data(), 100, 5000).ok());
+  std::vector<std::byte> out(10000);
+  ASSERT_TRUE(store_->Read(id, out.data(), out.size()).ok());
+  EXPECT_EQ(std::memcmp(out.data(), in.data(), 5000), 0);
+  EXPECT_EQ(std::memcmp(out.data() + 5000, patch.data(), 100), 0);
+  EXPECT_EQ(std::memcmp(out.data() + 5100, in.data() + 5100, 4900), 0);
+  EXPECT_EQ(store_->Read(id, out.data(), 10, 9995).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A device budget of three 1 MiB tensors: the least recently used copy goes
+// first, and a dirty one is written back (to host, which has room) before it
+// is dropped.
+TEST_F(StoreTest, LruEvictionWritesBackDirtyCopies) {
+  Open(3 * kMiB, 8 * kMiB, 64 * kMiB);
+  TensorId a = MustCreate(kMiB, Tier::kNvme, "a");
+  TensorId b = MustCreate(kMiB, Tier::kNvme, "b");
+  TensorId c = MustCreate(kMiB, Tier::kNvme, "c");
+  TensorId d = MustCreate(kMiB, Tier::kNvme, "d");
+  for (TensorId id : {a, b, c}) {
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    FillPattern(lease->data(), kMiB, id.value);
+  }
+  { auto touch = store_->Acquire(a, Tier::kDevice, Access::kRead); }
+  {  // b is now least recently used.
+    auto lease = store_->Acquire(d, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+  }
+  EXPECT_EQ(StateOn(b, Tier::kDevice), State::kAbsent);
+  EXPECT_EQ(StateOn(b, Tier::kHost), State::kDirty);
+  EXPECT_EQ(StateOn(a, Tier::kDevice), State::kDirty);
+  Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.write_backs, 1u);
+  EXPECT_EQ(stats.tiers[0].evictions, 1u);
+  std::vector<std::byte> out(kMiB);
+  ASSERT_TRUE(store_->Read(b, out.data(), kMiB).ok());
+  EXPECT_TRUE(MatchesPattern(out.data(), kMiB, b.value));
+}
+
+// A tensor larger than the whole host tier still reaches the device and NVMe
+// through the pinned bounce chunks.
+TEST_F(StoreTest, TensorLargerThanHostGoesThroughBounceChunks) {
+  Open(16 * kMiB, 1 * kMiB, 64 * kMiB);
+  const uint64_t n = 10 * kMiB + 5;
+  TensorId id = MustCreate(n);
+  {
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    FillPattern(lease->data(), n, 5);
+  }
+  ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(MatchesPattern(lease->data(), n, 5));
+  EXPECT_EQ(store_->Acquire(id, Tier::kHost, Access::kRead).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(StoreTest, WriteLeaseOnNewTensorPresentsZeros) {
+  TensorId id = MustCreate(5000);
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kWrite);
+  ASSERT_TRUE(lease.ok());
+  std::vector<std::byte> zeros(5000);
+  EXPECT_EQ(std::memcmp(lease->data(), zeros.data(), 5000), 0);
+}
+
+TEST_F(StoreTest, PrefetchLoadsAheadAndCountsHit) {
+  TensorId id = MustCreate(kMiB);
+  auto in = Pattern(kMiB, 11);
+  ASSERT_TRUE(store_->Write(id, in.data(), kMiB).ok());
+  ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  ASSERT_TRUE(store_->Prefetch(id, Tier::kDevice).ok());
+  for (int i = 0; i < 2000 && StateOn(id, Tier::kDevice) != State::kClean; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(StateOn(id, Tier::kDevice), State::kClean);
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE(MatchesPattern(lease->data(), kMiB, 11));
+  Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.prefetch.issued, 1u);
+  EXPECT_EQ(stats.prefetch.hit, 1u);
+}
+
+TEST_F(StoreTest, DiscardDropsContentsWithoutWriteBack) {
+  TensorId id = MustCreate(4096);
+  auto in = Pattern(4096, 1);
+  ASSERT_TRUE(store_->Write(id, in.data(), 4096).ok());
+  const uint64_t written = store_->GetStats().links[3].bytes;
+  ASSERT_TRUE(store_->Discard(id).ok());
+  EXPECT_EQ(store_->GetStats().links[3].bytes, written);
+  EXPECT_FALSE(store_->GetResidency(id)->has_contents);
+  auto lease = store_->Acquire(id, Tier::kHost, Access::kRead);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(lease.status().message(), HasSubstr("no contents"));
+  EXPECT_TRUE(store_->Acquire(id, Tier::kHost, Access::kOverwrite).ok());
+}
+
+TEST_F(StoreTest, BadSpecsAreRefused) {
+  EXPECT_EQ(store_->Create({.name = "z", .size_bytes = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Create({.size_bytes = uint64_t{1} << 62}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TensorSpec shaped{.name = "s", .size_bytes = 10, .dtype = DType::kFloat32,
+                    .shape = {2, 2}};
+  EXPECT_EQ(store_->Create(shaped).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  shaped.size_bytes = 16;
+  EXPECT_TRUE(store_->Create(shaped).ok());
+  auto big = store_->Create({.name = "huge", .size_bytes = 65 * kMiB});
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.status().message(), HasSubstr("--nvme-budget"));
+}
+
+TEST_F(StoreTest, TensorLargerThanDeviceBudgetIsExplained) {
+  TensorId id = MustCreate(5 * kMiB, Tier::kNvme, "w3");
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(lease.status().message(),
+              HasSubstr("tensor 'w3' is 5.0 MiB; the device budget is 4.0 MiB: "
+                        "raise --device-budget"));
+}
+
+TEST_F(StoreTest, UnknownAndDestroyedIdsAreNotFound) {
+  EXPECT_EQ(store_->Acquire(TensorId{999}, Tier::kHost, Access::kRead)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  TensorId id = MustCreate(100);
+  ASSERT_TRUE(store_->Destroy(id).ok());
+  EXPECT_EQ(store_->Destroy(id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Prefetch(id, Tier::kDevice).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetStats().tensors, 0u);
+}
+
+TEST_F(StoreTest, LeaseRulesAreEnforced) {
+  TensorId id = MustCreate(100);
+  ASSERT_TRUE(store_->Write(id, Pattern(100, 1).data(), 100).ok());
+  auto r1 = store_->Acquire(id, Tier::kHost, Access::kRead);
+  auto r2 = store_->Acquire(id, Tier::kDevice, Access::kRead);
+  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(store_->Acquire(id, Tier::kDevice, Access::kWrite).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Destroy(id).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Evict(id, Tier::kNvme).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Discard(id).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(r1->Release().ok());
+  EXPECT_EQ(r1->Release().code(), absl::StatusCode::kFailedPrecondition);
+  Lease moved = std::move(*r2);
+  EXPECT_EQ(r2->Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(moved.Release().ok());
+  EXPECT_TRUE(store_->Destroy(id).ok());
+}
+
+TEST_F(StoreTest, BadTiersAreRefused) {
+  TensorId id = MustCreate(100, Tier::kHost);
+  EXPECT_EQ(store_->Acquire(id, Tier::kNvme, Access::kOverwrite).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Evict(id, Tier::kNvme).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, LeaseOutlivingItsStoreFailsCleanly) {
+  TensorId id = MustCreate(100);
+  auto lease = store_->Acquire(id, Tier::kHost, Access::kOverwrite);
+  ASSERT_TRUE(lease.ok());
+  store_.reset();
+  absl::Status s = lease->Release();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("closed"));
+}
+
+TEST_F(StoreTest, TierFullOfLeasesListsHolders) {
+  TensorId a = MustCreate(2 * kMiB, Tier::kNvme, "alpha");
+  TensorId b = MustCreate(2 * kMiB, Tier::kNvme, "beta");
+  TensorId c = MustCreate(kMiB, Tier::kNvme, "gamma");
+  auto la = store_->Acquire(a, Tier::kDevice, Access::kOverwrite);
+  auto lb = store_->Acquire(b, Tier::kDevice, Access::kOverwrite);
+  ASSERT_TRUE(la.ok() && lb.ok());
+  auto lc = store_->Acquire(c, Tier::kDevice, Access::kOverwrite);
+  EXPECT_EQ(lc.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(lc.status().message(), HasSubstr("'alpha'"));
+  EXPECT_THAT(lc.status().message(), HasSubstr("write lease"));
+  ASSERT_TRUE(la->Release().ok());
+  EXPECT_TRUE(store_->Acquire(c, Tier::kDevice, Access::kOverwrite).ok());
+}
+
+TEST(StoreOpenTest, BadOptionsAreRefused) {
+  ::strata::testing::TempDir dir;
+  StoreOptions o = SmallStoreOptions(dir.path(), kMiB, kMiB, 8 * kMiB);
+  o.nvme.directories = {dir.path() + "/missing"};
+  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kNotFound);
+  o = SmallStoreOptions(dir.path(), kMiB, kMiB, uint64_t{1} << 50);
+  auto s = Store::Open(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  o = SmallStoreOptions(dir.path(), kMiB, uint64_t{1} << 50, 8 * kMiB);
+  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kResourceExhausted);
+  o = SmallStoreOptions(dir.path(), 0, kMiB, 8 * kMiB);
+  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = SmallStoreOptions(dir.path(), kMiB, kMiB, 8 * kMiB);
+  o.nvme.block_size_bytes = 1000;
+  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.nvme.block_size_bytes = 4096;
+  o.nvme.directories.clear();
+  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StoreOpenTest, StoreWithoutNvmeRefusesNvmeHome) {
+  StoreOptions o;
+  o.device.backend = DeviceBackendKind::kSimulated;
+  o.device.budget_bytes = kMiB;
+  o.host.budget_bytes = kMiB;
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->Create({.size_bytes = 10}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*store)->Create({.size_bytes = 10, .home = Tier::kHost}).ok());
+  EXPECT_THAT((*store)->DescribeTiers(), HasSubstr("simulated"));
+}
+
+}  // namespace
+}  // namespace strata
