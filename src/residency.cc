@@ -126,6 +126,12 @@ TensorRecord* StoreCore::PickVictim(Tier tier) const {
         rec->is_home(tier)) {
       continue;
     }
+    // A dirty copy needs its home copy free to take a write-back; if a
+    // transfer is filling it, leave this copy for now.
+    if (rec->dirty(tier) && rec->has_contents &&
+        rec->copy(rec->spec.home).state != CopyState::kAbsent) {
+      continue;
+    }
     if (best == nullptr || c.last_use < best_use) {
       best = rec.get();
       best_use = c.last_use;
@@ -164,7 +170,12 @@ absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
 
 Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
   const Tier home = rec.spec.home;
-  if (tier != Tier::kDevice || home != Tier::kNvme) return home;
+  // The host copy may be reserved by a load in progress (kLoading, no extent
+  // yet): then it is not ours to fill.
+  if (tier != Tier::kDevice || home != Tier::kNvme ||
+      rec.copy(Tier::kHost).state != CopyState::kAbsent) {
+    return home;
+  }
   // Device copy of an NVMe-homed tensor: keep it in host memory if room can
   // be made without I/O (dropping clean copies only), else write to NVMe.
   const uint64_t bytes = rec.spec.size_bytes;

@@ -181,11 +181,13 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
   absl::StatusOr<Lease> lease = access == Access::kRead
                                     ? AcquireShared(id, tier, stream)
                                     : AcquireExclusive(id, tier, access, stream);
-  if (lease.ok()) {
-    ++acquires_;
-    stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
-  }
+  if (lease.ok()) CountAcquire(start);
   return lease;
+}
+
+void StoreCore::CountAcquire(absl::Time start) {
+  ++acquires_;
+  stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
@@ -195,7 +197,7 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
     STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, Access::kRead));
     TierCopy& copy = rec->copy(tier);
-    if (copy.state == CopyState::kValid) {
+    if (copy.state == CopyState::kValid && !rec->exclusive_pending) {
       return Grant(*rec, tier, Access::kRead, stream);
     }
     if (copy.state != CopyState::kAbsent || rec->exclusive_pending) {
@@ -214,7 +216,8 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
-                                                  Access access, void* stream) {
+                                                  Access access, void* stream,
+                                                  const UserBytes* user) {
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
@@ -223,31 +226,52 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
       changed_.Wait(&mu_);
       continue;
     }
-    if (rec->copy(tier).state == CopyState::kValid) {
-      return Grant(*rec, tier, access, stream);
-    }
-    rec->copy(tier).state = CopyState::kLoading;
-    rec->exclusive_pending = true;
-    absl::Status prepared = PrepareExclusive(*rec, tier, access);
+    TierCopy& copy = rec->copy(tier);
+    const bool was_valid = copy.state == CopyState::kValid;
+    if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
+    copy.state = CopyState::kLoading;
+    rec->exclusive_pending = true;  // new readers wait; no conflict can arise
+    absl::Status prepared = PrepareExclusive(*rec, tier, access, was_valid, user);
     rec->exclusive_pending = false;
     changed_.SignalAll();
     STRATA_RETURN_IF_ERROR(prepared);
-    // Readers may have taken leases on other tiers while mu_ was released.
-    absl::Status conflict = CheckConflict(*rec, tier, access);
-    if (!conflict.ok()) {
-      AbandonCopy(*rec, tier);
-      return conflict;
-    }
-    rec->copy(tier).state = CopyState::kValid;
+    copy.state = CopyState::kValid;
     return Grant(*rec, tier, access, stream);
   }
 }
 
 absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
-                                         Access access) {
-  Fill fill = Fill::kNone;
-  if (access == Access::kWrite) fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
-  STRATA_RETURN_IF_ERROR(FillCopy(rec, tier, fill));
+                                         Access access, bool was_valid,
+                                         const UserBytes* user) {
+  TierCopy& copy = rec.copy(tier);
+  if (!was_valid) {
+    Fill fill = Fill::kNone;
+    if (access == Access::kWrite) fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
+    STRATA_RETURN_IF_ERROR(FillCopy(rec, tier, fill));
+  } else if (rec.dirty(tier) && !rec.is_home(tier) && tier == Tier::kDevice) {
+    // Writing user bytes in place over the only copy: a failed device copy
+    // would tear it, so first save the contents to the home tier.
+    const Tier home = rec.spec.home;
+    rec.copy(home).state = CopyState::kLoading;
+    absl::Status saved = Transfer(rec, tier, home);
+    rec.copy(home).state = saved.ok() ? CopyState::kValid : CopyState::kAbsent;
+    if (!saved.ok()) {
+      copy.state = CopyState::kValid;
+      return saved;
+    }
+  }
+  if (user != nullptr) {
+    absl::Status copied = CopyUserBytes(rec, tier, *user);
+    if (!copied.ok()) {
+      // The other copies still hold the previous contents.
+      if (was_valid && rec.dirty(tier)) {
+        copy.state = CopyState::kValid;  // host memcpy cannot tear; keep it
+      } else {
+        AbandonCopy(rec, tier);
+      }
+      return copied;
+    }
+  }
   // Grant drops the other copies; wait for transfers reading them.
   auto others_busy = [&rec, tier] {
     for (int t = 0; t < kNumTiers; ++t) {
@@ -257,6 +281,21 @@ absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
   };
   while (others_busy()) changed_.Wait(&mu_);
   return absl::OkStatus();
+}
+
+absl::Status StoreCore::CopyUserBytes(TensorRecord& rec, Tier tier,
+                                      const UserBytes& user) {
+  std::byte* data = mover_->Pointer({tier, *rec.copy(tier).extent}) + user.offset;
+  if (user.bytes == 0) return absl::OkStatus();
+  mu_.Unlock();
+  absl::Status status;
+  if (tier == Tier::kHost) {
+    std::memcpy(data, user.src, user.bytes);
+  } else {
+    status = tiers_.device->Copy(CopyKind::kH2D, data, user.src, user.bytes);
+  }
+  mu_.Lock();
+  return status;
 }
 
 absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
@@ -420,26 +459,36 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
   if (bytes > 0 && user == nullptr) {
     return absl::InvalidArgumentError("null buffer");
   }
-  Access access = Access::kRead;
-  if (to_tensor) {
-    access = offset == 0 && bytes == spec.size_bytes ? Access::kOverwrite
-                                                      : Access::kWrite;
+  // Through host memory when the tensor has room there, else the device.
+  absl::StatusOr<Lease> lease = absl::ResourceExhaustedError("");
+  for (Tier tier : {Tier::kHost, Tier::kDevice}) {
+    if (lease.status().code() != absl::StatusCode::kResourceExhausted) break;
+    if (tier == Tier::kHost && spec.home == Tier::kDevice) continue;
+    if (to_tensor) {
+      // The bytes are copied in before the lease is granted, so a failed
+      // copy leaves the previous contents intact.
+      const UserBytes fill{user, bytes, offset};
+      const bool whole = offset == 0 && bytes == spec.size_bytes;
+      const absl::Time start = absl::Now();
+      absl::MutexLock lock(&mu_);
+      lease = AcquireExclusive(id, tier, whole ? Access::kOverwrite : Access::kWrite,
+                               nullptr, &fill);
+      if (lease.ok()) CountAcquire(start);
+    } else {
+      lease = Acquire(id, tier, Access::kRead, nullptr);
+    }
   }
-  // Through host memory when the tensor fits there, else through the device.
-  const bool via_host = spec.home != Tier::kDevice &&
-                        alloc_[1]->RoundUp(spec.size_bytes) <= capacity_[1];
-  const Tier tier = via_host ? Tier::kHost : Tier::kDevice;
-  STRATA_ASSIGN_OR_RETURN(Lease lease, Acquire(id, tier, access, nullptr));
-  std::byte* data = static_cast<std::byte*>(lease.data()) + offset;
+  STRATA_RETURN_IF_ERROR(lease.status());
   absl::Status copied;
-  if (tier == Tier::kHost) {
-    to_tensor ? std::memcpy(data, user, bytes) : std::memcpy(user, data, bytes);
-  } else if (bytes > 0) {
-    copied = to_tensor
-                 ? tiers_.device->Copy(CopyKind::kH2D, data, user, bytes)
-                 : tiers_.device->Copy(CopyKind::kD2H, user, data, bytes);
+  if (!to_tensor && bytes > 0) {
+    const std::byte* data = static_cast<std::byte*>(lease->data()) + offset;
+    if (lease->tier() == Tier::kHost) {
+      std::memcpy(user, data, bytes);
+    } else {
+      copied = tiers_.device->Copy(CopyKind::kD2H, user, data, bytes);
+    }
   }
-  absl::Status released = lease.Release();
+  absl::Status released = lease->Release();
   STRATA_RETURN_IF_ERROR(copied);
   return released;
 }

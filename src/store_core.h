@@ -87,13 +87,26 @@ class StoreCore : public internal::LeaseReleaser,
                               void* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Caller bytes Write() copies into a copy before its lease is granted.
+  struct UserBytes {
+    const void* src;
+    uint64_t bytes;
+    uint64_t offset;
+  };
   absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier,
-                                         Access access, void* stream)
+                                         Access access, void* stream,
+                                         const UserBytes* user = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Builds the exclusive copy on `tier` (already marked loading) and waits
-  // for other copies' transfers; the copy stays loading.
-  absl::Status PrepareExclusive(TensorRecord& rec, Tier tier, Access access)
+  // Builds the exclusive copy on `tier` (already marked loading), copies
+  // `user` bytes into it if given, and waits for other copies' transfers.
+  // The copy stays loading; on error the previous contents are intact.
+  absl::Status PrepareExclusive(TensorRecord& rec, Tier tier, Access access,
+                                bool was_valid, const UserBytes* user)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CopyUserBytes(TensorRecord& rec, Tier tier,
+                             const UserBytes& user)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountAcquire(absl::Time start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunPrefetch(TensorId id, Tier tier);
   absl::Status CopyThroughLease(TensorId id, void* user, uint64_t bytes,
                                 uint64_t offset, bool to_tensor);
