@@ -1,0 +1,78 @@
+#include "apps/store_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "src/byte_size.h"
+
+ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{256 * strata::kMiB},
+          "Device tier budget (bytes; units KiB/MiB/GiB accepted), reserved "
+          "with one cudaMalloc, or host memory on the simulated device.");
+ABSL_FLAG(strata::ByteSize, host_budget, strata::ByteSize{1 * strata::kGiB},
+          "Pinned host tier budget, reserved once (mmap + mlock + "
+          "cudaHostRegister). Must fit in physical memory.");
+ABSL_FLAG(std::vector<std::string>, nvme_dir, {"/var/tmp"},
+          "Comma-separated directories for NVMe swap files, one file each "
+          "(several stripe across drives). Files are O_DIRECT, mode 0600 and "
+          "unlinked: nothing is left behind. Empty: no NVMe tier.");
+ABSL_FLAG(strata::ByteSize, nvme_budget, strata::ByteSize{1 * strata::kGiB},
+          "NVMe tier budget across all --nvme-dir directories, preallocated "
+          "at start.");
+ABSL_FLAG(uint32_t, queue_depth, 32, "NVMe I/O requests in flight.");
+ABSL_FLAG(strata::ByteSize, block_size, strata::ByteSize{1 * strata::kMiB},
+          "NVMe request size and stripe unit; a multiple of 4 KiB.");
+ABSL_FLAG(std::string, device, "auto",
+          "Device backend: auto (a GPU if one answers, else simulated), cuda, "
+          "or simulated. Environment: STRATA_DEVICE.");
+ABSL_FLAG(std::string, io_engine, "auto",
+          "NVMe I/O engine: auto (io_uring, else a pread/pwrite thread pool), "
+          "io_uring, or threads. Environment: STRATA_IO_ENGINE.");
+ABSL_FLAG(double, sim_link_gbps, 0,
+          "Simulated device only: host<->device link bandwidth in GB/s "
+          "(1e9 bytes/s) that copies are held to; 0 = memcpy speed.");
+ABSL_FLAG(double, sim_latency_us, 0,
+          "Simulated device only: latency added to every copy, microseconds.");
+
+namespace strata {
+
+absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
+  StoreOptions o;
+  o.device.budget_bytes = absl::GetFlag(FLAGS_device_budget).bytes;
+  o.host.budget_bytes = absl::GetFlag(FLAGS_host_budget).bytes;
+  for (const std::string& dir : absl::GetFlag(FLAGS_nvme_dir)) {
+    if (!dir.empty()) o.nvme.directories.push_back(dir);
+  }
+  o.nvme.budget_bytes =
+      o.nvme.directories.empty() ? 0 : absl::GetFlag(FLAGS_nvme_budget).bytes;
+  o.nvme.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  o.nvme.block_size_bytes = absl::GetFlag(FLAGS_block_size).bytes;
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "auto") {
+    o.device.backend = DeviceBackendKind::kAuto;
+  } else if (device == "cuda") {
+    o.device.backend = DeviceBackendKind::kCuda;
+  } else if (device == "simulated") {
+    o.device.backend = DeviceBackendKind::kSimulated;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--device=%s: use auto, cuda or simulated", device));
+  }
+  const std::string engine = absl::GetFlag(FLAGS_io_engine);
+  if (engine == "auto") {
+    o.nvme.engine = IoEngine::kAuto;
+  } else if (engine == "io_uring") {
+    o.nvme.engine = IoEngine::kIoUring;
+  } else if (engine == "threads") {
+    o.nvme.engine = IoEngine::kThreadPool;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--io_engine=%s: use auto, io_uring or threads", engine));
+  }
+  o.device.sim_link_gbps = absl::GetFlag(FLAGS_sim_link_gbps);
+  o.device.sim_latency_seconds = absl::GetFlag(FLAGS_sim_latency_us) * 1e-6;
+  return o;
+}
+
+}  // namespace strata

@@ -1,0 +1,18 @@
+// store_flags.h: the command-line flags every strata subcommand shares — the
+// tier budgets, NVMe directories and I/O settings — and their conversion to
+// StoreOptions.
+#ifndef STRATA_APPS_STORE_FLAGS_H_
+#define STRATA_APPS_STORE_FLAGS_H_
+
+#include "absl/status/statusor.h"
+#include "strata/options.h"
+
+namespace strata {
+
+// StoreOptions from the flags; InvalidArgument naming the flag for values
+// that make no sense (unknown --device, zero budgets, ...).
+absl::StatusOr<StoreOptions> StoreOptionsFromFlags();
+
+}  // namespace strata
+
+#endif  // STRATA_APPS_STORE_FLAGS_H_

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what strata needs on a fresh Debian 12 machine (skipping what is
+# already there) and configures + builds it. Usage:
+#   scripts/setup.sh [preset]      # preset: default (the default), asan, tsan
+# The CUDA toolkit is used when present (/usr/local/cuda); it is not installed
+# here. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-default}"
+
+packages=(build-essential cmake ninja-build pkg-config
+  libabsl-dev liburing-dev libboost-dev nlohmann-json3-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev fio clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# nvcc is found through PATH or the standard toolkit location.
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j"$(nproc)"

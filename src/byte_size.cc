@@ -1,0 +1,82 @@
+#include "src/byte_size.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+
+namespace strata {
+namespace {
+
+struct Unit {
+  const char* name;
+  double factor;
+};
+constexpr Unit kUnits[] = {
+    {"", 1},         {"b", 1},         {"k", 1024.0},    {"kib", 1024.0},
+    {"kb", 1e3},     {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
+    {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+    {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+
+absl::Status Bad(std::string_view text) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "'%s' is not a byte size: write a number with an optional unit, e.g. "
+      "4096, 64KiB, 256MiB, 2GiB, 1.5GB",
+      text));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  std::string s(absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size())));
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) {
+    return Bad(text);
+  }
+  char* end = nullptr;
+  const double number = std::strtod(s.c_str(), &end);
+  std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(end));
+  for (const Unit& u : kUnits) {
+    if (unit != u.name) continue;
+    const double bytes = number * u.factor;
+    if (!std::isfinite(bytes) || bytes >= 9.2e18) return Bad(text);
+    return static_cast<uint64_t>(std::llround(bytes));
+  }
+  return Bad(text);
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  double value = static_cast<double>(bytes);
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  if (value == std::floor(value)) {
+    return absl::StrFormat("%d %s", static_cast<uint64_t>(value), kNames[unit]);
+  }
+  return absl::StrFormat("%.1f %s", value, kNames[unit]);
+}
+
+bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
+  absl::StatusOr<uint64_t> bytes =
+      ParseByteSize(std::string_view(text.data(), text.size()));
+  if (!bytes.ok()) {
+    *error = std::string(bytes.status().message());
+    return false;
+  }
+  size->bytes = *bytes;
+  return true;
+}
+
+std::string AbslUnparseFlag(ByteSize size) {
+  std::string s = FormatByteSize(size.bytes);
+  s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+  return s;
+}
+
+}  // namespace strata

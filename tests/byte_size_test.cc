@@ -1,0 +1,38 @@
+#include "src/byte_size.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+TEST(ByteSizeTest, ParsesUnits) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("64KiB"), 65536u);
+  EXPECT_EQ(*ParseByteSize("256MiB"), 256u << 20);
+  EXPECT_EQ(*ParseByteSize("2GiB"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("2g"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("1.5GB"), 1500000000u);
+  EXPECT_EQ(*ParseByteSize(" 3 mib "), 3u << 20);
+}
+
+TEST(ByteSizeTest, RefusesNonsense) {
+  for (const char* bad : {"", "-1", "12XB", "MiB", "1e30", "abc", "nan"}) {
+    auto r = ParseByteSize(bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ByteSizeTest, FormatsAndRoundTripsAsFlag) {
+  EXPECT_EQ(FormatByteSize(256u << 20), "256 MiB");
+  EXPECT_EQ(FormatByteSize(1536u << 20), "1.5 GiB");
+  EXPECT_EQ(FormatByteSize(4097), "4.0 KiB");
+  ByteSize size;
+  std::string error;
+  ASSERT_TRUE(AbslParseFlag(AbslUnparseFlag(ByteSize{64u << 20}), &size, &error));
+  EXPECT_EQ(size.bytes, 64u << 20);
+  EXPECT_FALSE(AbslParseFlag("lots", &size, &error));
+  EXPECT_NE(error.find("not a byte size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
