@@ -2,9 +2,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -78,7 +77,8 @@ nlohmann::json StatsJson(const Stats& s) {
 int RunInfo(const std::string& json_path) {
   absl::StatusOr<StoreOptions> options = StoreOptionsFromFlags();
   if (!options.ok()) {
-    std::fprintf(stderr, "strata info: %s\n", options.status().ToString().c_str());
+    std::fprintf(stderr, "strata info: %s\n",
+                 options.status().ToString().c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(*options);
@@ -91,11 +91,13 @@ int RunInfo(const std::string& json_path) {
   const bool has_nvme = !options->nvme.directories.empty();
   absl::StatusOr<double> seconds = RoundTrip(**store, has_nvme);
   if (seconds.ok()) {
-    std::printf("round trip: %s host -> %sdevice -> host, bytes match (%.1f ms)\n",
-                FormatByteSize(kRoundTripBytes).c_str(), has_nvme ? "nvme -> " : "",
-                *seconds * 1e3);
+    std::printf(
+        "round trip: %s host -> %sdevice -> host, bytes match (%.1f ms)\n",
+        FormatByteSize(kRoundTripBytes).c_str(), has_nvme ? "nvme -> " : "",
+        *seconds * 1e3);
   } else {
-    std::printf("round trip: FAILED: %s\n", seconds.status().ToString().c_str());
+    std::printf("round trip: FAILED: %s\n",
+                seconds.status().ToString().c_str());
   }
   if (!json_path.empty()) {
     nlohmann::json report = StatsJson((*store)->GetStats());

@@ -56,8 +56,8 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
   } else if (device == "simulated") {
     o.device.backend = DeviceBackendKind::kSimulated;
   } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--device=%s: use auto, cuda or simulated", device));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--device=%s: use auto, cuda or simulated", device));
   }
   const std::string engine = absl::GetFlag(FLAGS_io_engine);
   if (engine == "auto") {

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
+               kUsage);
   return 2;
 }

@@ -25,8 +25,8 @@ std::unique_ptr<BouncePool::Pair> BouncePool::Acquire() {
     return std::find(free_.begin(), free_.end(), true) != free_.end();
   };
   mu_.Await(absl::Condition(&any_free));
-  const int index =
-      static_cast<int>(std::find(free_.begin(), free_.end(), true) - free_.begin());
+  const int index = static_cast<int>(
+      std::find(free_.begin(), free_.end(), true) - free_.begin());
   free_[index] = false;
   return std::make_unique<Pair>(this, index);
 }

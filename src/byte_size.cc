@@ -16,11 +16,20 @@ struct Unit {
   const char* name;
   double factor;
 };
-constexpr Unit kUnits[] = {
-    {"", 1},         {"b", 1},         {"k", 1024.0},    {"kib", 1024.0},
-    {"kb", 1e3},     {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
-    {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-    {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+constexpr Unit kUnits[] = {{"", 1},
+                           {"b", 1},
+                           {"k", 1024.0},
+                           {"kib", 1024.0},
+                           {"kb", 1e3},
+                           {"m", 1048576.0},
+                           {"mib", 1048576.0},
+                           {"mb", 1e6},
+                           {"g", 1073741824.0},
+                           {"gib", 1073741824.0},
+                           {"gb", 1e9},
+                           {"t", 1099511627776.0},
+                           {"tib", 1099511627776.0},
+                           {"tb", 1e12}};
 
 absl::Status Bad(std::string_view text) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -32,8 +41,10 @@ absl::Status Bad(std::string_view text) {
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
-  std::string s(absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size())));
-  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) {
+  std::string s(
+      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size())));
+  if (s.empty() ||
+      !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) {
     return Bad(text);
   }
   char* end = nullptr;

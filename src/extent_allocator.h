@@ -52,8 +52,8 @@ class ExtentAllocator {
 
   const uint64_t capacity_;
   const uint64_t alignment_;
-  std::map<uint64_t, uint64_t> free_by_offset_;            // offset -> bytes
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;   // (bytes, offset)
+  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> bytes
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (bytes, offset)
   uint64_t used_ = 0;
   uint64_t peak_ = 0;
   uint64_t allocations_ = 0;

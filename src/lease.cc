@@ -40,9 +40,10 @@ Lease::~Lease() {
 
 absl::Status Lease::Release(void* stream) {
   if (data_ == nullptr) {
-    return absl::FailedPreconditionError(
-        released_ ? "lease already released" : "empty lease (moved from or "
-                                                "default-constructed)");
+    return absl::FailedPreconditionError(released_
+                                             ? "lease already released"
+                                             : "empty lease (moved from or "
+                                               "default-constructed)");
   }
   data_ = nullptr;
   released_ = true;

@@ -3,11 +3,10 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <future>
 #include <vector>
-
-#include <boost/asio/post.hpp>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -38,7 +37,8 @@ class StreamingChecksum {
 // Posts `fn` to `pool` and returns a future of its Status.
 template <typename Fn>
 std::future<absl::Status> Async(boost::asio::thread_pool& pool, Fn fn) {
-  auto task = std::make_shared<std::packaged_task<absl::Status()>>(std::move(fn));
+  auto task =
+      std::make_shared<std::packaged_task<absl::Status()>>(std::move(fn));
   std::future<absl::Status> result = task->get_future();
   boost::asio::post(pool, [task] { (*task)(); });
   return result;
@@ -71,16 +71,17 @@ absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
   const absl::Time start = absl::Now();
   absl::Status status = Dispatch(src, dst, bytes, checksum, after);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (src.tier == Tier::kNvme) Count(Link::kNvmeRead, bytes, seconds, status.ok());
-  if (dst.tier == Tier::kNvme) Count(Link::kNvmeWrite, bytes, seconds, status.ok());
+  if (src.tier == Tier::kNvme)
+    Count(Link::kNvmeRead, bytes, seconds, status.ok());
+  if (dst.tier == Tier::kNvme)
+    Count(Link::kNvmeWrite, bytes, seconds, status.ok());
   if (dst.tier == Tier::kDevice) Count(Link::kH2D, bytes, seconds, status.ok());
   if (src.tier == Tier::kDevice) Count(Link::kD2H, bytes, seconds, status.ok());
   return status;
 }
 
-absl::Status Mover::Dispatch(const Place& src, const Place& dst,
-                             uint64_t bytes, uint64_t* checksum,
-                             DeviceEvent* after) {
+absl::Status Mover::Dispatch(const Place& src, const Place& dst, uint64_t bytes,
+                             uint64_t* checksum, DeviceEvent* after) {
   switch (static_cast<int>(src.tier) * kNumTiers + static_cast<int>(dst.tier)) {
     case 0 * kNumTiers + 1:  // device -> host
       return device_->Copy(CopyKind::kD2H, Pointer(dst), Pointer(src), bytes,
@@ -96,9 +97,8 @@ absl::Status Mover::Dispatch(const Place& src, const Place& dst,
     case 0 * kNumTiers + 2:
       return DeviceToNvme(src, dst, bytes, checksum, after);
   }
-  return absl::InternalError(absl::StrFormat("no transfer path %s -> %s",
-                                             TierName(src.tier),
-                                             TierName(dst.tier)));
+  return absl::InternalError(absl::StrFormat(
+      "no transfer path %s -> %s", TierName(src.tier), TierName(dst.tier)));
 }
 
 absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
@@ -179,8 +179,8 @@ absl::Status Mover::Zero(const Place& place, uint64_t bytes) {
   static const std::vector<std::byte> kZeros(1 * kMiB);
   for (uint64_t done = 0; done < bytes; done += kZeros.size()) {
     const uint64_t n = std::min<uint64_t>(kZeros.size(), bytes - done);
-    STRATA_RETURN_IF_ERROR(device_->Copy(CopyKind::kH2D, Pointer(place) + done,
-                                         kZeros.data(), n));
+    STRATA_RETURN_IF_ERROR(
+        device_->Copy(CopyKind::kH2D, Pointer(place) + done, kZeros.data(), n));
   }
   return absl::OkStatus();
 }

@@ -15,10 +15,9 @@
 #define STRATA_SRC_MOVER_H_
 
 #include <array>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <memory>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

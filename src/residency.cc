@@ -23,9 +23,12 @@ std::string Bytes(uint64_t n) {
 
 std::string_view BudgetFlag(Tier tier) {
   switch (tier) {
-    case Tier::kDevice: return "--device-budget";
-    case Tier::kHost: return "--host-budget";
-    case Tier::kNvme: return "--nvme-budget";
+    case Tier::kDevice:
+      return "--device-budget";
+    case Tier::kHost:
+      return "--host-budget";
+    case Tier::kNvme:
+      return "--nvme-budget";
   }
   return "";
 }
@@ -35,7 +38,8 @@ std::string_view BudgetFlag(Tier tier) {
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill) {
   TierCopy& copy = rec.copy(tier);
   if (!copy.extent) {
-    absl::StatusOr<Extent> extent = AllocateOn(tier, rec.spec.size_bytes, rec.spec);
+    absl::StatusOr<Extent> extent =
+        AllocateOn(tier, rec.spec.size_bytes, rec.spec);
     if (!extent.ok()) {
       AbandonCopy(rec, tier);
       return extent.status();
@@ -81,10 +85,9 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
                                           Tier tier) const {
   // Nearest first: a host copy feeds the device faster than NVMe does, and a
   // device copy feeds the host faster than NVMe does.
-  static constexpr Tier kOrder[kNumTiers][2] = {
-      {Tier::kHost, Tier::kNvme},
-      {Tier::kDevice, Tier::kNvme},
-      {Tier::kHost, Tier::kDevice}};
+  static constexpr Tier kOrder[kNumTiers][2] = {{Tier::kHost, Tier::kNvme},
+                                                {Tier::kDevice, Tier::kNvme},
+                                                {Tier::kHost, Tier::kDevice}};
   for (Tier src : kOrder[static_cast<int>(tier)]) {
     if (rec.copy(src).state == CopyState::kValid) return src;
   }
@@ -210,10 +213,10 @@ absl::Status StoreCore::Transfer(TensorRecord& rec, Tier src, Tier dst) {
   if (status.ok() && dst == Tier::kNvme) rec.nvme_checksum = checksum;
   changed_.SignalAll();
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrFormat("moving tensor '%s' %s -> %s: %s",
-                                        rec.spec.name, TierName(src),
-                                        TierName(dst), status.message()));
+    return absl::Status(
+        status.code(),
+        absl::StrFormat("moving tensor '%s' %s -> %s: %s", rec.spec.name,
+                        TierName(src), TierName(dst), status.message()));
   }
   return absl::OkStatus();
 }
@@ -264,7 +267,8 @@ absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
     const TierCopy& c = rec->copy(tier);
     if (!c.extent) continue;
     std::string why = rec->is_home(tier) ? "home" : "cache";
-    if (c.read_leases > 0) absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
+    if (c.read_leases > 0)
+      absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
     if (c.write_lease) absl::StrAppend(&why, ", write lease");
     if (c.busy()) absl::StrAppend(&why, ", in transfer");
     holders.push_back({c.extent->bytes,
@@ -274,7 +278,8 @@ absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
   std::sort(holders.begin(), holders.end(),
             [](const Holder& a, const Holder& b) { return a.bytes > b.bytes; });
   std::vector<std::string> top;
-  for (size_t i = 0; i < holders.size() && i < 8; ++i) top.push_back(holders[i].what);
+  for (size_t i = 0; i < holders.size() && i < 8; ++i)
+    top.push_back(holders[i].what);
   const ExtentAllocator& a = *alloc_[static_cast<int>(tier)];
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s tier full: tensor '%s' needs %s; %s of %s in use (largest free "

@@ -2,10 +2,9 @@
 // and the acquire paths. Moving copies between tiers is in residency.cc.
 #include "src/store_core.h"
 
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <utility>
-
-#include <boost/asio/post.hpp>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -14,7 +13,9 @@
 namespace strata {
 namespace {
 
-bool Slower(Tier a, Tier b) { return static_cast<int>(a) > static_cast<int>(b); }
+bool Slower(Tier a, Tier b) {
+  return static_cast<int>(a) > static_cast<int>(b);
+}
 
 absl::Status CheckSpec(const TensorSpec& spec) {
   if (spec.size_bytes == 0) {
@@ -141,7 +142,8 @@ absl::StatusOr<TensorId> StoreCore::Create(const TensorSpec& spec) {
         "(--nvme-dir and --nvme-budget) or choose another home",
         spec.name, TierName(spec.home), TierName(spec.home)));
   }
-  STRATA_ASSIGN_OR_RETURN(Extent home, AllocateOn(spec.home, spec.size_bytes, spec));
+  STRATA_ASSIGN_OR_RETURN(Extent home,
+                          AllocateOn(spec.home, spec.size_bytes, spec));
   auto rec = std::make_unique<TensorRecord>();
   rec->id = TensorId{next_id_++};
   rec->spec = spec;
@@ -178,9 +180,9 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
                                          void* stream) {
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<Lease> lease = access == Access::kRead
-                                    ? AcquireShared(id, tier, stream)
-                                    : AcquireExclusive(id, tier, access, stream);
+  absl::StatusOr<Lease> lease =
+      access == Access::kRead ? AcquireShared(id, tier, stream)
+                              : AcquireExclusive(id, tier, access, stream);
   if (lease.ok()) CountAcquire(start);
   return lease;
 }
@@ -231,7 +233,8 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
     copy.state = CopyState::kLoading;
     rec->exclusive_pending = true;  // new readers wait; no conflict can arise
-    absl::Status prepared = PrepareExclusive(*rec, tier, access, was_valid, user);
+    absl::Status prepared =
+        PrepareExclusive(*rec, tier, access, was_valid, user);
     rec->exclusive_pending = false;
     changed_.SignalAll();
     STRATA_RETURN_IF_ERROR(prepared);
@@ -246,7 +249,8 @@ absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
   TierCopy& copy = rec.copy(tier);
   if (!was_valid) {
     Fill fill = Fill::kNone;
-    if (access == Access::kWrite) fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
+    if (access == Access::kWrite)
+      fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
     STRATA_RETURN_IF_ERROR(FillCopy(rec, tier, fill));
   } else if (rec.dirty(tier) && !rec.is_home(tier) && tier == Tier::kDevice) {
     // Writing user bytes in place over the only copy: a failed device copy
@@ -281,21 +285,6 @@ absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
   };
   while (others_busy()) changed_.Wait(&mu_);
   return absl::OkStatus();
-}
-
-absl::Status StoreCore::CopyUserBytes(TensorRecord& rec, Tier tier,
-                                      const UserBytes& user) {
-  std::byte* data = mover_->Pointer({tier, *rec.copy(tier).extent}) + user.offset;
-  if (user.bytes == 0) return absl::OkStatus();
-  mu_.Unlock();
-  absl::Status status;
-  if (tier == Tier::kHost) {
-    std::memcpy(data, user.src, user.bytes);
-  } else {
-    status = tiers_.device->Copy(CopyKind::kH2D, data, user.src, user.bytes);
-  }
-  mu_.Lock();
-  return status;
 }
 
 absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
@@ -343,7 +332,8 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   } else {
     copy.write_lease = false;
   }
-  if (!copy.leased()) leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
+  if (!copy.leased())
+    leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
   changed_.SignalAll();
   if (grant.tier != Tier::kDevice || closed_) return absl::OkStatus();
   // Later copies out of this tier wait for the caller's work on `stream`.
@@ -357,7 +347,8 @@ absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
   ++prefetch_.issued;
-  boost::asio::post(*prefetch_pool_, [this, id, tier] { RunPrefetch(id, tier); });
+  boost::asio::post(*prefetch_pool_,
+                    [this, id, tier] { RunPrefetch(id, tier); });
   return absl::OkStatus();
 }
 
@@ -435,114 +426,6 @@ absl::Status StoreCore::Discard(TensorId id) {
   }
   rec->has_contents = false;
   return absl::OkStatus();
-}
-
-absl::Status StoreCore::Write(TensorId id, const void* src, uint64_t bytes,
-                              uint64_t offset) {
-  return CopyThroughLease(id, const_cast<void*>(src), bytes, offset, true);
-}
-
-absl::Status StoreCore::Read(TensorId id, void* dst, uint64_t bytes,
-                             uint64_t offset) {
-  return CopyThroughLease(id, dst, bytes, offset, false);
-}
-
-absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
-                                         uint64_t bytes, uint64_t offset,
-                                         bool to_tensor) {
-  STRATA_ASSIGN_OR_RETURN(TensorSpec spec, GetSpec(id));
-  if (offset > spec.size_bytes || bytes > spec.size_bytes - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "range [%d, %d) is outside tensor '%s' of %d bytes", offset,
-        offset + bytes, spec.name, spec.size_bytes));
-  }
-  if (bytes > 0 && user == nullptr) {
-    return absl::InvalidArgumentError("null buffer");
-  }
-  // Through host memory when the tensor has room there, else the device.
-  absl::StatusOr<Lease> lease = absl::ResourceExhaustedError("");
-  for (Tier tier : {Tier::kHost, Tier::kDevice}) {
-    if (lease.status().code() != absl::StatusCode::kResourceExhausted) break;
-    if (tier == Tier::kHost && spec.home == Tier::kDevice) continue;
-    if (to_tensor) {
-      // The bytes are copied in before the lease is granted, so a failed
-      // copy leaves the previous contents intact.
-      const UserBytes fill{user, bytes, offset};
-      const bool whole = offset == 0 && bytes == spec.size_bytes;
-      const absl::Time start = absl::Now();
-      absl::MutexLock lock(&mu_);
-      lease = AcquireExclusive(id, tier, whole ? Access::kOverwrite : Access::kWrite,
-                               nullptr, &fill);
-      if (lease.ok()) CountAcquire(start);
-    } else {
-      lease = Acquire(id, tier, Access::kRead, nullptr);
-    }
-  }
-  STRATA_RETURN_IF_ERROR(lease.status());
-  absl::Status copied;
-  if (!to_tensor && bytes > 0) {
-    const std::byte* data = static_cast<std::byte*>(lease->data()) + offset;
-    if (lease->tier() == Tier::kHost) {
-      std::memcpy(user, data, bytes);
-    } else {
-      copied = tiers_.device->Copy(CopyKind::kD2H, user, data, bytes);
-    }
-  }
-  absl::Status released = lease->Release();
-  STRATA_RETURN_IF_ERROR(copied);
-  return released;
-}
-
-absl::StatusOr<TensorSpec> StoreCore::GetSpec(TensorId id) const {
-  absl::MutexLock lock(&mu_);
-  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
-  return rec->spec;
-}
-
-absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
-  absl::MutexLock lock(&mu_);
-  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
-  Residency r;
-  for (int t = 0; t < kNumTiers; ++t) {
-    switch (rec->copies[t].state) {
-      case CopyState::kAbsent: r.tiers[t] = Residency::State::kAbsent; break;
-      case CopyState::kLoading: r.tiers[t] = Residency::State::kLoading; break;
-      case CopyState::kEvicting: r.tiers[t] = Residency::State::kEvicting; break;
-      case CopyState::kValid:
-        r.tiers[t] = rec->dirty(static_cast<Tier>(t)) && t != static_cast<int>(rec->spec.home)
-                         ? Residency::State::kDirty
-                         : Residency::State::kClean;
-        break;
-    }
-  }
-  r.has_contents = rec->has_contents;
-  r.leases = static_cast<int>(rec->leases.size());
-  return r;
-}
-
-Stats StoreCore::GetStats() const {
-  Stats s;
-  mover_->AddTo(&s);
-  absl::MutexLock lock(&mu_);
-  for (int t = 0; t < kNumTiers; ++t) {
-    const ExtentAllocator& a = *alloc_[t];
-    TierStats& ts = s.tiers[t];
-    ts.capacity_bytes = a.capacity();
-    ts.used_bytes = a.used_bytes();
-    ts.peak_used_bytes = a.peak_used_bytes();
-    ts.leased_bytes = leased_bytes_[t];
-    ts.allocations = a.allocations();
-    ts.frees = a.frees();
-    ts.evictions = evictions_[t];
-  }
-  s.prefetch = prefetch_;
-  s.acquires = acquires_;
-  s.write_backs = write_backs_;
-  s.stall_seconds = stall_seconds_;
-  s.tensors = tensors_.size();
-  s.device_backend = tiers_.device->name();
-  s.io_engine = tiers_.nvme ? std::string(tiers_.nvme->engine_name()) : "none";
-  return s;
 }
 
 }  // namespace strata

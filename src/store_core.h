@@ -14,12 +14,11 @@
 #ifndef STRATA_SRC_STORE_CORE_H_
 #define STRATA_SRC_STORE_CORE_H_
 
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -93,8 +92,8 @@ class StoreCore : public internal::LeaseReleaser,
     uint64_t bytes;
     uint64_t offset;
   };
-  absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier,
-                                         Access access, void* stream,
+  absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier, Access access,
+                                         void* stream,
                                          const UserBytes* user = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds the exclusive copy on `tier` (already marked loading), copies

@@ -17,7 +17,8 @@ namespace {
 // The Store a user holds: owns the core, which leases reference weakly.
 class StoreHandle final : public Store {
  public:
-  explicit StoreHandle(std::shared_ptr<StoreCore> core) : core_(std::move(core)) {}
+  explicit StoreHandle(std::shared_ptr<StoreCore> core)
+      : core_(std::move(core)) {}
   ~StoreHandle() override { core_->Shutdown(); }
 
   absl::StatusOr<TensorId> Create(const TensorSpec& spec) override {
@@ -66,17 +67,21 @@ uint64_t BounceChunkBytes(uint64_t block) {
 
 absl::Status ValidateStoreOptions(const StoreOptions& o) {
   if (o.device.budget_bytes == 0) {
-    return absl::InvalidArgumentError("device budget is 0: set --device-budget > 0");
+    return absl::InvalidArgumentError(
+        "device budget is 0: set --device-budget > 0");
   }
   if (o.host.budget_bytes == 0) {
-    return absl::InvalidArgumentError("host budget is 0: set --host-budget > 0");
+    return absl::InvalidArgumentError(
+        "host budget is 0: set --host-budget > 0");
   }
   if (o.device.copy_chunk_bytes == 0) {
-    return absl::InvalidArgumentError("device copy_chunk_bytes is 0: use >= 64 KiB");
+    return absl::InvalidArgumentError(
+        "device copy_chunk_bytes is 0: use >= 64 KiB");
   }
   if (!(o.device.sim_link_gbps >= 0) || !(o.device.sim_latency_seconds >= 0)) {
     return absl::InvalidArgumentError(
-        "simulated link model needs sim_link_gbps >= 0 and sim_latency_seconds >= 0");
+        "simulated link model needs sim_link_gbps >= 0 and sim_latency_seconds "
+        ">= 0");
   }
   if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
     return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");
@@ -90,8 +95,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
               "--nvme-budget");
   }
   if (n.block_size_bytes == 0 || n.block_size_bytes % kDirectIoAlignment != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NVMe block size %d is not a positive multiple of 4096", n.block_size_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("NVMe block size %d is not a positive multiple of 4096",
+                        n.block_size_bytes));
   }
   if (n.queue_depth == 0 || n.queue_depth > 4096) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -106,12 +112,14 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
   TierSet tiers;
   STRATA_ASSIGN_OR_RETURN(tiers.device,
                           OpenDeviceBackend(options.device, &tiers.device_why));
-  if (seams.wrap_device) tiers.device = seams.wrap_device(std::move(tiers.device));
-  STRATA_ASSIGN_OR_RETURN(tiers.device_base,
-                          tiers.device->ReserveArena(options.device.budget_bytes));
+  if (seams.wrap_device)
+    tiers.device = seams.wrap_device(std::move(tiers.device));
+  STRATA_ASSIGN_OR_RETURN(tiers.device_base, tiers.device->ReserveArena(
+                                                 options.device.budget_bytes));
   STRATA_ASSIGN_OR_RETURN(
-      tiers.host, HostArena::Create(options.host.budget_bytes,
-                                    options.host.lock_memory, tiers.device.get()));
+      tiers.host,
+      HostArena::Create(options.host.budget_bytes, options.host.lock_memory,
+                        tiers.device.get()));
   if (!options.nvme.directories.empty()) {
     STRATA_ASSIGN_OR_RETURN(
         tiers.bounce,
@@ -128,32 +136,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
   return std::unique_ptr<Store>(new StoreHandle(std::move(core)));
 }
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(
+    const StoreOptions& options) {
   return OpenStore(options, {});
-}
-
-std::string StoreCore::DescribeTiers() const {
-  std::string out = absl::StrFormat(
-      "device: %s (%s), budget %d MiB\n", tiers_.device->name(),
-      tiers_.device_why, capacity_[0] / kMiB);
-  absl::StrAppendFormat(&out, "host:   pinned arena %d MiB (mlock %s, %s)\n",
-                        capacity_[1] / kMiB,
-                        tiers_.host->locked() ? "ok" : "refused",
-                        tiers_.host->registered() ? "registered with CUDA"
-                                                  : "not registered");
-  if (!tiers_.nvme) {
-    absl::StrAppend(&out, "nvme:   none (no --nvme-dir)\n");
-    return out;
-  }
-  absl::StrAppendFormat(
-      &out, "nvme:   %d MiB in %s; engine %s%s, queue depth %d, block %d KiB\n",
-      capacity_[2] / kMiB, absl::StrJoin(tiers_.nvme->DescribeFiles(), ", "),
-      tiers_.nvme->engine_name(),
-      tiers_.nvme->fallback_reason().empty()
-          ? ""
-          : absl::StrCat(" (", tiers_.nvme->fallback_reason(), ")"),
-      options_.nvme.queue_depth, options_.nvme.block_size_bytes / 1024);
-  return out;
 }
 
 }  // namespace strata

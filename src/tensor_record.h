@@ -26,9 +26,9 @@ struct TierCopy {
   std::optional<Extent> extent;  // space held on this tier
   int read_leases = 0;
   bool write_lease = false;
-  int transfer_pins = 0;     // in-flight transfers reading this copy
-  uint64_t last_use = 0;     // LRU tick of the last acquire or load
-  bool prefetched = false;   // loaded by Prefetch and not yet acquired
+  int transfer_pins = 0;          // in-flight transfers reading this copy
+  uint64_t last_use = 0;          // LRU tick of the last acquire or load
+  bool prefetched = false;        // loaded by Prefetch and not yet acquired
   bool prefetch_loading = false;  // the load in flight is a prefetch
   // Device tier: the point in the user's stream where the last lease ended;
   // copies out of this tier wait for it (stream-ordered, not CPU-blocking).

@@ -28,7 +28,8 @@ TEST(ByteSizeTest, FormatsAndRoundTripsAsFlag) {
   EXPECT_EQ(FormatByteSize(4097), "4.0 KiB");
   ByteSize size;
   std::string error;
-  ASSERT_TRUE(AbslParseFlag(AbslUnparseFlag(ByteSize{64u << 20}), &size, &error));
+  ASSERT_TRUE(
+      AbslParseFlag(AbslUnparseFlag(ByteSize{64u << 20}), &size, &error));
   EXPECT_EQ(size.bytes, 64u << 20);
   EXPECT_FALSE(AbslParseFlag("lots", &size, &error));
   EXPECT_NE(error.find("not a byte size"), std::string::npos);

@@ -80,7 +80,8 @@ TEST(ExtentAllocatorTest, RandomizedAgainstReference) {
       if (!e) continue;
       ASSERT_EQ(e->offset % kUnit, 0u);
       ASSERT_GE(e->bytes, bytes);
-      for (uint64_t u = e->offset / kUnit; u < (e->offset + e->bytes) / kUnit; ++u) {
+      for (uint64_t u = e->offset / kUnit; u < (e->offset + e->bytes) / kUnit;
+           ++u) {
         ASSERT_EQ(owner[u], -1) << "overlap at unit " << u;
         owner[u] = step;
       }

@@ -63,7 +63,8 @@ class StoreFaultTest : public ::testing::Test {
 };
 
 TEST_F(StoreFaultTest, WriteBackErrorKeepsDirtyHostCopy) {
-  for (FaultKind kind : {FaultKind::kEio, FaultKind::kEnospc, FaultKind::kShortWrite}) {
+  for (FaultKind kind :
+       {FaultKind::kEio, FaultKind::kEnospc, FaultKind::kShortWrite}) {
     io_->set_spec({.nth = 1, .ops = FaultOps::kWrites, .kind = kind});
     absl::Status s = store_->Evict(id_, Tier::kNvme);
     EXPECT_FALSE(s.ok());
@@ -76,7 +77,9 @@ TEST_F(StoreFaultTest, WriteBackErrorKeepsDirtyHostCopy) {
     ExpectIntact(1);
   }
   EXPECT_GE(io_->injected(), 3u);
-  EXPECT_GE(store_->GetStats().links[static_cast<int>(Link::kNvmeWrite)].failures, 3u);
+  EXPECT_GE(
+      store_->GetStats().links[static_cast<int>(Link::kNvmeWrite)].failures,
+      3u);
   ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
   EXPECT_EQ(StateOn(Tier::kNvme), State::kClean);
 }
@@ -96,11 +99,14 @@ TEST_F(StoreFaultTest, ReadErrorsLeaveNvmeCopyIntact) {
 
 TEST_F(StoreFaultTest, BitFlipIsDataLossNeverWrongData) {
   ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
-  io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
+  io_->set_spec(
+      {.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
   for (Tier tier : {Tier::kHost, Tier::kDevice}) {
-    io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
+    io_->set_spec(
+        {.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
     auto lease = store_->Acquire(id_, tier, Access::kRead);
-    EXPECT_EQ(lease.status().code(), absl::StatusCode::kDataLoss) << lease.status();
+    EXPECT_EQ(lease.status().code(), absl::StatusCode::kDataLoss)
+        << lease.status();
     EXPECT_THAT(lease.status().message(), HasSubstr("checksum mismatch"));
     EXPECT_EQ(StateOn(tier), State::kAbsent);
   }
@@ -125,7 +131,8 @@ TEST_F(StoreFaultTest, FailedD2HWriteBackKeepsDirtyDeviceCopy) {
     ::strata::testing::FillPattern(lease->data(), kSize, 2);
   }
   device_->set_spec({.fail_nth = 1, .h2d = false, .d2h = true});
-  EXPECT_EQ(store_->Evict(id_, Tier::kHost).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(store_->Evict(id_, Tier::kHost).code(),
+            absl::StatusCode::kInternal);
   EXPECT_EQ(StateOn(Tier::kDevice), State::kDirty);
   device_->set_spec({.fail_nth = 1, .h2d = false, .d2h = true});
   EXPECT_FALSE(store_->Evict(id_, Tier::kNvme).ok());  // through bounce chunks
@@ -143,7 +150,8 @@ TEST_F(StoreFaultTest, FailedWriteLeavesPreviousContents) {
   ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
   auto in = Pattern(kSize, 3);
   io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kEio});
-  EXPECT_FALSE(store_->Write(id_, in.data(), 100, 50).ok());  // partial: load fails
+  EXPECT_FALSE(
+      store_->Write(id_, in.data(), 100, 50).ok());  // partial: load fails
   ExpectIntact(1);
 }
 

@@ -51,7 +51,8 @@ struct Faults {
   FaultKind io_kind = FaultKind::kEio;
   void Set(double r, uint64_t seed) const {
     if (device) device->set_spec(CopyFaultSpec{.seed = seed, .rate = r});
-    if (block_io) block_io->set_spec({.seed = seed, .rate = r, .kind = io_kind});
+    if (block_io)
+      block_io->set_spec({.seed = seed, .rate = r, .kind = io_kind});
   }
 };
 
@@ -92,8 +93,9 @@ class Worker {
   }
   Slot& Pick() { return (*all_)[first_ + rng_() % count_]; }
   Tier RandomLeaseTier(const Slot& s) {
-    return s.home == Tier::kHost || rng_() % 2 ? Tier::kDevice
-                                               : (rng_() % 2 ? Tier::kHost : Tier::kDevice);
+    return s.home == Tier::kHost || rng_() % 2
+               ? Tier::kDevice
+               : (rng_() % 2 ? Tier::kHost : Tier::kDevice);
   }
 
   // An operation failed. Without faults only a full tier is acceptable.
@@ -122,22 +124,35 @@ class Worker {
     if (!s.id) return Create(s);
     if (HoldsLease(s)) return ReleaseSome();
     switch (rng_() % 10) {
-      case 0: return WriteWhole(s);
-      case 1: case 2: return ReadLease(s);
-      case 3: return WriteLease(s);
-      case 4: return EvictTo(s);
-      case 5: return Prefetch();
-      case 6: return ReadBack(s);
-      case 7: if (rng_() % 4 == 0) return Discard(s); return ReadLease(s);
-      case 8: if (rng_() % 8 == 0) return Destroy(s); return WriteLease(s);
-      default: return ReleaseSome();
+      case 0:
+        return WriteWhole(s);
+      case 1:
+      case 2:
+        return ReadLease(s);
+      case 3:
+        return WriteLease(s);
+      case 4:
+        return EvictTo(s);
+      case 5:
+        return Prefetch();
+      case 6:
+        return ReadBack(s);
+      case 7:
+        if (rng_() % 4 == 0) return Discard(s);
+        return ReadLease(s);
+      case 8:
+        if (rng_() % 8 == 0) return Destroy(s);
+        return WriteLease(s);
+      default:
+        return ReleaseSome();
     }
   }
 
   void Create(Slot& s) {
     s.size = 1 + rng_() % (rng_() % 4 == 0 ? 700 * 1024 : 64 * 1024);
     s.home = rng_() % 5 == 0 ? Tier::kHost : Tier::kNvme;
-    auto id = store_->Create({.name = "m", .size_bytes = s.size, .home = s.home});
+    auto id =
+        store_->Create({.name = "m", .size_bytes = s.size, .home = s.home});
     if (!id.ok()) return Failed(id.status());
     s.id = *id;
     s.seed.reset();
@@ -185,7 +200,8 @@ class Worker {
   }
 
   void EvictTo(Slot& s) {
-    const Tier to = s.home == Tier::kHost || rng_() % 2 ? Tier::kHost : Tier::kNvme;
+    const Tier to =
+        s.home == Tier::kHost || rng_() % 2 ? Tier::kHost : Tier::kNvme;
     absl::Status st = store_->Evict(*s.id, to);
     if (!st.ok()) Failed(st);
   }
@@ -196,7 +212,8 @@ class Worker {
     const uint64_t id = (*published_)[rng_() % published_->size()].load();
     if (id == 0) return;
     absl::Status st = store_->Prefetch(TensorId{id}, Tier::kDevice);
-    if (!st.ok() && st.code() != absl::StatusCode::kNotFound) ADD_FAILURE() << st;
+    if (!st.ok() && st.code() != absl::StatusCode::kNotFound)
+      ADD_FAILURE() << st;
   }
 
   void ReadBack(Slot& s) {

@@ -181,7 +181,8 @@ TEST_F(StoreTest, PrefetchLoadsAheadAndCountsHit) {
   ASSERT_TRUE(store_->Write(id, in.data(), kMiB).ok());
   ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
   ASSERT_TRUE(store_->Prefetch(id, Tier::kDevice).ok());
-  for (int i = 0; i < 2000 && StateOn(id, Tier::kDevice) != State::kClean; ++i) {
+  for (int i = 0; i < 2000 && StateOn(id, Tier::kDevice) != State::kClean;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_EQ(StateOn(id, Tier::kDevice), State::kClean);
@@ -212,8 +213,8 @@ TEST_F(StoreTest, BadSpecsAreRefused) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Create({.size_bytes = uint64_t{1} << 62}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  TensorSpec shaped{.name = "s", .size_bytes = 10, .dtype = DType::kFloat32,
-                    .shape = {2, 2}};
+  TensorSpec shaped{
+      .name = "s", .size_bytes = 10, .dtype = DType::kFloat32, .shape = {2, 2}};
   EXPECT_EQ(store_->Create(shaped).status().code(),
             absl::StatusCode::kInvalidArgument);
   shaped.size_bytes = 16;
@@ -268,8 +269,9 @@ TEST_F(StoreTest, LeaseRulesAreEnforced) {
 
 TEST_F(StoreTest, BadTiersAreRefused) {
   TensorId id = MustCreate(100, Tier::kHost);
-  EXPECT_EQ(store_->Acquire(id, Tier::kNvme, Access::kOverwrite).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->Acquire(id, Tier::kNvme, Access::kOverwrite).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Evict(id, Tier::kNvme).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -309,7 +311,8 @@ TEST(StoreOpenTest, BadOptionsAreRefused) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   o = SmallStoreOptions(dir.path(), kMiB, uint64_t{1} << 50, 8 * kMiB);
-  EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Store::Open(o).status().code(),
+            absl::StatusCode::kResourceExhausted);
   o = SmallStoreOptions(dir.path(), 0, kMiB, 8 * kMiB);
   EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = SmallStoreOptions(dir.path(), kMiB, kMiB, 8 * kMiB);

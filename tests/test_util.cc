@@ -8,8 +8,8 @@ namespace strata::testing {
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") +
-                     "/strata-test-XXXXXX";
+  std::string tmpl =
+      std::string(base && *base ? base : "/tmp") + "/strata-test-XXXXXX";
   char* made = mkdtemp(tmpl.data());
   if (made == nullptr) std::abort();  // the test machine is broken
   path_ = made;

@@ -24,24 +24,25 @@ struct TierStats {
 // NVMe->host-or-device and host-or-device->NVMe.
 enum class Link : uint8_t { kH2D = 0, kD2H = 1, kNvmeRead = 2, kNvmeWrite = 3 };
 inline constexpr int kNumLinks = 4;
-std::string_view LinkName(Link link);  // "h2d", "d2h", "nvme_read", "nvme_write"
+std::string_view LinkName(
+    Link link);  // "h2d", "d2h", "nvme_read", "nvme_write"
 
 struct LinkStats {
-  uint64_t bytes = 0;        // logical tensor bytes moved
-  uint64_t transfers = 0;    // completed transfers
-  uint64_t failures = 0;     // transfers that failed (data left intact)
-  double busy_seconds = 0;   // wall time transfers on this link took, summed
-  double gbps() const {      // achieved GB/s (1e9 bytes) while busy
+  uint64_t bytes = 0;       // logical tensor bytes moved
+  uint64_t transfers = 0;   // completed transfers
+  uint64_t failures = 0;    // transfers that failed (data left intact)
+  double busy_seconds = 0;  // wall time transfers on this link took, summed
+  double gbps() const {     // achieved GB/s (1e9 bytes) while busy
     return busy_seconds > 0 ? bytes / busy_seconds / 1e9 : 0;
   }
 };
 
 struct PrefetchStats {
-  uint64_t issued = 0;   // Prefetch hints accepted
-  uint64_t hit = 0;      // prefetched copy was ready at acquire
-  uint64_t late = 0;     // prefetched copy was still loading at acquire
-  uint64_t wasted = 0;   // prefetched copy evicted before any acquire
-  uint64_t failed = 0;   // prefetches that ended in an error
+  uint64_t issued = 0;  // Prefetch hints accepted
+  uint64_t hit = 0;     // prefetched copy was ready at acquire
+  uint64_t late = 0;    // prefetched copy was still loading at acquire
+  uint64_t wasted = 0;  // prefetched copy evicted before any acquire
+  uint64_t failed = 0;  // prefetches that ended in an error
 };
 
 struct Stats {
@@ -49,12 +50,12 @@ struct Stats {
   std::array<LinkStats, kNumLinks> links;  // indexed by Link
   PrefetchStats prefetch;
   uint64_t acquires = 0;
-  uint64_t write_backs = 0;      // dirty copies written to a lower tier
-  double stall_seconds = 0;      // time Acquire calls waited for data
+  uint64_t write_backs = 0;  // dirty copies written to a lower tier
+  double stall_seconds = 0;  // time Acquire calls waited for data
   uint64_t checksum_failures = 0;
-  uint64_t tensors = 0;          // current live tensors
-  std::string device_backend;    // "cuda:<name>" or "simulated"
-  std::string io_engine;         // "io_uring", "thread-pool" or "none"
+  uint64_t tensors = 0;        // current live tensors
+  std::string device_backend;  // "cuda:<name>" or "simulated"
+  std::string io_engine;       // "io_uring", "thread-pool" or "none"
 };
 
 }  // namespace strata

@@ -13,17 +13,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define STRATA_RETURN_IF_ERROR(expr)                \
-  do {                                              \
-    ::absl::Status strata_status_ = (expr);         \
+#define STRATA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status strata_status_ = (expr);          \
     if (!strata_status_.ok()) return strata_status_; \
   } while (0)
 
 #define STRATA_STATUS_CONCAT_INNER_(a, b) a##b
 #define STRATA_STATUS_CONCAT_(a, b) STRATA_STATUS_CONCAT_INNER_(a, b)
 
-#define STRATA_ASSIGN_OR_RETURN(lhs, expr)                                 \
-  STRATA_ASSIGN_OR_RETURN_IMPL_(                                           \
+#define STRATA_ASSIGN_OR_RETURN(lhs, expr) \
+  STRATA_ASSIGN_OR_RETURN_IMPL_(           \
       STRATA_STATUS_CONCAT_(strata_statusor_, __LINE__), lhs, expr)
 
 #define STRATA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \

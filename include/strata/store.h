@@ -51,7 +51,8 @@ class Store {
   // what the machine has (GPU memory, physical RAM, free disk);
   // NotFound/PermissionDenied for a missing or unwritable NVMe directory;
   // Internal for a CUDA error (with its name).
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const StoreOptions& options);
 
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

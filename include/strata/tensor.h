@@ -18,8 +18,8 @@ std::string_view TierName(Tier tier);  // "device", "host", "nvme"
 
 // What a lease may do with the bytes.
 enum class Access : uint8_t {
-  kRead,       // read only; the tensor must have contents (else FailedPrecondition)
-  kWrite,      // read-modify-write; a tensor with no contents presents zeros
+  kRead,   // read only; the tensor must have contents (else FailedPrecondition)
+  kWrite,  // read-modify-write; a tensor with no contents presents zeros
   kOverwrite,  // contents undefined at acquire; nothing is loaded
 };
 std::string_view AccessName(Access access);

@@ -1,0 +1,103 @@
+// sync.h: the mutex, lock, condition and condition variable strata uses.
+//
+// They are absl::Mutex and friends — except in ThreadSanitizer builds
+// (STRATA_TSAN, set by the tsan preset). Debian's Abseil is not built with
+// -fsanitize=thread, so TSan cannot see absl::Mutex's happens-before edges and
+// reports every guarded access as a race. Under STRATA_TSAN the same API
+// subset is implemented on std::mutex and std::condition_variable, which TSan
+// understands, so its reports are about strata's code.
+#ifndef STRATA_BASE_SYNC_H_
+#define STRATA_BASE_SYNC_H_
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+#if !defined(STRATA_TSAN)
+
+namespace strata {
+using Mutex = absl::Mutex;
+using MutexLock = absl::MutexLock;
+using CondVar = absl::CondVar;
+using Condition = absl::Condition;
+}  // namespace strata
+
+#else  // STRATA_TSAN
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
+namespace strata {
+
+// A predicate evaluated with the mutex held (absl::Condition's four forms).
+class Condition {
+ public:
+  explicit Condition(const bool* flag) : eval_([flag] { return *flag; }) {}
+  template <typename T>
+  Condition(bool (*fn)(T*), T* arg) : eval_([fn, arg] { return fn(arg); }) {}
+  template <typename T>
+  Condition(T* obj, bool (T::*method)())
+      : eval_([obj, method] { return (obj->*method)(); }) {}
+  template <typename T>
+  Condition(const T* obj, bool (T::*method)() const)
+      : eval_([obj, method] { return (obj->*method)(); }) {}
+  template <typename F>
+  explicit Condition(const F* functor)
+      : eval_([functor] { return (*functor)(); }) {}
+  bool Eval() const { return eval_(); }
+
+ private:
+  std::function<bool()> eval_;
+};
+
+class ABSL_LOCKABLE Mutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  // Wakes Await()ers so they re-evaluate their conditions, as absl does.
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    awaiters_.notify_all();
+  }
+  void Await(const Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    awaiters_.wait(lock, [&cond] { return cond.Eval(); });
+    lock.release();
+  }
+
+ private:
+  friend class CondVar;
+  std::mutex mu_;
+  std::condition_variable awaiters_;
+};
+
+class ABSL_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->Lock();
+  }
+  ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex* const mu_;
+};
+
+class CondVar {
+ public:
+  void Wait(Mutex* mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();
+  }
+  void Signal() { cv_.notify_one(); }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_TSAN
+#endif  // STRATA_BASE_SYNC_H_

@@ -1,0 +1,87 @@
+// store_io.cc: Store::Write and Store::Read, convenience copies between
+// caller memory and a tensor. Writes copy the caller's bytes into the copy
+// before its lease is granted, so a failed copy leaves the previous contents
+// intact.
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "src/store_core.h"
+#include "strata/status.h"
+
+namespace strata {
+
+absl::Status StoreCore::CopyUserBytes(TensorRecord& rec, Tier tier,
+                                      const UserBytes& user) {
+  std::byte* data =
+      mover_->Pointer({tier, *rec.copy(tier).extent}) + user.offset;
+  if (user.bytes == 0) return absl::OkStatus();
+  mu_.Unlock();
+  absl::Status status;
+  if (tier == Tier::kHost) {
+    std::memcpy(data, user.src, user.bytes);
+  } else {
+    status = tiers_.device->Copy(CopyKind::kH2D, data, user.src, user.bytes);
+  }
+  mu_.Lock();
+  return status;
+}
+
+absl::Status StoreCore::Write(TensorId id, const void* src, uint64_t bytes,
+                              uint64_t offset) {
+  return CopyThroughLease(id, const_cast<void*>(src), bytes, offset, true);
+}
+
+absl::Status StoreCore::Read(TensorId id, void* dst, uint64_t bytes,
+                             uint64_t offset) {
+  return CopyThroughLease(id, dst, bytes, offset, false);
+}
+
+absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
+                                         uint64_t bytes, uint64_t offset,
+                                         bool to_tensor) {
+  STRATA_ASSIGN_OR_RETURN(TensorSpec spec, GetSpec(id));
+  if (offset > spec.size_bytes || bytes > spec.size_bytes - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("range [%d, %d) is outside tensor '%s' of %d bytes",
+                        offset, offset + bytes, spec.name, spec.size_bytes));
+  }
+  if (bytes > 0 && user == nullptr) {
+    return absl::InvalidArgumentError("null buffer");
+  }
+  // Through host memory when the tensor has room there, else the device.
+  absl::StatusOr<Lease> lease = absl::ResourceExhaustedError("");
+  for (Tier tier : {Tier::kHost, Tier::kDevice}) {
+    if (lease.status().code() != absl::StatusCode::kResourceExhausted) break;
+    if (tier == Tier::kHost && spec.home == Tier::kDevice) continue;
+    if (to_tensor) {
+      // The bytes are copied in before the lease is granted, so a failed
+      // copy leaves the previous contents intact.
+      const UserBytes fill{user, bytes, offset};
+      const bool whole = offset == 0 && bytes == spec.size_bytes;
+      const absl::Time start = absl::Now();
+      absl::MutexLock lock(&mu_);
+      lease = AcquireExclusive(id, tier,
+                               whole ? Access::kOverwrite : Access::kWrite,
+                               nullptr, &fill);
+      if (lease.ok()) CountAcquire(start);
+    } else {
+      lease = Acquire(id, tier, Access::kRead, nullptr);
+    }
+  }
+  STRATA_RETURN_IF_ERROR(lease.status());
+  absl::Status copied;
+  if (!to_tensor && bytes > 0) {
+    const std::byte* data = static_cast<std::byte*>(lease->data()) + offset;
+    if (lease->tier() == Tier::kHost) {
+      std::memcpy(user, data, bytes);
+    } else {
+      copied = tiers_.device->Copy(CopyKind::kD2H, user, data, bytes);
+    }
+  }
+  absl::Status released = lease->Release();
+  STRATA_RETURN_IF_ERROR(copied);
+  return released;
+}
+
+}  // namespace strata

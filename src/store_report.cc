@@ -1,0 +1,93 @@
+// store_report.cc: what StoreCore reports — a tensor's spec and residency,
+// the Stats counters, and the tiers' description for `strata info`.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/store_core.h"
+#include "strata/status.h"
+
+namespace strata {
+
+absl::StatusOr<TensorSpec> StoreCore::GetSpec(TensorId id) const {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  return rec->spec;
+}
+
+absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
+  absl::MutexLock lock(&mu_);
+  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
+  Residency r;
+  for (int t = 0; t < kNumTiers; ++t) {
+    switch (rec->copies[t].state) {
+      case CopyState::kAbsent:
+        r.tiers[t] = Residency::State::kAbsent;
+        break;
+      case CopyState::kLoading:
+        r.tiers[t] = Residency::State::kLoading;
+        break;
+      case CopyState::kEvicting:
+        r.tiers[t] = Residency::State::kEvicting;
+        break;
+      case CopyState::kValid:
+        r.tiers[t] = rec->dirty(static_cast<Tier>(t)) &&
+                             t != static_cast<int>(rec->spec.home)
+                         ? Residency::State::kDirty
+                         : Residency::State::kClean;
+        break;
+    }
+  }
+  r.has_contents = rec->has_contents;
+  r.leases = static_cast<int>(rec->leases.size());
+  return r;
+}
+
+Stats StoreCore::GetStats() const {
+  Stats s;
+  mover_->AddTo(&s);
+  absl::MutexLock lock(&mu_);
+  for (int t = 0; t < kNumTiers; ++t) {
+    const ExtentAllocator& a = *alloc_[t];
+    TierStats& ts = s.tiers[t];
+    ts.capacity_bytes = a.capacity();
+    ts.used_bytes = a.used_bytes();
+    ts.peak_used_bytes = a.peak_used_bytes();
+    ts.leased_bytes = leased_bytes_[t];
+    ts.allocations = a.allocations();
+    ts.frees = a.frees();
+    ts.evictions = evictions_[t];
+  }
+  s.prefetch = prefetch_;
+  s.acquires = acquires_;
+  s.write_backs = write_backs_;
+  s.stall_seconds = stall_seconds_;
+  s.tensors = tensors_.size();
+  s.device_backend = tiers_.device->name();
+  s.io_engine = tiers_.nvme ? std::string(tiers_.nvme->engine_name()) : "none";
+  return s;
+}
+
+std::string StoreCore::DescribeTiers() const {
+  std::string out =
+      absl::StrFormat("device: %s (%s), budget %d MiB\n", tiers_.device->name(),
+                      tiers_.device_why, capacity_[0] / kMiB);
+  absl::StrAppendFormat(
+      &out, "host:   pinned arena %d MiB (mlock %s, %s)\n", capacity_[1] / kMiB,
+      tiers_.host->locked() ? "ok" : "refused",
+      tiers_.host->registered() ? "registered with CUDA" : "not registered");
+  if (!tiers_.nvme) {
+    absl::StrAppend(&out, "nvme:   none (no --nvme-dir)\n");
+    return out;
+  }
+  absl::StrAppendFormat(
+      &out, "nvme:   %d MiB in %s; engine %s%s, queue depth %d, block %d KiB\n",
+      capacity_[2] / kMiB, absl::StrJoin(tiers_.nvme->DescribeFiles(), ", "),
+      tiers_.nvme->engine_name(),
+      tiers_.nvme->fallback_reason().empty()
+          ? ""
+          : absl::StrCat(" (", tiers_.nvme->fallback_reason(), ")"),
+      options_.nvme.queue_depth, options_.nvme.block_size_bytes / 1024);
+  return out;
+}
+
+}  // namespace strata
