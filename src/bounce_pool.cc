@@ -20,11 +20,11 @@ BouncePool::BouncePool(std::unique_ptr<HostArena> arena, uint64_t chunk_bytes,
     : arena_(std::move(arena)), chunk_bytes_(chunk_bytes), free_(pairs, true) {}
 
 std::unique_ptr<BouncePool::Pair> BouncePool::Acquire() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto any_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::find(free_.begin(), free_.end(), true) != free_.end();
   };
-  mu_.Await(absl::Condition(&any_free));
+  mu_.Await(Condition(&any_free));
   const int index = static_cast<int>(
       std::find(free_.begin(), free_.end(), true) - free_.begin());
   free_[index] = false;
@@ -32,7 +32,7 @@ std::unique_ptr<BouncePool::Pair> BouncePool::Acquire() {
 }
 
 void BouncePool::Return(int index) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   free_[index] = true;
 }
 

@@ -19,7 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "tiers/host/host_arena.h"
 
 namespace strata {
@@ -59,7 +59,7 @@ class BouncePool {
 
   const std::unique_ptr<HostArena> arena_;
   const uint64_t chunk_bytes_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<bool> free_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -187,7 +187,7 @@ absl::Status Mover::Zero(const Place& place, uint64_t bytes) {
 
 absl::Status Mover::ChecksumMismatch(const Place& src, uint64_t bytes) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++checksum_failures_;
   }
   return absl::DataLossError(absl::StrFormat(
@@ -197,7 +197,7 @@ absl::Status Mover::ChecksumMismatch(const Place& src, uint64_t bytes) {
 }
 
 void Mover::Count(Link link, uint64_t bytes, double seconds, bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   LinkStats& s = links_[static_cast<int>(link)];
   if (!ok) {
     ++s.failures;
@@ -209,7 +209,7 @@ void Mover::Count(Link link, uint64_t bytes, double seconds, bool ok) {
 }
 
 void Mover::AddTo(Stats* stats) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   stats->links = links_;
   stats->checksum_failures = checksum_failures_;
 }

@@ -21,7 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "strata/stats.h"
@@ -84,7 +84,7 @@ class Mover {
   // Runs the second stage of NVMe<->device pipelines.
   boost::asio::thread_pool pipeline_{4};
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::array<LinkStats, kNumLinks> links_ ABSL_GUARDED_BY(mu_);
   uint64_t checksum_failures_ ABSL_GUARDED_BY(mu_) = 0;
 };

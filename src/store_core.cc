@@ -67,7 +67,7 @@ StoreCore::~StoreCore() { Shutdown(); }
 
 void StoreCore::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     changed_.SignalAll();
@@ -134,7 +134,7 @@ absl::Status StoreCore::CheckConflict(const TensorRecord& rec, Tier tier,
 
 absl::StatusOr<TensorId> StoreCore::Create(const TensorSpec& spec) {
   STRATA_RETURN_IF_ERROR(CheckSpec(spec));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("the store is closed");
   if (!has_tier(spec.home)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -154,7 +154,7 @@ absl::StatusOr<TensorId> StoreCore::Create(const TensorSpec& spec) {
 }
 
 absl::Status StoreCore::Destroy(TensorId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   if (!rec->leases.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -179,7 +179,7 @@ absl::Status StoreCore::Destroy(TensorId id) {
 absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
                                          void* stream) {
   const absl::Time start = absl::Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<Lease> lease =
       access == Access::kRead ? AcquireShared(id, tier, stream)
                               : AcquireExclusive(id, tier, access, stream);
@@ -318,7 +318,7 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
 
 absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
                                      void* stream) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = tensors_.find(id);
   if (it == tensors_.end() || !it->second->leases.contains(token)) {
     return absl::FailedPreconditionError("lease already released");
@@ -343,7 +343,7 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
 }
 
 absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
   ++prefetch_.issued;
@@ -353,7 +353,7 @@ absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
 }
 
 void StoreCore::RunPrefetch(TensorId id, Tier tier) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<TensorRecord*> found = Find(id);
   if (!found.ok()) return;  // destroyed meanwhile, or closing
   TensorRecord& rec = **found;
@@ -376,7 +376,7 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
 }
 
 absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
     if (Slower(to_tier, rec->spec.home)) {
@@ -413,7 +413,7 @@ absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
 }
 
 absl::Status StoreCore::Discard(TensorId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
   if (!rec->leases.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(

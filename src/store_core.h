@@ -1,6 +1,6 @@
 // store_core.h: StoreCore, the state machine behind Store.
 //
-// One absl::Mutex guards every tensor record and the three tier allocators;
+// One Mutex guards every tensor record and the three tier allocators;
 // transfers run with it released, their copies marked loading/evicting and
 // their sources pinned so no other thread frees or overwrites them. Threads
 // that must wait for a transfer (an acquire of a loading copy, an allocation
@@ -23,7 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
@@ -164,8 +164,8 @@ class StoreCore : public internal::LeaseReleaser,
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<boost::asio::thread_pool> prefetch_pool_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled on every copy or lease state change
+  mutable Mutex mu_;
+  CondVar changed_;  // signalled on every copy or lease state change
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_
       ABSL_GUARDED_BY(mu_);

@@ -60,7 +60,7 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
       const UserBytes fill{user, bytes, offset};
       const bool whole = offset == 0 && bytes == spec.size_bytes;
       const absl::Time start = absl::Now();
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       lease = AcquireExclusive(id, tier,
                                whole ? Access::kOverwrite : Access::kWrite,
                                nullptr, &fill);

@@ -9,13 +9,13 @@
 namespace strata {
 
 absl::StatusOr<TensorSpec> StoreCore::GetSpec(TensorId id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   return rec->spec;
 }
 
 absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   Residency r;
   for (int t = 0; t < kNumTiers; ++t) {
@@ -45,7 +45,7 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
 Stats StoreCore::GetStats() const {
   Stats s;
   mover_->AddTo(&s);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (int t = 0; t < kNumTiers; ++t) {
     const ExtentAllocator& a = *alloc_[t];
     TierStats& ts = s.tiers[t];

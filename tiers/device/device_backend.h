@@ -73,10 +73,12 @@ class DeviceBackend {
   virtual absl::StatusOr<DeviceMemInfo> GetMemInfo() = 0;
 };
 
-// Opens the backend `options.backend` asks for (honouring STRATA_DEVICE).
-// With kAuto, a CUDA backend when a GPU answers, else the simulated device;
-// `*why` (if non-null) says which was chosen and why ("no CUDA device:
-// cudaErrorNoDevice", "CUDA support not built", "NVIDIA H200, 143 GB").
+// Opens the backend `options.backend` asks for; STRATA_DEVICE=cuda|simulated|
+// auto overrides it (another value: InvalidArgument). With kAuto, a CUDA
+// backend when a GPU answers, else the simulated device; kCuda without a GPU
+// is FailedPrecondition. `*why` (if non-null) says which was chosen and why
+// ("no CUDA device (cudaErrorInsufficientDriver: ...)", "no CUDA device
+// (strata was built without CUDA)", "NVIDIA H200, 140 GiB, compute 9.0").
 absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenDeviceBackend(
     const DeviceOptions& options, std::string* why = nullptr);
 

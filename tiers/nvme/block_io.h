@@ -45,7 +45,7 @@ class BlockIo {
   // Runs every request (concurrently, up to the queue depth) and returns when
   // all have finished. OK only if every byte moved. Errors map -errno through
   // absl::ErrnoToStatus with the operation, file and offset in the message
-  // (ENOSPC -> ResourceExhausted, EIO -> DataLoss/Unknown per Abseil);
+  // (ENOSPC -> ResourceExhausted, EIO -> Unknown, EBADF -> FailedPrecondition);
   // reaching end of file is OutOfRange.
   virtual absl::Status Run(absl::Span<const IoRequest> requests) = 0;
 };

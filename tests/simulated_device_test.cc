@@ -1,0 +1,189 @@
+// simulated_device_test.cc: SimulatedDevice — round trips, the link model,
+// round-robin chunk service, concurrent copies and the one-time reservation.
+#include "tiers/device/simulated_device.h"
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::FillPattern;
+using ::strata::testing::MatchesPattern;
+
+std::unique_ptr<SimulatedDevice> MakeDevice(const DeviceOptions& options) {
+  auto device = SimulatedDevice::Create(options);
+  EXPECT_TRUE(device.ok()) << device.status();
+  return device.ok() ? std::move(*device) : nullptr;
+}
+
+DeviceOptions Options(uint64_t budget_bytes, uint64_t chunk_bytes) {
+  DeviceOptions options;
+  options.budget_bytes = budget_bytes;
+  options.copy_chunk_bytes = chunk_bytes;
+  return options;
+}
+
+class SimulatedRoundTripTest : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(SimulatedRoundTripTest, H2DThenD2HReturnsTheBytes) {
+  const uint64_t n = GetParam();
+  auto device = MakeDevice(Options(4 * kMiB, 64 * 1024));
+  auto arena = device->ReserveArena(4 * kMiB);
+  ASSERT_TRUE(arena.ok()) << arena.status();
+  std::vector<std::byte> src(n), back(n);
+  FillPattern(src.data(), n, n);
+  std::byte* dev = *arena + 3;  // odd device offset too
+  ASSERT_TRUE(device->Copy(CopyKind::kH2D, dev, src.data(), n).ok());
+  ASSERT_TRUE(device->Copy(CopyKind::kD2H, back.data(), dev, n).ok());
+  EXPECT_TRUE(MatchesPattern(back.data(), n, n));
+}
+
+INSTANTIATE_TEST_SUITE_P(OddSizes, SimulatedRoundTripTest,
+                         ::testing::Values(1, 511, 4097, kMiB + 3));
+
+TEST(SimulatedDeviceTest, ArenaIsAlignedAndReservedOnce) {
+  auto device = MakeDevice(Options(kMiB, kMiB));
+  auto arena = device->ReserveArena(kMiB);
+  ASSERT_TRUE(arena.ok()) << arena.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*arena) % 256, 0u);
+  EXPECT_EQ(device->ReserveArena(kMiB).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SimulatedDeviceTest, ArenaAboveBudgetIsResourceExhausted) {
+  auto device = MakeDevice(Options(kMiB, kMiB));
+  EXPECT_EQ(device->ReserveArena(kMiB + 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(SimulatedDeviceTest, MemInfoCountsTheReservation) {
+  auto device = MakeDevice(Options(8 * kMiB, kMiB));
+  ASSERT_TRUE(device->ReserveArena(3 * kMiB).ok());
+  auto info = device->GetMemInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->total_bytes, 8 * kMiB);
+  EXPECT_EQ(info->free_bytes, 5 * kMiB);
+  EXPECT_EQ(device->name(), "simulated");
+  EXPECT_TRUE(device->is_simulated());
+}
+
+TEST(SimulatedDeviceTest, CopyOutsideTheArenaIsInvalidArgument) {
+  auto device = MakeDevice(Options(kMiB, kMiB));
+  auto arena = device->ReserveArena(kMiB);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::byte> host(16);
+  EXPECT_EQ(device->Copy(CopyKind::kH2D, host.data(), host.data(), 16).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      device->Copy(CopyKind::kD2H, host.data(), *arena + kMiB - 8, 16).code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SimulatedDeviceTest, EventsAndRegistrationAreNoOps) {
+  auto device = MakeDevice(Options(kMiB, kMiB));
+  auto event = device->RecordEvent(nullptr);
+  ASSERT_TRUE(event.ok());
+  EXPECT_TRUE((*event)->Synchronize().ok());
+  EXPECT_TRUE(device->StreamWait(nullptr, **event).ok());
+  std::vector<std::byte> host(4096);
+  EXPECT_TRUE(device->RegisterHost(host.data(), host.size()).ok());
+  EXPECT_TRUE(device->UnregisterHost(host.data(), host.size()).ok());
+}
+
+TEST(SimulatedDeviceTest, LinkModelMakesCopiesTakeTime) {
+  DeviceOptions options = Options(64 * kMiB, 4 * kMiB);
+  options.sim_link_gbps = 1.0;
+  auto device = MakeDevice(options);
+  auto arena = device->ReserveArena(64 * kMiB);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::byte> src(64 * kMiB);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(
+      device->Copy(CopyKind::kH2D, *arena, src.data(), src.size()).ok());
+  // 64 MiB at 1 GB/s is 0.067 s; only the lower bound is asserted.
+  EXPECT_GE(absl::ToDoubleSeconds(absl::Now() - start), 0.06);
+}
+
+TEST(SimulatedDeviceTest, LatencyIsPaidOncePerCopy) {
+  DeviceOptions options = Options(kMiB, 4096);
+  options.sim_link_gbps = 100.0;
+  options.sim_latency_seconds = 0.05;
+  auto device = MakeDevice(options);
+  auto arena = device->ReserveArena(kMiB);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::byte> src(kMiB);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(
+      device->Copy(CopyKind::kH2D, *arena, src.data(), src.size()).ok());
+  EXPECT_GE(absl::ToDoubleSeconds(absl::Now() - start), 0.05);
+}
+
+TEST(SimulatedDeviceTest, SmallCopyOvertakesALargeOne) {
+  // 64 MiB at 0.5 GB/s occupies the H2D link for 0.134 s in 1 MiB chunks of
+  // 2 ms; a 4 KiB copy queued 20 ms in waits for about one chunk.
+  constexpr uint64_t kBig = 64 * kMiB;
+  DeviceOptions options = Options(kBig + kMiB, kMiB);
+  options.sim_link_gbps = 0.5;
+  auto device = MakeDevice(options);
+  auto arena = device->ReserveArena(kBig + kMiB);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::byte> big(kBig), small(4096);
+  FillPattern(small.data(), small.size(), 7);
+  absl::Time big_done;
+  std::thread big_copy([&] {
+    EXPECT_TRUE(device->Copy(CopyKind::kH2D, *arena, big.data(), kBig).ok());
+    big_done = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(
+      device->Copy(CopyKind::kH2D, *arena + kBig, small.data(), 4096).ok());
+  const absl::Time small_done = absl::Now();
+  big_copy.join();
+  EXPECT_LT(small_done + absl::Milliseconds(50), big_done);
+  EXPECT_TRUE(MatchesPattern(*arena + kBig, 4096, 7));
+}
+
+TEST(SimulatedDeviceTest, ConcurrentCopiesFromEightThreadsAreCorrect) {
+  constexpr int kThreads = 8;
+  constexpr uint64_t kSlot = 2 * kMiB;
+  auto device = MakeDevice(Options(kThreads * kSlot, 64 * 1024));
+  auto arena = device->ReserveArena(kThreads * kSlot);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 4; ++round) {
+        const uint64_t n = kSlot - 977 * (t + round);
+        const uint64_t seed = 100 * t + round;
+        std::vector<std::byte> src(n), back(n);
+        FillPattern(src.data(), n, seed);
+        std::byte* dev = *arena + t * kSlot;
+        EXPECT_TRUE(device->Copy(CopyKind::kH2D, dev, src.data(), n).ok());
+        EXPECT_TRUE(device->Copy(CopyKind::kD2H, back.data(), dev, n).ok());
+        EXPECT_TRUE(MatchesPattern(back.data(), n, seed));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+TEST(SimulatedDeviceTest, BadOptionsAreInvalidArgument) {
+  DeviceOptions options;
+  options.copy_chunk_bytes = 0;
+  EXPECT_EQ(SimulatedDevice::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options = DeviceOptions();
+  options.sim_link_gbps = -1;
+  EXPECT_EQ(SimulatedDevice::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata

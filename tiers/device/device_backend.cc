@@ -1,0 +1,94 @@
+// device_backend.cc: OpenDeviceBackend, which picks the device backend.
+//
+// Policy: STRATA_DEVICE=cuda|simulated|auto overrides DeviceOptions::backend.
+// kAuto takes the GPU when one answers and the simulated device otherwise,
+// saying why in `*why`; kCuda without a GPU fails (FailedPrecondition) rather
+// than silently simulating. CUDA symbols are referenced only when built with
+// CUDA (STRATA_HAVE_CUDA), so this file links without the toolkit.
+#include "tiers/device/device_backend.h"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "strata/status.h"
+#include "tiers/device/simulated_device.h"
+#ifdef STRATA_HAVE_CUDA
+#include "tiers/device/cuda_device.h"
+#endif
+
+namespace strata {
+namespace {
+
+// The backend kind after the STRATA_DEVICE override.
+absl::StatusOr<DeviceBackendKind> ResolveKind(DeviceBackendKind requested) {
+  const char* env = std::getenv("STRATA_DEVICE");
+  if (env == nullptr || *env == '\0') return requested;
+  const std::string value = env;
+  if (value == "cuda") return DeviceBackendKind::kCuda;
+  if (value == "simulated") return DeviceBackendKind::kSimulated;
+  if (value == "auto") return DeviceBackendKind::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "STRATA_DEVICE='", value, "' is not one of cuda, simulated, auto"));
+}
+
+void SetWhy(std::string* why, std::string text) {
+  if (why != nullptr) *why = std::move(text);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenSimulated(
+    const DeviceOptions& options) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<SimulatedDevice> device,
+                          SimulatedDevice::Create(options));
+  return std::unique_ptr<DeviceBackend>(std::move(device));
+}
+
+// Opens the GPU, or says why there is none: FailedPrecondition.
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenCuda(
+    const DeviceOptions& options, std::string* why) {
+#ifdef STRATA_HAVE_CUDA
+  STRATA_ASSIGN_OR_RETURN(std::string description,
+                          ProbeCudaDevice(options.cuda_device));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
+                          CudaDevice::Create(options));
+  SetWhy(why, std::move(description));
+  return std::unique_ptr<DeviceBackend>(std::move(device));
+#else
+  (void)options;
+  (void)why;
+  return absl::FailedPreconditionError(
+      "no CUDA device (strata was built without CUDA)");
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenDeviceBackend(
+    const DeviceOptions& options, std::string* why) {
+  STRATA_ASSIGN_OR_RETURN(DeviceBackendKind kind, ResolveKind(options.backend));
+  switch (kind) {
+    case DeviceBackendKind::kSimulated:
+      SetWhy(why, "simulated device requested");
+      return OpenSimulated(options);
+    case DeviceBackendKind::kCuda: {
+      auto device = OpenCuda(options, why);
+      if (absl::IsFailedPrecondition(device.status())) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "CUDA device requested but ", device.status().message(),
+            ": run on a machine with a GPU, or choose the simulated device "
+            "(STRATA_DEVICE=simulated)"));
+      }
+      return device;
+    }
+    case DeviceBackendKind::kAuto:
+      break;
+  }
+  auto device = OpenCuda(options, why);
+  if (!absl::IsFailedPrecondition(device.status())) return device;
+  SetWhy(why, std::string(device.status().message()));
+  return OpenSimulated(options);
+}
+
+}  // namespace strata

@@ -1,0 +1,139 @@
+// simulated_device.cc: SimulatedDevice, host memory standing in for a GPU
+// (policy in simulated_device.h).
+#include "tiers/device/simulated_device.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "strata/status.h"
+#include "tiers/device/sim_copy_engine.h"
+
+namespace strata {
+namespace {
+
+// Kernels on the simulated device are CPU code that has already run.
+class SimEvent : public DeviceEvent {
+ public:
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SimulatedDevice>> SimulatedDevice::Create(
+    const DeviceOptions& options) {
+  if (options.copy_chunk_bytes == 0) {
+    return absl::InvalidArgumentError("copy_chunk_bytes must be > 0");
+  }
+  if (options.sim_link_gbps < 0 || options.sim_latency_seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulated link model must not be negative: sim_link_gbps=",
+        options.sim_link_gbps,
+        ", sim_latency_seconds=", options.sim_latency_seconds));
+  }
+  return std::unique_ptr<SimulatedDevice>(new SimulatedDevice(options));
+}
+
+SimulatedDevice::SimulatedDevice(const DeviceOptions& options)
+    : options_(options),
+      h2d_(std::make_unique<SimCopyEngine>(options.copy_chunk_bytes,
+                                           options.sim_link_gbps,
+                                           options.sim_latency_seconds)),
+      d2h_(std::make_unique<SimCopyEngine>(options.copy_chunk_bytes,
+                                           options.sim_link_gbps,
+                                           options.sim_latency_seconds)) {}
+
+SimulatedDevice::~SimulatedDevice() {
+  h2d_->Shutdown();
+  d2h_->Shutdown();
+  MutexLock lock(&mu_);
+  if (arena_ != nullptr) munmap(arena_, reserved_bytes_);
+}
+
+absl::StatusOr<std::byte*> SimulatedDevice::ReserveArena(uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (arena_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "the simulated device arena is already reserved");
+  }
+  if (bytes == 0) {
+    return absl::InvalidArgumentError("device arena size must be > 0");
+  }
+  if (bytes > options_.budget_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "asked for ", bytes, " bytes of simulated device memory; the device ",
+        "budget is ", options_.budget_bytes, " bytes: raise --device-budget"));
+  }
+  // mmap is page-aligned (more than the 256 bytes promised) and lazily
+  // backed, so an unused budget costs no memory.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", bytes, " bytes of simulated device ",
+                     "memory: ", absl::ErrnoToStatus(errno, "mmap").message()));
+  }
+  arena_ = static_cast<std::byte*>(p);
+  reserved_bytes_ = bytes;
+  return arena_;
+}
+
+absl::Status SimulatedDevice::CheckDeviceRange(const void* ptr,
+                                               uint64_t bytes) const {
+  MutexLock lock(&mu_);
+  const auto* p = static_cast<const std::byte*>(ptr);
+  if (arena_ == nullptr || p < arena_ || p > arena_ + reserved_bytes_ ||
+      bytes > static_cast<uint64_t>(arena_ + reserved_bytes_ - p)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device range [", absl::Hex(ptr), ", +", bytes,
+                     ") is not inside the simulated device arena"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::Copy(CopyKind kind, void* dst, const void* src,
+                                   uint64_t bytes, DeviceEvent* /*after*/) {
+  // `after` is complete at once on this device.
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError("null pointer passed to Copy");
+  }
+  if (kind == CopyKind::kH2D) {
+    STRATA_RETURN_IF_ERROR(CheckDeviceRange(dst, bytes));
+    return h2d_->Copy(dst, src, bytes);
+  }
+  STRATA_RETURN_IF_ERROR(CheckDeviceRange(src, bytes));
+  return d2h_->Copy(dst, src, bytes);
+}
+
+absl::StatusOr<std::shared_ptr<DeviceEvent>> SimulatedDevice::RecordEvent(
+    void* /*stream*/) {
+  return std::shared_ptr<DeviceEvent>(std::make_shared<SimEvent>());
+}
+
+absl::Status SimulatedDevice::StreamWait(void* /*stream*/,
+                                         DeviceEvent& /*event*/) {
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::RegisterHost(void* /*ptr*/, uint64_t /*bytes*/) {
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::UnregisterHost(void* /*ptr*/,
+                                             uint64_t /*bytes*/) {
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceMemInfo> SimulatedDevice::GetMemInfo() {
+  MutexLock lock(&mu_);
+  DeviceMemInfo info;
+  info.total_bytes = options_.budget_bytes;
+  info.free_bytes = options_.budget_bytes - reserved_bytes_;
+  return info;
+}
+
+}  // namespace strata
