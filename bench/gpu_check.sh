@@ -14,6 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$out"
+build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
 bins=(apps/strata tests/cuda_device_test tests/store_gpu_test
       tests/device_backend_test tests/host_arena_test bench/device_link_bench)
 
@@ -23,9 +24,9 @@ build() {
 
 pack() {  # pack DIR: binaries + the shared libraries a bare machine may lack
   local dir="$1"
-  build
+  [ -n "${STRATA_BUILD_DIR:-}" ] || build
   rm -rf "$dir"; mkdir -p "$dir/bin" "$dir/lib"
-  for b in "${bins[@]}"; do cp "build/default/$b" "$dir/bin/"; done
+  for b in "${bins[@]}"; do cp "$build_dir/$b" "$dir/bin/"; done
   for b in "$dir"/bin/*; do
     ldd "$b" | awk '/=> \//{print $3}' |
       grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
