@@ -60,7 +60,14 @@ class ABSL_LOCKABLE Mutex {
   }
   void Await(const Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    awaiters_.wait(lock, [&cond] { return cond.Eval(); });
+    if (!cond.Eval()) {
+      // This thread may have changed state since Lock() and now releases the
+      // mutex without Unlock(): let the other waiters re-check first.
+      awaiters_.notify_all();
+      do {
+        awaiters_.wait(lock);
+      } while (!cond.Eval());
+    }
     lock.release();
   }
 
@@ -86,6 +93,7 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 class CondVar {
  public:
   void Wait(Mutex* mu) {
+    mu->awaiters_.notify_all();  // releasing without Unlock(): see Await
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();

@@ -8,17 +8,22 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/byte_size.h"
 #include "src/store_core.h"
 #include "strata/status.h"
 
 namespace strata {
 namespace {
 
+// A size for messages: binary units, with the exact byte count when the
+// rounded figure would hide it ("4.0 MiB (4194307 bytes)").
 std::string Bytes(uint64_t n) {
-  if (n >= kGiB && n % kGiB == 0) return absl::StrFormat("%d GiB", n / kGiB);
-  if (n >= kMiB) return absl::StrFormat("%.1f MiB", n / double(kMiB));
-  if (n >= 1024) return absl::StrFormat("%.1f KiB", n / 1024.0);
-  return absl::StrFormat("%d B", n);
+  const std::string rounded = FormatByteSize(n);
+  if (n < 1024 || absl::StrCat(n / 1024 / 1024, " MiB") == rounded ||
+      absl::StrCat(n / 1024, " KiB") == rounded) {
+    return rounded;
+  }
+  return absl::StrFormat("%s (%d bytes)", rounded, n);
 }
 
 std::string_view BudgetFlag(Tier tier) {

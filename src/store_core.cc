@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -27,21 +28,30 @@ absl::Status CheckSpec(const TensorSpec& spec) {
         "tensor '%s' asks for %d bytes (over 1 PiB): check size_bytes",
         spec.name, spec.size_bytes));
   }
+  if (static_cast<int>(spec.home) >= kNumTiers ||
+      static_cast<int>(spec.dtype) > static_cast<int>(DType::kInt64) ||
+      static_cast<int>(spec.kind) > static_cast<int>(TensorKind::kOther)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' has an out-of-range home (%d), dtype (%d) or kind (%d)",
+        spec.name, static_cast<int>(spec.home), static_cast<int>(spec.dtype),
+        static_cast<int>(spec.kind)));
+  }
   if (spec.shape.empty()) return absl::OkStatus();
-  uint64_t elements = 1;
+  uint64_t bytes = DTypeSize(spec.dtype);
   for (int64_t d : spec.shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "tensor '%s' has a negative extent %d in its shape", spec.name, d));
     }
-    elements *= static_cast<uint64_t>(d);
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor '%s': its shape's byte count overflows 64 bits", spec.name));
+    }
   }
-  if (elements * DTypeSize(spec.dtype) != spec.size_bytes) {
+  if (bytes != spec.size_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor '%s': shape holds %d elements of %s (%d bytes) but size_bytes "
-        "is %d",
-        spec.name, elements, DTypeName(spec.dtype),
-        elements * DTypeSize(spec.dtype), spec.size_bytes));
+        "tensor '%s': its shape holds %d bytes of %s but size_bytes is %d",
+        spec.name, bytes, DTypeName(spec.dtype), spec.size_bytes));
   }
   return absl::OkStatus();
 }
@@ -180,20 +190,27 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
                                          void* stream) {
   const absl::Time start = absl::Now();
   MutexLock lock(&mu_);
+  if (static_cast<int>(access) > static_cast<int>(Access::kOverwrite)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",
+                        static_cast<int>(access)));
+  }
+  bool stalled = false;
   absl::StatusOr<Lease> lease =
-      access == Access::kRead ? AcquireShared(id, tier, stream)
-                              : AcquireExclusive(id, tier, access, stream);
-  if (lease.ok()) CountAcquire(start);
+      access == Access::kRead
+          ? AcquireShared(id, tier, stream, &stalled)
+          : AcquireExclusive(id, tier, access, stream, &stalled);
+  if (lease.ok()) CountAcquire(start, stalled);
   return lease;
 }
 
-void StoreCore::CountAcquire(absl::Time start) {
+void StoreCore::CountAcquire(absl::Time start, bool stalled) {
   ++acquires_;
-  stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  if (stalled) stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
-                                               void* stream) {
+                                               void* stream, bool* stalled) {
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
@@ -202,14 +219,13 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     if (copy.state == CopyState::kValid && !rec->exclusive_pending) {
       return Grant(*rec, tier, Access::kRead, stream);
     }
+    CountLatePrefetch(copy);
     if (copy.state != CopyState::kAbsent || rec->exclusive_pending) {
-      if (copy.prefetch_loading) {
-        ++prefetch_.late;
-        copy.prefetch_loading = false;
-      }
+      *stalled = true;
       changed_.Wait(&mu_);
       continue;
     }
+    *stalled = true;
     copy.state = CopyState::kLoading;
     STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad));
     copy.state = CopyState::kValid;
@@ -219,22 +235,27 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
 
 absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
                                                   Access access, void* stream,
+                                                  bool* stalled,
                                                   const UserBytes* user) {
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
     STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, access));
     if (rec->any_busy() || rec->exclusive_pending) {
+      *stalled = true;
       changed_.Wait(&mu_);
       continue;
     }
     TierCopy& copy = rec->copy(tier);
     const bool was_valid = copy.state == CopyState::kValid;
     if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
+    CountLatePrefetch(copy);
+    const bool only_copy = rec->dirty(tier);  // before the state changes
+    *stalled = true;
     copy.state = CopyState::kLoading;
     rec->exclusive_pending = true;  // new readers wait; no conflict can arise
     absl::Status prepared =
-        PrepareExclusive(*rec, tier, access, was_valid, user);
+        PrepareExclusive(*rec, tier, access, was_valid, only_copy, user);
     rec->exclusive_pending = false;
     changed_.SignalAll();
     STRATA_RETURN_IF_ERROR(prepared);
@@ -245,36 +266,27 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
 
 absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
                                          Access access, bool was_valid,
+                                         bool only_copy,
                                          const UserBytes* user) {
-  TierCopy& copy = rec.copy(tier);
   if (!was_valid) {
     Fill fill = Fill::kNone;
-    if (access == Access::kWrite)
+    if (access == Access::kWrite) {
       fill = rec.has_contents ? Fill::kLoad : Fill::kZero;
+    }
     STRATA_RETURN_IF_ERROR(FillCopy(rec, tier, fill));
-  } else if (rec.dirty(tier) && !rec.is_home(tier) && tier == Tier::kDevice) {
-    // Writing user bytes in place over the only copy: a failed device copy
-    // would tear it, so first save the contents to the home tier.
-    const Tier home = rec.spec.home;
-    rec.copy(home).state = CopyState::kLoading;
-    absl::Status saved = Transfer(rec, tier, home);
-    rec.copy(home).state = saved.ok() ? CopyState::kValid : CopyState::kAbsent;
-    if (!saved.ok()) {
-      copy.state = CopyState::kValid;
-      return saved;
+  } else if (only_copy && tier == Tier::kDevice && user != nullptr) {
+    // User bytes would go in place over the only copy, and a failed device
+    // copy would tear it: save it to the home tier first, or, when the device
+    // is its home, write a fresh copy beside it.
+    if (!rec.is_home(tier)) {
+      STRATA_RETURN_IF_ERROR(SaveToHome(rec, tier));
+    } else if (std::optional<absl::Status> done = WriteBeside(rec, *user)) {
+      return *done;
     }
   }
   if (user != nullptr) {
     absl::Status copied = CopyUserBytes(rec, tier, *user);
-    if (!copied.ok()) {
-      // The other copies still hold the previous contents.
-      if (was_valid && rec.dirty(tier)) {
-        copy.state = CopyState::kValid;  // host memcpy cannot tear; keep it
-      } else {
-        AbandonCopy(rec, tier);
-      }
-      return copied;
-    }
+    if (!copied.ok()) return FailedUserCopy(rec, tier, copied);
   }
   // Grant drops the other copies; wait for transfers reading them.
   auto others_busy = [&rec, tier] {
@@ -285,6 +297,59 @@ absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
   };
   while (others_busy()) changed_.Wait(&mu_);
   return absl::OkStatus();
+}
+
+absl::Status StoreCore::SaveToHome(TensorRecord& rec, Tier tier) {
+  const Tier home = rec.spec.home;
+  rec.copy(home).state = CopyState::kLoading;
+  absl::Status saved = Transfer(rec, tier, home);
+  rec.copy(home).state = saved.ok() ? CopyState::kValid : CopyState::kAbsent;
+  if (!saved.ok()) rec.copy(tier).state = CopyState::kValid;
+  return saved;
+}
+
+std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
+                                                   const UserBytes& user) {
+  TierCopy& copy = rec.copy(Tier::kDevice);
+  absl::StatusOr<Extent> fresh =
+      AllocateOn(Tier::kDevice, rec.spec.size_bytes, rec.spec);
+  if (!fresh.ok()) return std::nullopt;  // no room: write in place
+  std::byte* to = mover_->Pointer({Tier::kDevice, *fresh});
+  const std::byte* from = mover_->Pointer({Tier::kDevice, *copy.extent});
+  const uint64_t size = rec.spec.size_bytes;
+  mu_.Unlock();
+  absl::Status status;
+  if (user.bytes < size) {  // keep the bytes the write does not cover
+    status = tiers_.device->Copy(CopyKind::kD2D, to, from, size);
+  }
+  if (status.ok()) {
+    status = tiers_.device->Copy(CopyKind::kH2D, to + user.offset, user.src,
+                                 user.bytes);
+  }
+  mu_.Lock();
+  Extent drop = status.ok() ? *copy.extent : *fresh;
+  if (status.ok()) copy.extent = *fresh;
+  alloc(Tier::kDevice).Free(drop);
+  if (!status.ok()) copy.state = CopyState::kValid;  // the old copy is intact
+  changed_.SignalAll();
+  return status;
+}
+
+absl::Status StoreCore::FailedUserCopy(TensorRecord& rec, Tier tier,
+                                       const absl::Status& error) {
+  bool other_valid = false;
+  for (int t = 0; t < kNumTiers; ++t) {
+    other_valid |=
+        t != static_cast<int>(tier) && rec.copies[t].state == CopyState::kValid;
+  }
+  AbandonCopy(rec, tier);  // torn or new: the other copies are the contents
+  if (other_valid || !rec.has_contents) return error;
+  // A device-homed tensor has no copy elsewhere to fall back on.
+  rec.has_contents = false;
+  return absl::DataLossError(absl::StrFormat(
+      "writing tensor '%s' failed midway (%s); its only copy, on its home "
+      "tier %s, is torn, so its contents were discarded: write it again",
+      rec.spec.name, error.ToString(), TierName(tier)));
 }
 
 absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
@@ -347,9 +412,21 @@ absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
   ++prefetch_.issued;
+  TierCopy& copy = rec->copy(tier);
+  if (copy.state == CopyState::kValid) {
+    copy.prefetched = true;  // already there: the next acquire is a hit
+    return absl::OkStatus();
+  }
+  copy.prefetch_pending = true;
   boost::asio::post(*prefetch_pool_,
                     [this, id, tier] { RunPrefetch(id, tier); });
   return absl::OkStatus();
+}
+
+void StoreCore::CountLatePrefetch(TierCopy& copy) {
+  if (!copy.prefetch_pending) return;
+  ++prefetch_.late;  // asked for, but not there when the acquire came
+  copy.prefetch_pending = false;
 }
 
 void StoreCore::RunPrefetch(TensorId id, Tier tier) {
@@ -358,20 +435,19 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   if (!found.ok()) return;  // destroyed meanwhile, or closing
   TensorRecord& rec = **found;
   TierCopy& copy = rec.copy(tier);
-  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending ||
-      copy.state != CopyState::kAbsent) {
-    return;  // nothing to load, or someone else is handling it
+  if (!copy.prefetch_pending || !rec.has_contents || rec.write_leased() ||
+      rec.exclusive_pending || copy.state != CopyState::kAbsent) {
+    return;  // nothing to load, or an acquire got there first
   }
   copy.state = CopyState::kLoading;
-  copy.prefetch_loading = true;
   if (!FillCopy(rec, tier, Fill::kLoad).ok()) {
     ++prefetch_.failed;
-    copy.prefetch_loading = false;
+    copy.prefetch_pending = false;
     return;
   }
   copy.state = CopyState::kValid;
-  copy.prefetched = copy.prefetch_loading;
-  copy.prefetch_loading = false;
+  copy.prefetched = copy.prefetch_pending;  // unless an acquire counted it late
+  copy.prefetch_pending = false;
   changed_.SignalAll();
 }
 

@@ -84,7 +84,10 @@ class StoreCore : public internal::LeaseReleaser,
                              Access access) const;
   absl::StatusOr<Lease> Grant(TensorRecord& rec, Tier tier, Access access,
                               void* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream)
+  // The two acquire paths; `*stalled` is set when the call had to wait for
+  // or make a transfer (its time then counts as stall time).
+  absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream,
+                                      bool* stalled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caller bytes Write() copies into a copy before its lease is granted.
   struct UserBytes {
@@ -93,20 +96,40 @@ class StoreCore : public internal::LeaseReleaser,
     uint64_t offset;
   };
   absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier, Access access,
-                                         void* stream,
+                                         void* stream, bool* stalled,
                                          const UserBytes* user = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds the exclusive copy on `tier` (already marked loading), copies
   // `user` bytes into it if given, and waits for other copies' transfers.
   // The copy stays loading; on error the previous contents are intact.
+  // `only_copy`: the copy was valid with no valid copy on a slower tier.
   absl::Status PrepareExclusive(TensorRecord& rec, Tier tier, Access access,
-                                bool was_valid, const UserBytes* user)
+                                bool was_valid, bool only_copy,
+                                const UserBytes* user)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes rec's copy on `tier` (marked kLoading) to its home tier, keeping
+  // it; on error the copy is valid again.
+  absl::Status SaveToHome(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Write() into a device-homed tensor's only copy: copies the user bytes
+  // (and the rest of the old contents) into a fresh extent and swaps it in,
+  // so a failed copy leaves the old one intact. nullopt when the device has
+  // no room for the fresh extent (the caller then writes in place).
+  std::optional<absl::Status> WriteBeside(TensorRecord& rec,
+                                          const UserBytes& user)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes a failed Write() into rec's copy on `tier`: the other copies keep
+  // the previous contents; with none (device home), DataLoss.
+  absl::Status FailedUserCopy(TensorRecord& rec, Tier tier,
+                              const absl::Status& error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CopyUserBytes(TensorRecord& rec, Tier tier,
                              const UserBytes& user)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountAcquire(absl::Time start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountAcquire(absl::Time start, bool stalled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunPrefetch(TensorId id, Tier tier);
+  void CountLatePrefetch(TierCopy& copy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CopyThroughLease(TensorId id, void* user, uint64_t bytes,
                                 uint64_t offset, bool to_tensor);
 

@@ -61,10 +61,11 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
       const bool whole = offset == 0 && bytes == spec.size_bytes;
       const absl::Time start = absl::Now();
       MutexLock lock(&mu_);
+      bool stalled = false;
       lease = AcquireExclusive(id, tier,
                                whole ? Access::kOverwrite : Access::kWrite,
-                               nullptr, &fill);
-      if (lease.ok()) CountAcquire(start);
+                               nullptr, &stalled, &fill);
+      if (lease.ok()) CountAcquire(start, stalled);
     } else {
       lease = Acquire(id, tier, Access::kRead, nullptr);
     }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/store_core.h"
@@ -57,6 +59,9 @@ class StoreHandle final : public Store {
   std::shared_ptr<StoreCore> core_;
 };
 
+// The largest NVMe request size: bounce chunks are a few of these, pinned.
+constexpr uint64_t kMaxBlockBytes = 64 * kMiB;
+
 // Bounce chunks: at least 4 MiB and a whole number of NVMe blocks, so one
 // chunk is several requests in flight together.
 uint64_t BounceChunkBytes(uint64_t block) {
@@ -78,10 +83,16 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
     return absl::InvalidArgumentError(
         "device copy_chunk_bytes is 0: use >= 64 KiB");
   }
-  if (!(o.device.sim_link_gbps >= 0) || !(o.device.sim_latency_seconds >= 0)) {
-    return absl::InvalidArgumentError(
-        "simulated link model needs sim_link_gbps >= 0 and sim_latency_seconds "
-        ">= 0");
+  if (!(o.device.sim_link_gbps >= 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "simulated link bandwidth %g GB/s is negative: use --sim-link-gbps >= "
+        "0 (0 = no link model)",
+        o.device.sim_link_gbps));
+  }
+  if (!(o.device.sim_latency_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "simulated link latency %g s is negative: use --sim-latency-us >= 0",
+        o.device.sim_latency_seconds));
   }
   if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
     return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");
@@ -94,14 +105,26 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
             : "NVMe directories were given but the NVMe budget is 0: set "
               "--nvme-budget");
   }
-  if (n.block_size_bytes == 0 || n.block_size_bytes % kDirectIoAlignment != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("NVMe block size %d is not a positive multiple of 4096",
-                        n.block_size_bytes));
+  if (n.block_size_bytes == 0 || n.block_size_bytes % kDirectIoAlignment != 0 ||
+      n.block_size_bytes > kMaxBlockBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe block size %d bytes must be a multiple of 4096 between 4 KiB and "
+        "64 MiB: change --block-size",
+        n.block_size_bytes));
   }
   if (n.queue_depth == 0 || n.queue_depth > 4096) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "NVMe queue depth %d is outside [1, 4096]", n.queue_depth));
+        "NVMe queue depth %d is outside [1, 4096]: change --queue-depth",
+        n.queue_depth));
+  }
+  for (size_t i = 0; i < n.directories.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (n.directories[i] != n.directories[j]) continue;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "NVMe directory '%s' is listed twice: striping needs distinct "
+          "directories (one per drive)",
+          n.directories[i]));
+    }
   }
   return absl::OkStatus();
 }
@@ -109,13 +132,25 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
                                                  const StoreSeams& seams) {
   STRATA_RETURN_IF_ERROR(ValidateStoreOptions(options));
+  StoreOptions rounded = options;  // whole 256 B device allocation granules
+  rounded.device.budget_bytes = (options.device.budget_bytes + 255) / 256 * 256;
   TierSet tiers;
   STRATA_ASSIGN_OR_RETURN(tiers.device,
-                          OpenDeviceBackend(options.device, &tiers.device_why));
+                          OpenDeviceBackend(rounded.device, &tiers.device_why));
   if (seams.wrap_device)
     tiers.device = seams.wrap_device(std::move(tiers.device));
-  STRATA_ASSIGN_OR_RETURN(tiers.device_base, tiers.device->ReserveArena(
-                                                 options.device.budget_bytes));
+  absl::StatusOr<std::byte*> arena =
+      tiers.device->ReserveArena(rounded.device.budget_bytes);
+  if (!arena.ok()) {
+    if (absl::StrContains(arena.status().message(), "--device-budget")) {
+      return arena.status();
+    }
+    return absl::Status(
+        arena.status().code(),
+        absl::StrCat("device budget: ", arena.status().message(),
+                     ": lower --device-budget"));
+  }
+  tiers.device_base = *arena;
   STRATA_ASSIGN_OR_RETURN(
       tiers.host,
       HostArena::Create(options.host.budget_bytes, options.host.lock_memory,
@@ -132,7 +167,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
     STRATA_ASSIGN_OR_RETURN(
         tiers.nvme, NvmeTier::Open(options.nvme, buffers, seams.wrap_block_io));
   }
-  auto core = std::make_shared<StoreCore>(options, std::move(tiers));
+  auto core = std::make_shared<StoreCore>(rounded, std::move(tiers));
   return std::unique_ptr<Store>(new StoreHandle(std::move(core)));
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/byte_size.h"
 #include "src/store_core.h"
 #include "strata/status.h"
 
@@ -69,24 +70,26 @@ Stats StoreCore::GetStats() const {
 
 std::string StoreCore::DescribeTiers() const {
   std::string out =
-      absl::StrFormat("device: %s (%s), budget %d MiB\n", tiers_.device->name(),
-                      tiers_.device_why, capacity_[0] / kMiB);
+      absl::StrFormat("device: %s (%s), budget %s\n", tiers_.device->name(),
+                      tiers_.device_why, FormatByteSize(capacity_[0]));
   absl::StrAppendFormat(
-      &out, "host:   pinned arena %d MiB (mlock %s, %s)\n", capacity_[1] / kMiB,
-      tiers_.host->locked() ? "ok" : "refused",
+      &out, "host:   pinned arena %s (mlock %s, %s)\n",
+      FormatByteSize(capacity_[1]), tiers_.host->locked() ? "ok" : "refused",
       tiers_.host->registered() ? "registered with CUDA" : "not registered");
   if (!tiers_.nvme) {
     absl::StrAppend(&out, "nvme:   none (no --nvme-dir)\n");
     return out;
   }
   absl::StrAppendFormat(
-      &out, "nvme:   %d MiB in %s; engine %s%s, queue depth %d, block %d KiB\n",
-      capacity_[2] / kMiB, absl::StrJoin(tiers_.nvme->DescribeFiles(), ", "),
+      &out, "nvme:   %s in %s; engine %s%s, queue depth %d, block %s\n",
+      FormatByteSize(capacity_[2]),
+      absl::StrJoin(tiers_.nvme->DescribeFiles(), ", "),
       tiers_.nvme->engine_name(),
       tiers_.nvme->fallback_reason().empty()
           ? ""
           : absl::StrCat(" (", tiers_.nvme->fallback_reason(), ")"),
-      options_.nvme.queue_depth, options_.nvme.block_size_bytes / 1024);
+      options_.nvme.queue_depth,
+      FormatByteSize(options_.nvme.block_size_bytes));
   return out;
 }
 

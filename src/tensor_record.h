@@ -26,10 +26,12 @@ struct TierCopy {
   std::optional<Extent> extent;  // space held on this tier
   int read_leases = 0;
   bool write_lease = false;
-  int transfer_pins = 0;          // in-flight transfers reading this copy
-  uint64_t last_use = 0;          // LRU tick of the last acquire or load
-  bool prefetched = false;        // loaded by Prefetch and not yet acquired
-  bool prefetch_loading = false;  // the load in flight is a prefetch
+  int transfer_pins = 0;    // in-flight transfers reading this copy
+  uint64_t last_use = 0;    // LRU tick of the last acquire or load
+  bool prefetched = false;  // loaded by Prefetch and not yet acquired
+  // Prefetch asked for this copy and it has not arrived yet; an acquire that
+  // finds it so counts the prefetch late.
+  bool prefetch_pending = false;
   // Device tier: the point in the user's stream where the last lease ended;
   // copies out of this tier wait for it (stream-ordered, not CPU-blocking).
   std::shared_ptr<DeviceEvent> release_event;

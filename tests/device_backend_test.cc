@@ -36,16 +36,23 @@ class ScopedDeviceEnv {
   std::optional<std::string> old_;
 };
 
-TEST(DeviceBackendTest, EnvForcesTheSimulatedDevice) {
+TEST(DeviceBackendTest, EnvPicksTheBackendUnderAuto) {
   ScopedDeviceEnv env("simulated");
-  DeviceOptions options;
-  options.backend = DeviceBackendKind::kCuda;
   std::string why;
-  auto device = OpenDeviceBackend(options, &why);
+  auto device = OpenDeviceBackend(DeviceOptions(), &why);  // kAuto
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_TRUE((*device)->is_simulated());
   EXPECT_EQ((*device)->name(), "simulated");
   EXPECT_FALSE(why.empty());
+}
+
+TEST(DeviceBackendTest, ExplicitChoiceWinsOverEnv) {
+  ScopedDeviceEnv env("cuda");
+  DeviceOptions options;
+  options.backend = DeviceBackendKind::kSimulated;
+  auto device = OpenDeviceBackend(options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_TRUE((*device)->is_simulated());
 }
 
 TEST(DeviceBackendTest, BadEnvValueIsInvalidArgument) {

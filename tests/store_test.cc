@@ -194,6 +194,41 @@ TEST_F(StoreTest, PrefetchLoadsAheadAndCountsHit) {
   EXPECT_EQ(stats.prefetch.hit, 1u);
 }
 
+// Every prefetch ends up counted once: hit, late, wasted or failed, even when
+// the acquire comes before the background load has started.
+TEST_F(StoreTest, PrefetchAccountingAddsUp) {
+  std::vector<TensorId> ids;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back(MustCreate(256 * 1024));
+    ASSERT_TRUE(store_->Write(ids.back(), Pattern(256 * 1024, i).data(), 256 * 1024).ok());
+    ASSERT_TRUE(store_->Evict(ids.back(), Tier::kNvme).ok());
+  }
+  for (TensorId id : ids) {
+    ASSERT_TRUE(store_->Prefetch(id, Tier::kDevice).ok());
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);  // at once
+    ASSERT_TRUE(lease.ok()) << lease.status();
+  }
+  const PrefetchStats p = store_->GetStats().prefetch;
+  EXPECT_EQ(p.issued, 8u);
+  EXPECT_EQ(p.hit + p.late + p.wasted + p.failed, 8u)
+      << "hit " << p.hit << " late " << p.late << " wasted " << p.wasted;
+}
+
+TEST_F(StoreTest, SizesInMessagesKeepExactBytes) {
+  TensorId id = MustCreate(3 * kMiB + 3, Tier::kNvme, "odd");
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(lease->Release().ok());
+  TensorId big = MustCreate(3 * kMiB + 3, Tier::kNvme, "big");
+  {
+    auto held = store_->Acquire(id, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(held.ok());
+    auto s = store_->Acquire(big, Tier::kDevice, Access::kOverwrite).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(s.message(), HasSubstr("3.0 MiB (3145731 bytes)"));
+  }
+}
+
 TEST_F(StoreTest, DiscardDropsContentsWithoutWriteBack) {
   TensorId id = MustCreate(4096);
   auto in = Pattern(4096, 1);
@@ -229,7 +264,7 @@ TEST_F(StoreTest, TensorLargerThanDeviceBudgetIsExplained) {
   auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(lease.status().message(),
-              HasSubstr("tensor 'w3' is 5.0 MiB; the device budget is 4.0 MiB: "
+              HasSubstr("tensor 'w3' is 5 MiB; the device budget is 4 MiB: "
                         "raise --device-budget"));
 }
 

@@ -22,7 +22,8 @@ struct DeviceOptions {
   // Device tier budget, reserved with one cudaMalloc (or one host allocation
   // on the simulated device). Default: 256 MiB.
   uint64_t budget_bytes = 256 * kMiB;
-  // Default: kAuto. Environment override: STRATA_DEVICE=cuda|simulated.
+  // Default: kAuto. Under kAuto, the environment variable
+  // STRATA_DEVICE=cuda|simulated picks instead; an explicit choice wins.
   DeviceBackendKind backend = DeviceBackendKind::kAuto;
   // CUDA device ordinal. Default: 0.
   int cuda_device = 0;
@@ -41,8 +42,8 @@ struct HostOptions {
   // at most 1 GiB when CUDA is in use). Must leave room for the OS: Open
   // refuses budgets above the machine's physical memory. Default: 1 GiB.
   uint64_t budget_bytes = 1 * kGiB;
-  // mlock the arena (best effort; a failure is reported in Stats, not fatal).
-  // Default: true.
+  // mlock the arena (best effort: a refusal is not an error; DescribeTiers
+  // and `strata info` report it). Default: true.
   bool lock_memory = true;
 };
 
@@ -57,15 +58,19 @@ struct NvmeOptions {
   // across drives. Empty: no NVMe tier. Default: empty.
   std::vector<std::string> directories;
   // Total NVMe tier budget across all directories, preallocated at Open
-  // (ResourceExhausted when the file system lacks the space). Default: 0.
+  // (ResourceExhausted when the file system lacks the space); rounded up so
+  // each directory's file is a whole number of blocks. Default: 0.
   uint64_t budget_bytes = 0;
   // I/O requests in flight per ring (io_uring) or threads (pool).
   // Default: 32.
   uint32_t queue_depth = 32;
   // Size of one I/O request and the stripe unit across directories; a
-  // multiple of 4096. Default: 1 MiB.
+  // multiple of 4096, at most 64 MiB. NVMe<->device transfers also use a
+  // fixed set of pinned bounce chunks (4 of max(4 MiB, block size)) reserved
+  // at Open on top of the host budget. Default: 1 MiB.
   uint64_t block_size_bytes = 1 * kMiB;
-  // Default: kAuto. Environment override: STRATA_IO_ENGINE=io_uring|threads.
+  // Default: kAuto. Under kAuto, the environment variable
+  // STRATA_IO_ENGINE=io_uring|threads picks instead; an explicit choice wins.
   IoEngine engine = IoEngine::kAuto;
 };
 

@@ -60,14 +60,14 @@ struct TensorId {
 // Everything Store::Create needs to know about a tensor.
 struct TensorSpec {
   // For messages and reports; need not be unique. Default: "".
-  std::string name;
+  std::string name{};
   // Logical size in bytes; any value >= 1 (odd sizes round-trip exactly).
   uint64_t size_bytes = 0;
   // Element type and shape are metadata. If `shape` is non-empty, the product
   // of its extents times DTypeSize(dtype) must equal size_bytes.
   // Default: kUInt8, no shape.
   DType dtype = DType::kUInt8;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape{};
   // Default: kOther.
   TensorKind kind = TensorKind::kOther;
   // The tier where the tensor's space is always reserved; faster tiers hold

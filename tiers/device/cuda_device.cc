@@ -215,7 +215,7 @@ absl::Status CudaDevice::Copy(CopyKind kind, void* dst, const void* src,
     return absl::InvalidArgumentError("null pointer passed to Copy");
   }
   STRATA_RETURN_IF_ERROR(SetDevice());
-  cudaStream_t stream = kind == CopyKind::kH2D ? h2d_stream_ : d2h_stream_;
+  cudaStream_t stream = kind == CopyKind::kD2H ? d2h_stream_ : h2d_stream_;
   if (after != nullptr) {
     STRATA_ASSIGN_OR_RETURN(CudaEvent * event, AsCudaEvent(after));
     STRATA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, event->event(), 0));
@@ -243,7 +243,9 @@ absl::Status CudaDevice::CopyChunks(CopyKind kind, cudaStream_t stream,
                                     uint64_t bytes,
                                     cudaEvent_t const events[2]) {
   const cudaMemcpyKind memcpy_kind =
-      kind == CopyKind::kH2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+      kind == CopyKind::kH2D   ? cudaMemcpyHostToDevice
+      : kind == CopyKind::kD2H ? cudaMemcpyDeviceToHost
+                               : cudaMemcpyDeviceToDevice;
   absl::Status status;
   uint64_t chunk = 0;
   for (uint64_t offset = 0; offset < bytes && status.ok(); ++chunk) {

@@ -1,6 +1,7 @@
 // device_backend.cc: OpenDeviceBackend, which picks the device backend.
 //
-// Policy: STRATA_DEVICE=cuda|simulated|auto overrides DeviceOptions::backend.
+// Policy: an explicit DeviceOptions::backend (kCuda, kSimulated) wins; under
+// kAuto, STRATA_DEVICE=cuda|simulated|auto picks instead.
 // kAuto takes the GPU when one answers and the simulated device otherwise,
 // saying why in `*why`; kCuda without a GPU fails (FailedPrecondition) rather
 // than silently simulating. CUDA symbols are referenced only when built with
@@ -22,8 +23,9 @@
 namespace strata {
 namespace {
 
-// The backend kind after the STRATA_DEVICE override.
+// The backend kind: an explicit request, else STRATA_DEVICE, else kAuto.
 absl::StatusOr<DeviceBackendKind> ResolveKind(DeviceBackendKind requested) {
+  if (requested != DeviceBackendKind::kAuto) return requested;
   const char* env = std::getenv("STRATA_DEVICE");
   if (env == nullptr || *env == '\0') return requested;
   const std::string value = env;
@@ -78,7 +80,7 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenDeviceBackend(
         return absl::FailedPreconditionError(absl::StrCat(
             "CUDA device requested but ", device.status().message(),
             ": run on a machine with a GPU, or choose the simulated device "
-            "(STRATA_DEVICE=simulated)"));
+            "(--device=simulated, or DeviceOptions::backend = kSimulated)"));
       }
       return device;
     }

@@ -19,7 +19,8 @@
 
 namespace strata {
 
-enum class CopyKind : uint8_t { kH2D, kD2H };
+// kD2D copies within device memory (on the H2D engine's stream).
+enum class CopyKind : uint8_t { kH2D, kD2H, kD2D };
 
 // A point in a stream's work (cudaEvent_t on a GPU). Complete at once on the
 // simulated device, whose "kernels" are CPU code that has already finished.

@@ -21,8 +21,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "base/sync.h"
 #include "absl/time/time.h"
+#include "base/sync.h"
 
 namespace strata {
 

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -104,6 +105,12 @@ absl::Status SimulatedDevice::Copy(CopyKind kind, void* dst, const void* src,
   if (kind == CopyKind::kH2D) {
     STRATA_RETURN_IF_ERROR(CheckDeviceRange(dst, bytes));
     return h2d_->Copy(dst, src, bytes);
+  }
+  if (kind == CopyKind::kD2D) {  // device memory bandwidth: no link model
+    STRATA_RETURN_IF_ERROR(CheckDeviceRange(dst, bytes));
+    STRATA_RETURN_IF_ERROR(CheckDeviceRange(src, bytes));
+    std::memmove(dst, src, bytes);
+    return absl::OkStatus();
   }
   STRATA_RETURN_IF_ERROR(CheckDeviceRange(src, bytes));
   return d2h_->Copy(dst, src, bytes);

@@ -30,7 +30,10 @@ uint64_t FaultyDevice::injected() const {
 bool FaultyDevice::ShouldFail(CopyKind kind, uint64_t* ordinal,
                               bool* copy_prefix) {
   MutexLock lock(&mu_);
-  const bool eligible = kind == CopyKind::kH2D ? spec_.h2d : spec_.d2h;
+  // Device-to-device copies are not injected: they do not cross the link.
+  const bool eligible = kind == CopyKind::kH2D   ? spec_.h2d
+                        : kind == CopyKind::kD2H ? spec_.d2h
+                                                 : false;
   if (!eligible) return false;
   *ordinal = ++eligible_;
   *copy_prefix = spec_.copy_prefix;

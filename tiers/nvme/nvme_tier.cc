@@ -5,9 +5,9 @@
 // nothing behind. Each swap file is O_TMPFILE (or a random name unlinked at
 // once, refused in world-writable directories), O_DIRECT, mode 0600, and
 // preallocated with fallocate. The engine is io_uring unless
-// NvmeOptions::engine or STRATA_IO_ENGINE says otherwise; under kAuto a
-// failed io_uring setup falls back to the thread pool with one notice per
-// process on stderr.
+// NvmeOptions::engine (or, when it is kAuto, STRATA_IO_ENGINE) says otherwise;
+// under kAuto a failed io_uring setup falls back to the thread pool with one
+// notice per process on stderr.
 #include "tiers/nvme/nvme_tier.h"
 
 #include <fcntl.h>
@@ -158,12 +158,12 @@ absl::Status Preallocate(int fd, const std::string& dir, uint64_t bytes) {
       errno, absl::StrCat("fallocate ", bytes, " bytes in '", dir, "'"));
 }
 
-// The engine asked for: STRATA_IO_ENGINE overrides `option`. Sets `*source`
-// to what asked.
+// The engine asked for: an explicit `option`, else STRATA_IO_ENGINE, else
+// kAuto. Sets `*source` to what asked.
 absl::StatusOr<IoEngine> ChooseEngine(IoEngine option, std::string* source) {
   const char* env = std::getenv("STRATA_IO_ENGINE");
-  if (env == nullptr || *env == '\0') {
-    *source = "NvmeOptions::engine";
+  if (option != IoEngine::kAuto || env == nullptr || *env == '\0') {
+    *source = "the engine option (--io-engine)";
     return option;
   }
   *source = absl::StrCat("STRATA_IO_ENGINE=", env);
