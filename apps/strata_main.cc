@@ -1,15 +1,18 @@
 // strata: the command line. `strata <command> [flags]`; see kUsage.
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "apps/info_command.h"
 
-ABSL_FLAG(std::string, json, "", "Also write the report as JSON to this file.");
+ABSL_FLAG(std::string, json, "",
+          "Also write the report as JSON to this file (--json=FILE).");
 
 namespace {
 
@@ -45,9 +48,27 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
   return out;
 }
 
+// True for --help, -h or `help`: then print the usage and every strata flag
+// and exit 0 (absl's own --help exits 1 and lists its internal flags).
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "help" || arg == "--helpshort") {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (WantsHelp(argc, argv)) {
+    absl::flags_internal::FlagsHelp(
+        std::cout, "apps/", absl::flags_internal::HelpFormat::kHumanReadable,
+        kUsage);
+    return 0;
+  }
   absl::SetProgramUsageMessage(kUsage);
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
@@ -64,11 +85,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string command = positional[1];
-  if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
-  if (command == "help") {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (positional.size() > 2) {
+    std::fprintf(stderr,
+                 "strata %s: unexpected argument '%s' (flags are --name=value)\n",
+                 command.c_str(), positional[2]);
+    return 2;
   }
+  if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
   std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
                kUsage);
   return 2;

@@ -102,18 +102,28 @@ absl::Status SimulatedDevice::Copy(CopyKind kind, void* dst, const void* src,
   if (dst == nullptr || src == nullptr) {
     return absl::InvalidArgumentError("null pointer passed to Copy");
   }
+  const bool linked =
+      options_.sim_link_gbps > 0 || options_.sim_latency_seconds > 0;
   if (kind == CopyKind::kH2D) {
     STRATA_RETURN_IF_ERROR(CheckDeviceRange(dst, bytes));
+    if (!linked) return Memcpy(dst, src, bytes);
     return h2d_->Copy(dst, src, bytes);
   }
   if (kind == CopyKind::kD2D) {  // device memory bandwidth: no link model
     STRATA_RETURN_IF_ERROR(CheckDeviceRange(dst, bytes));
     STRATA_RETURN_IF_ERROR(CheckDeviceRange(src, bytes));
-    std::memmove(dst, src, bytes);
+    std::memmove(dst, src, bytes);  // may overlap within the arena
     return absl::OkStatus();
   }
   STRATA_RETURN_IF_ERROR(CheckDeviceRange(src, bytes));
+  if (!linked) return Memcpy(dst, src, bytes);
   return d2h_->Copy(dst, src, bytes);
+}
+
+absl::Status SimulatedDevice::Memcpy(void* dst, const void* src,
+                                     uint64_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<DeviceEvent>> SimulatedDevice::RecordEvent(

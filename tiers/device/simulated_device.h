@@ -9,8 +9,10 @@
 // never stuck behind a large one. With DeviceOptions::sim_link_gbps > 0 each
 // chunk occupies the link for at least bytes / (gbps * 1e9) seconds and each
 // copy additionally waits sim_latency_seconds once, so transfers take real
-// time and overlap can be measured. Kernels are CPU code that has already run,
-// so events are complete at once.
+// time and overlap can be measured. Without a link model there is no link to
+// share, so copies run as a memcpy on the calling thread (no engine handoff
+// to inflate the cost of small copies). Kernels are CPU code that has already
+// run, so events are complete at once.
 //
 // Thread safety: every method may be called concurrently.
 #ifndef STRATA_TIERS_DEVICE_SIMULATED_DEVICE_H_
@@ -66,6 +68,8 @@ class SimulatedDevice : public DeviceBackend {
   absl::Status CheckDeviceRange(const void* ptr, uint64_t bytes) const;
 
   // Constant after construction.
+  static absl::Status Memcpy(void* dst, const void* src, uint64_t bytes);
+
   const DeviceOptions options_;
   std::unique_ptr<SimCopyEngine> h2d_;
   std::unique_ptr<SimCopyEngine> d2h_;
