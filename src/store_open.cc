@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/byte_size.h"
 #include "src/store_core.h"
 #include "strata/status.h"
 
@@ -66,6 +67,23 @@ constexpr uint64_t kMaxBlockBytes = 64 * kMiB;
 // chunk is several requests in flight together.
 uint64_t BounceChunkBytes(uint64_t block) {
   return std::max<uint64_t>(1, (4 * kMiB + block - 1) / block) * block;
+}
+
+// The simulated device's memory is host memory: with the host tier it must
+// fit in RAM, or the machine would swap or kill the process later.
+absl::Status CheckSimulatedFits(const DeviceBackend& device,
+                                const StoreOptions& o) {
+  const uint64_t ram = PhysicalMemoryBytes();
+  const uint64_t total = o.device.budget_bytes + o.host.budget_bytes;
+  if (!device.is_simulated() || ram == 0 || total <= ram) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the simulated device lives in host memory: device budget %s + host "
+      "budget %s = %s exceeds this machine's physical memory %s: lower "
+      "--device-budget or --host-budget",
+      FormatByteSize(o.device.budget_bytes), FormatByteSize(o.host.budget_bytes),
+      FormatByteSize(total), FormatByteSize(ram)));
 }
 
 }  // namespace
@@ -139,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
                           OpenDeviceBackend(rounded.device, &tiers.device_why));
   if (seams.wrap_device)
     tiers.device = seams.wrap_device(std::move(tiers.device));
+  STRATA_RETURN_IF_ERROR(CheckSimulatedFits(*tiers.device, rounded));
   absl::StatusOr<std::byte*> arena =
       tiers.device->ReserveArena(rounded.device.budget_bytes);
   if (!arena.ok()) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "tests/test_util.h"
+#include "tiers/host/host_arena.h"
 
 namespace strata {
 namespace {
@@ -348,6 +349,11 @@ TEST(StoreOpenTest, BadOptionsAreRefused) {
   o = SmallStoreOptions(dir.path(), kMiB, uint64_t{1} << 50, 8 * kMiB);
   EXPECT_EQ(Store::Open(o).status().code(),
             absl::StatusCode::kResourceExhausted);
+  // The simulated device is host memory: with the host tier it must fit.
+  o = SmallStoreOptions(dir.path(), PhysicalMemoryBytes(), 64 * kMiB, 8 * kMiB);
+  s = Store::Open(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.status().message(), HasSubstr("simulated device lives in host memory"));
   o = SmallStoreOptions(dir.path(), 0, kMiB, 8 * kMiB);
   EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = SmallStoreOptions(dir.path(), kMiB, kMiB, 8 * kMiB);
