@@ -102,13 +102,12 @@ int RunInfo(const std::string& json_path) {
   if (!json_path.empty()) {
     nlohmann::json report = StatsJson((*store)->GetStats());
     report["tiers_description"] = (*store)->DescribeTiers();
-    report["options"] = {
-        {"device_budget_bytes", options->device.budget_bytes},
-        {"host_budget_bytes", options->host.budget_bytes},
-        {"nvme_directories", options->nvme.directories},
-        {"nvme_budget_bytes", options->nvme.budget_bytes},
-        {"queue_depth", options->nvme.queue_depth},
-        {"block_size_bytes", options->nvme.block_size_bytes}};
+    report["options"] = {{"device_budget_bytes", options->device.budget_bytes},
+                         {"host_budget_bytes", options->host.budget_bytes},
+                         {"nvme_directories", options->nvme.directories},
+                         {"nvme_budget_bytes", options->nvme.budget_bytes},
+                         {"queue_depth", options->nvme.queue_depth},
+                         {"block_size_bytes", options->nvme.block_size_bytes}};
     report["round_trip"] = {{"ok", seconds.ok()},
                             {"bytes", kRoundTripBytes},
                             {"seconds", seconds.ok() ? *seconds : 0.0}};

@@ -53,7 +53,8 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h" || arg == "help" || arg == "--helpshort") {
+    if (arg == "--help" || arg == "-h" || arg == "help" ||
+        arg == "--helpshort") {
       return true;
     }
   }
@@ -86,9 +87,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   if (positional.size() > 2) {
-    std::fprintf(stderr,
-                 "strata %s: unexpected argument '%s' (flags are --name=value)\n",
-                 command.c_str(), positional[2]);
+    std::fprintf(
+        stderr,
+        "strata %s: unexpected argument '%s' (flags are --name=value)\n",
+        command.c_str(), positional[2]);
     return 2;
   }
   if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));

@@ -82,8 +82,9 @@ absl::Status CheckSimulatedFits(const DeviceBackend& device,
       "the simulated device lives in host memory: device budget %s + host "
       "budget %s = %s exceeds this machine's physical memory %s: lower "
       "--device-budget or --host-budget",
-      FormatByteSize(o.device.budget_bytes), FormatByteSize(o.host.budget_bytes),
-      FormatByteSize(total), FormatByteSize(ram)));
+      FormatByteSize(o.device.budget_bytes),
+      FormatByteSize(o.host.budget_bytes), FormatByteSize(total),
+      FormatByteSize(ram)));
 }
 
 }  // namespace

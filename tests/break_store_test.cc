@@ -706,9 +706,9 @@ TEST(BreakFaultTest, FailedPartialWriteToDeviceHomeTensorKeepsIt) {
   });
 }
 
-// Regression (was data loss), same root cause: an NVMe-home tensor whose only copy is a
-// dirty device copy, written with Write() while the host tier is full of
-// leases (so the Write goes through the device). The "save to home first"
+// Regression (was data loss), same root cause: an NVMe-home tensor whose only
+// copy is a dirty device copy, written with Write() while the host tier is full
+// of leases (so the Write goes through the device). The "save to home first"
 // step is skipped (dirty() sees kLoading), the H2D copy of the caller's bytes
 // fails, and the device copy -- the only copy -- is abandoned. Expected: the
 // Write fails and the tensor still reads back as before (pattern 2).

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "strata/store.h"
 #include "tests/test_util.h"
 
@@ -70,6 +72,24 @@ TEST_F(StoreGpuTest, EvictionUnderSmallBudgetKeepsEveryTensor) {
   }
   EXPECT_GT(store_->GetStats().tiers[0].evictions, 0u);
   for (int i = 0; i < 12; ++i) ExpectContents(ids[i], kMiB, 100 + i);
+}
+
+// A device-homed tensor has no copy elsewhere: Write() builds the new
+// contents beside the old copy (device-to-device copy of the untouched
+// bytes, then H2D of the new ones) and swaps it in.
+TEST_F(StoreGpuTest, PartialWriteToDeviceHomedTensor) {
+  const uint64_t n = 3 * kMiB + 5;
+  auto id = store_->Create(
+      {.name = "pinned", .size_bytes = n, .home = Tier::kDevice});
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::vector<std::byte> want = Pattern(n, 21);
+  ASSERT_TRUE(store_->Write(*id, want.data(), n).ok());
+  const std::vector<std::byte> patch = Pattern(4097, 22);
+  ASSERT_TRUE(store_->Write(*id, patch.data(), patch.size(), kMiB + 1).ok());
+  std::copy(patch.begin(), patch.end(), want.begin() + kMiB + 1);
+  std::vector<std::byte> out(n);
+  ASSERT_TRUE(store_->Read(*id, out.data(), n).ok());
+  EXPECT_TRUE(out == want);
 }
 
 }  // namespace

@@ -201,7 +201,9 @@ TEST_F(StoreTest, PrefetchAccountingAddsUp) {
   std::vector<TensorId> ids;
   for (int i = 0; i < 8; ++i) {
     ids.push_back(MustCreate(256 * 1024));
-    ASSERT_TRUE(store_->Write(ids.back(), Pattern(256 * 1024, i).data(), 256 * 1024).ok());
+    ASSERT_TRUE(
+        store_->Write(ids.back(), Pattern(256 * 1024, i).data(), 256 * 1024)
+            .ok());
     ASSERT_TRUE(store_->Evict(ids.back(), Tier::kNvme).ok());
   }
   for (TensorId id : ids) {
@@ -353,7 +355,8 @@ TEST(StoreOpenTest, BadOptionsAreRefused) {
   o = SmallStoreOptions(dir.path(), PhysicalMemoryBytes(), 64 * kMiB, 8 * kMiB);
   s = Store::Open(o);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(s.status().message(), HasSubstr("simulated device lives in host memory"));
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("simulated device lives in host memory"));
   o = SmallStoreOptions(dir.path(), 0, kMiB, 8 * kMiB);
   EXPECT_EQ(Store::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = SmallStoreOptions(dir.path(), kMiB, kMiB, 8 * kMiB);
