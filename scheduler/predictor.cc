@@ -1,0 +1,170 @@
+// predictor.cc: Predictor's replay (Observe and the cursor rules) and its
+// queries. Step boundaries and recording are in predictor_steps.cc.
+#include "scheduler/predictor.h"
+
+#include <algorithm>
+
+namespace strata {
+namespace {
+
+PredictorOptions Sanitize(PredictorOptions options) {
+  options.max_traces = std::max<size_t>(options.max_traces, 1);
+  options.resync_window_events =
+      std::max<size_t>(options.resync_window_events, 1);
+  options.repeat_prefix_events =
+      std::max<size_t>(options.repeat_prefix_events, 1);
+  options.max_trace_events = std::max<size_t>(options.max_trace_events, 1);
+  return options;
+}
+
+}  // namespace
+
+Predictor::Predictor(const PredictorOptions& options)
+    : options_(Sanitize(options)) {}
+
+Predictor::~Predictor() = default;
+
+void Predictor::Observe(const AccessEvent& event) {
+  ++stats_.events;
+  switch (Advance(event)) {
+    case Outcome::kHit:
+      ++stats_.hits;
+      break;
+    case Outcome::kResync:
+      ++stats_.resyncs;
+      break;
+    case Outcome::kMiss:
+      ++stats_.misses;
+      break;
+  }
+  AppendToStep(event);
+}
+
+// Moves the cursor for `event`, which is not yet in step_.
+Predictor::Outcome Predictor::Advance(const AccessEvent& event) {
+  if (current_ != nullptr && cursor_ < current_->trace.size() &&
+      current_->trace[cursor_] == event) {
+    ++cursor_;
+    ++step_matched_;
+    return Outcome::kHit;
+  }
+  if (exact_prefix_) {
+    if (SwitchToPrefixMatch(event)) return Outcome::kHit;
+    exact_prefix_ = false;
+  }
+  if (current_ != nullptr) {
+    const Trace& trace = current_->trace;
+    std::optional<size_t> found = trace.Find(
+        event, cursor_,
+        WindowEnd(cursor_, trace.size(), options_.resync_window_events));
+    if (found.has_value()) {
+      cursor_ = *found + 1;
+      ++step_matched_;
+      return Outcome::kResync;
+    }
+    if (!explicit_steps_) {
+      std::optional<Outcome> crossed = CrossDetectedBoundary(event);
+      if (crossed.has_value()) return *crossed;
+    }
+  }
+  if (step_matched_ == 0 && SwitchToLookahead(event)) return Outcome::kResync;
+  return Outcome::kMiss;
+}
+
+// While the step so far equals the first events of the current trace, finds
+// another trace with that same prefix that predicts `event` next.
+bool Predictor::SwitchToPrefixMatch(const AccessEvent& event) {
+  const size_t k = step_.size();
+  for (Slot* slot : SlotsByRecency()) {
+    if (slot == current_) continue;
+    const std::vector<AccessEvent>& events = slot->trace.events();
+    if (events.size() > k && events[k] == event &&
+        std::equal(step_.begin(), step_.end(), events.begin())) {
+      current_ = slot;
+      cursor_ = k + 1;
+      ++step_matched_;
+      return true;
+    }
+  }
+  return false;
+}
+
+// While nothing in the step matched yet, picks the most recent other trace
+// that holds `event` within the window from its start.
+bool Predictor::SwitchToLookahead(const AccessEvent& event) {
+  for (Slot* slot : SlotsByRecency()) {
+    if (slot == current_) continue;
+    const Trace& trace = slot->trace;
+    std::optional<size_t> found = trace.Find(
+        event, 0, WindowEnd(0, trace.size(), options_.resync_window_events));
+    if (found.has_value()) {
+      current_ = slot;
+      cursor_ = *found + 1;
+      ++step_matched_;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Boundary detection with a known trace: `event` was not found ahead of the
+// cursor; if it starts the next step (skipping few predicted events across the
+// boundary), end this step and replay the next one from there.
+std::optional<Predictor::Outcome> Predictor::CrossDetectedBoundary(
+    const AccessEvent& event) {
+  const size_t left = current_->trace.size() - cursor_;
+  const size_t slack = std::max<size_t>(2, current_->trace.size() / 4);
+  if (left > slack) return std::nullopt;
+  const Trace& next = NextStepSlot(current_)->trace;
+  if (!next.Find(event, 0, WindowEnd(0, next.size(), slack - left + 1))) {
+    return std::nullopt;
+  }
+  FinishStep();  // replaces current_ with the trace predicted to follow
+  if (current_ == nullptr) return Outcome::kMiss;
+  const Trace& trace = current_->trace;
+  std::optional<size_t> found = trace.Find(
+      event, 0, WindowEnd(0, trace.size(), options_.resync_window_events));
+  if (!found.has_value()) {
+    exact_prefix_ = false;
+    return Outcome::kMiss;
+  }
+  cursor_ = *found + 1;
+  step_matched_ = 1;
+  exact_prefix_ = *found == 0;
+  return left == 0 && *found == 0 ? Outcome::kHit : Outcome::kResync;
+}
+
+std::vector<AccessEvent> Predictor::Upcoming(size_t n) const {
+  std::vector<AccessEvent> upcoming;
+  if (current_ == nullptr) return upcoming;
+  upcoming.reserve(std::min<size_t>(n, 4096));
+  const Slot* slot = current_;
+  size_t position = cursor_;
+  while (upcoming.size() < n) {
+    const std::vector<AccessEvent>& events = slot->trace.events();
+    for (; position < events.size() && upcoming.size() < n; ++position) {
+      upcoming.push_back(events[position]);
+    }
+    slot = NextStepSlot(slot);  // traces are never empty: this terminates
+    position = 0;
+  }
+  return upcoming;
+}
+
+std::optional<uint64_t> Predictor::NextUse(TensorId id) const {
+  if (current_ == nullptr) return std::nullopt;
+  const Slot* slot = current_;
+  size_t from = cursor_;
+  uint64_t distance = 0;
+  // The chain of following steps revisits a trace after slots_.size() hops.
+  for (size_t hop = 0; hop <= slots_.size(); ++hop) {
+    std::optional<size_t> position = slot->trace.NextUse(id, from);
+    if (position.has_value()) return distance + (*position - from);
+    distance += slot->trace.size() - std::min(from, slot->trace.size());
+    slot = NextStepSlot(slot);
+    from = 0;
+  }
+  return std::nullopt;
+}
+
+}  // namespace strata

@@ -1,0 +1,154 @@
+// predictor.h: Predictor, the scheduler's trace-and-replay access predictor.
+//
+// It learns the acquire sequence of a training step and replays it with a
+// cursor, so the store can prefetch the next accesses (Upcoming) and evict the
+// copy used furthest in the future (NextUse, for Belady).
+//
+// Policy:
+// - Steps. BeginStep()/EndStep() mark boundaries; once either has been called
+//   the predictor trusts them and stops guessing. Before that, a boundary is
+//   detected (a) when the events recorded since the last boundary end with a
+//   repeat of their own first `repeat_prefix_events` events (the learning
+//   rule: the cycle is the part before the repeat), or (b) once a trace is
+//   known, when an event is found at the start of the next step while at most
+//   max(2, size/4) predicted events are skipped across the boundary. Detection
+//   learns one cycle; steps of different shapes need explicit boundaries.
+// - Replay. An event at the cursor is a hit. Otherwise it is looked for in the
+//   next `resync_window_events` positions: found, the cursor jumps past it (a
+//   resync: a skipped layer, a branch); not found, it is a miss (no
+//   prediction, cursor unchanged). One mismatch never discards a trace.
+// - Shapes. Up to `max_traces` traces are kept; the least recently used goes
+//   beyond that. A step starts on the trace predicted to follow the previous
+//   one (the trace that followed it last time, else the same). While every
+//   event so far matched from position 0, an event the trace does not predict
+//   switches to another trace with the same prefix that does (so a train step
+//   and an eval step sharing their first layers each find their own trace);
+//   while nothing matched yet, to the most recent trace holding the event
+//   within the window.
+// - Recording, at each boundary, for the step's sequence S against the trace T
+//   it ended on: nothing matched -> S is stored as a new shape; with explicit
+//   boundaries, S and T one a prefix of the other and their lengths differing
+//   by >= `shape_length_fraction` of the longer -> S is stored as a new shape;
+//   more than `rerecord_miss_fraction` of S's events were misses (replayed
+//   from position 0) -> S replaces T (a re-record); otherwise T is kept.
+//
+// Thread safety: none. The store calls it with its mutex held.
+#ifndef STRATA_SCHEDULER_PREDICTOR_H_
+#define STRATA_SCHEDULER_PREDICTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "scheduler/access_trace.h"
+#include "strata/tensor.h"
+
+namespace strata {
+
+// Tunables; a value of 0 is taken as 1.
+struct PredictorOptions {
+  // Distinct step shapes kept; least recently used replaced beyond. Default: 8.
+  size_t max_traces = 8;
+  // How far past the cursor a divergent event is looked for. Default: 64.
+  size_t resync_window_events = 64;
+  // A step whose misses exceed this fraction of its events re-records its
+  // trace. Default: 0.5.
+  double rerecord_miss_fraction = 0.5;
+  // Explicit steps only: a step that is a prefix of its trace (or the trace
+  // of it) and differs in length by at least this fraction of the longer is a
+  // distinct shape. Default: 0.5.
+  double shape_length_fraction = 0.5;
+  // Events that must repeat to detect a step boundary without explicit
+  // boundaries. Default: 4.
+  size_t repeat_prefix_events = 4;
+  // Longest step recorded; longer explicit steps are truncated, longer
+  // detected ones end there. Default: 1 << 20.
+  size_t max_trace_events = size_t{1} << 20;
+};
+
+struct PredictorStats {
+  uint64_t steps = 0;            // steps ended (empty steps not counted)
+  uint64_t events = 0;           // Observe() calls
+  uint64_t hits = 0;             // event was the one at the cursor
+  uint64_t resyncs = 0;          // event found further ahead; cursor jumped
+  uint64_t misses = 0;           // no prediction for the event
+  uint64_t rerecords = 0;        // traces replaced after a divergent step
+  uint64_t traces_recorded = 0;  // traces stored: new shapes and re-records
+};
+
+class Predictor {
+ public:
+  explicit Predictor(const PredictorOptions& options = {});
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+  ~Predictor();
+
+  // End the current step (if it saw any event) and start a new one. Either
+  // call turns off boundary detection for good; calling both is fine.
+  void BeginStep();
+  void EndStep();
+
+  // Records one acquire and advances the cursor (hit, resync or miss).
+  void Observe(const AccessEvent& event);
+
+  // The next `n` predicted events after the cursor, continuing into the step
+  // predicted to follow; fewer (none) only without a prediction.
+  std::vector<AccessEvent> Upcoming(size_t n) const;
+
+  // Distance in events from the cursor to the next predicted use of `id` (0:
+  // it is the next predicted event), looking through the rest of this step and
+  // the steps predicted to follow; nullopt when no trace predicts it. Any tier
+  // and access count as a use: whatever copy is evicted, a use needs the bytes.
+  std::optional<uint64_t> NextUse(TensorId id) const;
+
+  bool has_prediction() const { return current_ != nullptr; }
+  const PredictorStats& stats() const { return stats_; }
+  size_t trace_count() const { return slots_.size(); }
+
+ private:
+  // One stored trace (a step shape).
+  struct Slot {
+    uint64_t serial = 0;     // stable name; kept across re-records
+    Trace trace;             // never empty
+    uint64_t last_used = 0;  // use_clock_ when a step last ended on it
+    uint64_t successor = 0;  // serial of the trace that followed it; 0: none
+  };
+  enum class Outcome { kHit, kResync, kMiss };
+
+  Outcome Advance(const AccessEvent& event);
+  bool SwitchToPrefixMatch(const AccessEvent& event);
+  bool SwitchToLookahead(const AccessEvent& event);
+  std::optional<Outcome> CrossDetectedBoundary(const AccessEvent& event);
+  void AppendToStep(const AccessEvent& event);
+  void DetectRepetition();
+  void FinishStep();
+  Slot* RecordStep();
+  bool IsDistinctShape(const Trace& trace) const;
+  Slot* AddSlot();
+  Slot* FindSlot(uint64_t serial) const;
+  Slot* NextStepSlot(const Slot* slot) const;
+  std::vector<Slot*> SlotsByRecency() const;
+
+  const PredictorOptions options_;
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  uint64_t next_serial_ = 1;
+  uint64_t use_clock_ = 0;
+  bool explicit_steps_ = false;
+
+  // Replay state of the current step.
+  Slot* current_ = nullptr;        // trace being replayed; null: no prediction
+  size_t cursor_ = 0;              // position of the next predicted event
+  bool exact_prefix_ = true;       // every event of the step so far was a hit
+  size_t step_matched_ = 0;        // hits and resyncs in the step so far
+  std::vector<AccessEvent> step_;  // the step's events so far
+  Slot* previous_ = nullptr;       // trace of the previous step
+
+  PredictorStats stats_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SCHEDULER_PREDICTOR_H_

@@ -1,0 +1,137 @@
+// predictor_steps.cc: Predictor's step boundaries (explicit and detected),
+// what a finished step records, and the LRU set of traces.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "scheduler/predictor.h"
+
+namespace strata {
+
+void Predictor::BeginStep() {
+  explicit_steps_ = true;
+  FinishStep();
+}
+
+void Predictor::EndStep() {
+  explicit_steps_ = true;
+  FinishStep();
+}
+
+void Predictor::AppendToStep(const AccessEvent& event) {
+  if (step_.size() >= options_.max_trace_events) {
+    if (explicit_steps_) return;  // truncated; the step goes on unrecorded
+    FinishStep();
+  }
+  step_.push_back(event);
+  if (!explicit_steps_) DetectRepetition();
+}
+
+// The learning rule: when the step's events end with a repeat of their first
+// K events, the cycle is everything before the repeat. The repeated events
+// are replayed into the new step (they were counted when observed).
+void Predictor::DetectRepetition() {
+  const size_t k = options_.repeat_prefix_events;
+  if (step_.size() <= k) return;
+  const size_t boundary = step_.size() - k;
+  if (!std::equal(step_.begin() + boundary, step_.end(), step_.begin())) {
+    return;
+  }
+  std::vector<AccessEvent> repeat(step_.begin() + boundary, step_.end());
+  step_.resize(boundary);
+  FinishStep();
+  for (const AccessEvent& event : repeat) {
+    Advance(event);
+    step_.push_back(event);
+  }
+}
+
+void Predictor::FinishStep() {
+  if (step_.empty()) return;
+  ++stats_.steps;
+  Slot* slot = RecordStep();
+  slot->last_used = ++use_clock_;
+  if (previous_ != nullptr) previous_->successor = slot->serial;
+  previous_ = slot;
+  current_ = NextStepSlot(slot);
+  cursor_ = 0;
+  exact_prefix_ = true;
+  step_matched_ = 0;
+  step_.clear();
+}
+
+// Decides what the finished step_ leaves behind: a new trace, a re-recorded
+// one, or the trace it was replayed on, unchanged. Returns that trace.
+Predictor::Slot* Predictor::RecordStep() {
+  if (current_ == nullptr) return AddSlot();
+  const TraceAlignment fit =
+      Align(current_->trace, step_, options_.resync_window_events);
+  if (fit.hits + fit.resyncs == 0) return AddSlot();
+  if (explicit_steps_ && IsDistinctShape(current_->trace)) return AddSlot();
+  if (static_cast<double>(fit.misses) >
+      options_.rerecord_miss_fraction * static_cast<double>(step_.size())) {
+    current_->trace = Trace(step_);
+    ++stats_.rerecords;
+    ++stats_.traces_recorded;
+  }
+  return current_;
+}
+
+// Whether step_ and `trace` share a prefix as long as the shorter of the two
+// and differ in length enough to be two shapes (train and eval, say).
+bool Predictor::IsDistinctShape(const Trace& trace) const {
+  const std::vector<AccessEvent>& events = trace.events();
+  const size_t shorter = std::min(events.size(), step_.size());
+  const size_t longer = std::max(events.size(), step_.size());
+  if (!std::equal(step_.begin(), step_.begin() + shorter, events.begin())) {
+    return false;
+  }
+  return static_cast<double>(longer - shorter) >=
+         options_.shape_length_fraction * static_cast<double>(longer);
+}
+
+// Stores step_ as a new trace, dropping the least recently used one beyond
+// max_traces.
+Predictor::Slot* Predictor::AddSlot() {
+  auto slot = std::make_unique<Slot>();
+  slot->serial = next_serial_++;
+  slot->trace = Trace(step_);
+  ++stats_.traces_recorded;
+  if (slots_.size() >= options_.max_traces) {
+    auto oldest = std::min_element(slots_.begin(), slots_.end(),
+                                   [](const auto& a, const auto& b) {
+                                     return a->last_used < b->last_used;
+                                   });
+    if (oldest->get() == current_) current_ = nullptr;
+    if (oldest->get() == previous_) previous_ = nullptr;
+    slots_.erase(oldest);
+  }
+  slots_.push_back(std::move(slot));
+  return slots_.back().get();
+}
+
+Predictor::Slot* Predictor::FindSlot(uint64_t serial) const {
+  for (const auto& slot : slots_) {
+    if (slot->serial == serial) return slot.get();
+  }
+  return nullptr;
+}
+
+// The trace predicted for the step after one on `slot`: the one that followed
+// it last time if still kept, else the same shape again.
+Predictor::Slot* Predictor::NextStepSlot(const Slot* slot) const {
+  Slot* next = slot->successor != 0 ? FindSlot(slot->successor) : nullptr;
+  return next != nullptr ? next : FindSlot(slot->serial);
+}
+
+std::vector<Predictor::Slot*> Predictor::SlotsByRecency() const {
+  std::vector<Slot*> slots;
+  slots.reserve(slots_.size());
+  for (const auto& slot : slots_) slots.push_back(slot.get());
+  std::sort(slots.begin(), slots.end(), [](const Slot* a, const Slot* b) {
+    return a->last_used > b->last_used;
+  });
+  return slots;
+}
+
+}  // namespace strata
