@@ -1,9 +1,10 @@
 // residency.cc: how StoreCore moves copies between tiers — filling a copy,
-// choosing its source, making room by LRU eviction, and writing dirty copies
-// back. Every function here may release mu_ while a transfer runs; the copies
-// involved are marked loading/evicting (and sources pinned) meanwhile, which
-// keeps the record alive and its bytes stable.
+// choosing its source, making room by eviction (Belady or LRU), and writing
+// dirty copies back. Every function here may release mu_ while a transfer runs;
+// the copies involved are marked loading/evicting (and sources pinned)
+// meanwhile, which keeps the record alive and its bytes stable.
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -40,11 +41,12 @@ std::string_view BudgetFlag(Tier tier) {
 
 }  // namespace
 
-absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill) {
+absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
+                                 uint64_t protect_within) {
   TierCopy& copy = rec.copy(tier);
   if (!copy.extent) {
     absl::StatusOr<Extent> extent =
-        AllocateOn(tier, rec.spec.size_bytes, rec.spec);
+        AllocateOn(tier, rec.spec.size_bytes, rec.spec, protect_within);
     if (!extent.ok()) {
       AbandonCopy(rec, tier);
       return extent.status();
@@ -100,7 +102,8 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
 }
 
 absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
-                                             const TensorSpec& spec) {
+                                             const TensorSpec& spec,
+                                             uint64_t protect_within) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
@@ -110,7 +113,7 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
   while (true) {
     if (closed_) return absl::FailedPreconditionError("the store is closed");
     if (std::optional<Extent> e = alloc(tier).Allocate(bytes)) return *e;
-    if (TensorRecord* victim = PickVictim(tier)) {
+    if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       if (!victim->has_contents || !victim->dirty(tier)) {
         DropCopy(*victim, tier, /*eviction=*/true);
       } else {
@@ -123,11 +126,19 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
   }
 }
 
-// LRU: the least recently used copy that is valid, unleased, unpinned and not
-// the tensor's home.
-TensorRecord* StoreCore::PickVictim(Tier tier) const {
+// Candidates: valid, unleased, unpinned, not the tensor's home copy, and not
+// needed within `protect_within` accesses. Belady takes the one whose next
+// use is furthest (clean before dirty at equal distance, then LRU); LRU the
+// least recently used.
+TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
   TensorRecord* best = nullptr;
-  uint64_t best_use = 0;
+  auto key = [&](const TensorRecord& rec) {
+    const bool belady = options_.eviction == EvictionPolicy::kBelady;
+    const uint64_t distance = belady ? NextUseDistance(rec) : 0;
+    // Larger is a better victim.
+    return std::make_tuple(distance, !rec.dirty(tier),
+                           ~rec.copy(tier).last_use);
+  };
   for (const auto& [id, rec] : tensors_) {
     const TierCopy& c = rec->copy(tier);
     if (c.state != CopyState::kValid || c.leased() || c.transfer_pins > 0 ||
@@ -140,10 +151,8 @@ TensorRecord* StoreCore::PickVictim(Tier tier) const {
         rec->copy(rec->spec.home).state != CopyState::kAbsent) {
       continue;
     }
-    if (best == nullptr || c.last_use < best_use) {
-      best = rec.get();
-      best_use = c.last_use;
-    }
+    if (protect_within > 0 && NextUseDistance(*rec) < protect_within) continue;
+    if (best == nullptr || key(*rec) > key(*best)) best = rec.get();
   }
   return best;
 }

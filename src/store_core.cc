@@ -195,6 +195,7 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
         absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",
                         static_cast<int>(access)));
   }
+  ObserveAndPrefetch(id, tier, access);
   bool stalled = false;
   absl::StatusOr<Lease> lease =
       access == Access::kRead
@@ -411,15 +412,13 @@ absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
   MutexLock lock(&mu_);
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
-  ++prefetch_.issued;
   TierCopy& copy = rec->copy(tier);
   if (copy.state == CopyState::kValid) {
+    ++prefetch_.issued;
     copy.prefetched = true;  // already there: the next acquire is a hit
     return absl::OkStatus();
   }
-  copy.prefetch_pending = true;
-  boost::asio::post(*prefetch_pool_,
-                    [this, id, tier] { RunPrefetch(id, tier); });
+  QueuePrefetch(*rec, tier);  // counted once per copy, however often asked
   return absl::OkStatus();
 }
 
@@ -435,13 +434,21 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   if (!found.ok()) return;  // destroyed meanwhile, or closing
   TensorRecord& rec = **found;
   TierCopy& copy = rec.copy(tier);
-  if (!copy.prefetch_pending || !rec.has_contents || rec.write_leased() ||
-      rec.exclusive_pending || copy.state != CopyState::kAbsent) {
-    return;  // nothing to load, or an acquire got there first
+  if (!copy.prefetch_pending || copy.state != CopyState::kAbsent) {
+    return;  // an acquire got there first (and counted it late)
+  }
+  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending) {
+    copy.prefetch_pending = false;  // nothing to load, or about to change
+    return;
   }
   copy.state = CopyState::kLoading;
-  if (!FillCopy(rec, tier, Fill::kLoad).ok()) {
-    ++prefetch_.failed;
+  // Never push out a copy needed before this one: then the prefetch waits
+  // for a later acquire instead (not a failure).
+  const uint64_t protect =
+      options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
+  absl::Status filled = FillCopy(rec, tier, Fill::kLoad, protect);
+  if (!filled.ok()) {
+    if (!absl::IsResourceExhausted(filled)) ++prefetch_.failed;
     copy.prefetch_pending = false;
     return;
   }

@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
+#include "scheduler/predictor.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
@@ -66,6 +67,8 @@ class StoreCore : public internal::LeaseReleaser,
   absl::Status Read(TensorId id, void* dst, uint64_t bytes, uint64_t offset);
   absl::StatusOr<TensorSpec> GetSpec(TensorId id) const;
   absl::StatusOr<Residency> GetResidency(TensorId id) const;
+  void BeginStep();
+  void EndStep();
   Stats GetStats() const;
   std::string DescribeTiers() const;
 
@@ -140,7 +143,11 @@ class StoreCore : public internal::LeaseReleaser,
   // copy (kLoad), zeros them (kZero) or leaves them undefined (kNone). The
   // copy stays kLoading; on error it is absent again and its space freed.
   enum class Fill { kLoad, kZero, kNone };
-  absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill)
+  // `protect_within`: copies whose predicted next use is closer than this
+  // many accesses are not evicted for it (a prefetch must not push out what
+  // is needed before the tensor it fetches); 0 protects nothing.
+  absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill,
+                        uint64_t protect_within = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -153,9 +160,25 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves `bytes` on `tier`, evicting unpinned copies (LRU) as needed.
   absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
-                                    const TensorSpec& for_spec)
+                                    const TensorSpec& for_spec,
+                                    uint64_t protect_within = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TensorRecord* PickVictim(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy on `tier` to evict next (EvictionPolicy), or null.
+  TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- scheduling.cc: the predictor's use in the store.
+  // Records the acquire and prefetches the predicted accesses ahead.
+  void ObserveAndPrefetch(TensorId id, Tier tier, Access access)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a background load of rec's copy on `tier` unless it is there or
+  // coming.
+  void QueuePrefetch(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Predicted distance to rec's next use; no prediction = furthest.
+  uint64_t NextUseDistance(const TensorRecord& rec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TransfersInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes rec's dirty copy on `tier` to a slower tier, then frees it.
   absl::Status WriteBack(TensorRecord& rec, Tier tier)
@@ -202,6 +225,7 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
+  Predictor predictor_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

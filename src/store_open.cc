@@ -53,6 +53,8 @@ class StoreHandle final : public Store {
   absl::StatusOr<Residency> GetResidency(TensorId id) const override {
     return core_->GetResidency(id);
   }
+  void BeginStep() override { core_->BeginStep(); }
+  void EndStep() override { core_->EndStep(); }
   Stats GetStats() const override { return core_->GetStats(); }
   std::string DescribeTiers() const override { return core_->DescribeTiers(); }
 

@@ -59,6 +59,13 @@ Stats StoreCore::GetStats() const {
     ts.evictions = evictions_[t];
   }
   s.prefetch = prefetch_;
+  const PredictorStats& p = predictor_.stats();
+  s.scheduler = {.steps = p.steps,
+                 .accesses = p.events,
+                 .hits = p.hits,
+                 .resyncs = p.resyncs,
+                 .misses = p.misses,
+                 .rerecords = p.rerecords};
   s.acquires = acquires_;
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;

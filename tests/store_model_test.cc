@@ -120,6 +120,9 @@ class Worker {
   }
 
   void Step() {
+    // Step boundaries now and then: the scheduler records and replays traces
+    // and prefetches while the threads race it.
+    if (rng_() % 64 == 0) store_->EndStep();
     Slot& s = Pick();
     if (!s.id) return Create(s);
     if (HoldsLease(s)) return ReleaseSome();

@@ -75,15 +75,30 @@ struct NvmeOptions {
 };
 
 enum class EvictionPolicy : uint8_t {
-  kLru,  // least recently used copy first
+  // The copy whose predicted next use is furthest away (Belady over the
+  // learned trace; clean before dirty at equal distance, then LRU). Copies
+  // with no predicted use count as furthest. Without a trace this is LRU.
+  kBelady,
+  kLru,  // least recently used copy first (the baseline)
+};
+
+struct SchedulerOptions {
+  // After each Acquire, prefetch the accesses the learned trace predicts
+  // next, in order, on the prefetch threads. Default: true.
+  bool prefetch = true;
+  // Bytes the predicted accesses ahead may occupy per tier (those already
+  // there count); 0 = automatic: half of the tier's budget not under a lease.
+  // Default: 0.
+  uint64_t lookahead_bytes = 0;
 };
 
 struct StoreOptions {
   DeviceOptions device;
   HostOptions host;
   NvmeOptions nvme;
-  // Default: kLru.
-  EvictionPolicy eviction = EvictionPolicy::kLru;
+  SchedulerOptions scheduler;
+  // Default: kBelady.
+  EvictionPolicy eviction = EvictionPolicy::kBelady;
   // Threads that run Prefetch hints. Default: 2.
   int prefetch_threads = 2;
 };

@@ -45,10 +45,21 @@ struct PrefetchStats {
   uint64_t failed = 0;  // prefetches that ended in an error
 };
 
+// How well the learned access trace predicted the acquires.
+struct SchedulerStats {
+  uint64_t steps = 0;      // steps ended (BeginStep/EndStep or detected)
+  uint64_t accesses = 0;   // acquires observed
+  uint64_t hits = 0;       // acquire was the predicted next one
+  uint64_t resyncs = 0;    // found further ahead in the trace (a skip)
+  uint64_t misses = 0;     // not predicted at all
+  uint64_t rerecords = 0;  // traces replaced after a step diverged
+};
+
 struct Stats {
   std::array<TierStats, 3> tiers;          // indexed by Tier
   std::array<LinkStats, kNumLinks> links;  // indexed by Link
   PrefetchStats prefetch;
+  SchedulerStats scheduler;
   uint64_t acquires = 0;
   uint64_t write_backs = 0;  // dirty copies written to a lower tier
   double stall_seconds = 0;  // time Acquire calls waited for data

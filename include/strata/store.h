@@ -112,6 +112,14 @@ class Store {
   virtual absl::StatusOr<TensorSpec> GetSpec(TensorId id) const = 0;
   virtual absl::StatusOr<Residency> GetResidency(TensorId id) const = 0;
 
+  // Step boundaries for the scheduler: it records the acquires of a step,
+  // replays that trace to prefetch what comes next (SchedulerOptions) and to
+  // evict the copy needed furthest ahead (EvictionPolicy::kBelady). Without
+  // them the step is detected when the acquire sequence repeats. Cheap; never
+  // fail.
+  virtual void BeginStep() = 0;
+  virtual void EndStep() = 0;
+
   virtual Stats GetStats() const = 0;
 
   // A human-readable description of the tiers: device backend and why it was

@@ -1,0 +1,82 @@
+// scheduling.cc: how StoreCore uses the access predictor — step boundaries,
+// observing every acquire, prefetching the predicted accesses ahead within a
+// byte lookahead per tier, and next-use distances for Belady eviction.
+//
+// Prefetch order is trace order: the walk over Upcoming() stops adding loads
+// for a tier once the copies of the predicted accesses (those already there
+// included) would pass its lookahead, so nearer accesses are always served
+// first and the window never asks for more than fits.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <limits>
+
+#include "src/store_core.h"
+
+namespace strata {
+namespace {
+
+// How many predicted accesses one acquire looks through.
+constexpr size_t kLookaheadEvents = 256;
+
+}  // namespace
+
+void StoreCore::BeginStep() {
+  MutexLock lock(&mu_);
+  predictor_.BeginStep();
+}
+
+void StoreCore::EndStep() {
+  MutexLock lock(&mu_);
+  predictor_.EndStep();
+}
+
+uint64_t StoreCore::NextUseDistance(const TensorRecord& rec) const {
+  return predictor_.NextUse(rec.id).value_or(
+      std::numeric_limits<uint64_t>::max());
+}
+
+uint64_t StoreCore::LookaheadBytes(Tier tier) const {
+  if (options_.scheduler.lookahead_bytes > 0) {
+    return options_.scheduler.lookahead_bytes;
+  }
+  const int t = static_cast<int>(tier);
+  return (capacity_[t] - std::min(capacity_[t], leased_bytes_[t])) / 2;
+}
+
+void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
+  predictor_.Observe({id, tier, access});
+  if (!options_.scheduler.prefetch || !predictor_.has_prediction()) return;
+  uint64_t window[kNumTiers] = {0, 0, 0};
+  bool full[kNumTiers] = {false, false, false};
+  for (const AccessEvent& next : predictor_.Upcoming(kLookaheadEvents)) {
+    const int t = static_cast<int>(next.tier);
+    if (next.tier == Tier::kNvme || full[t]) continue;
+    auto it = tensors_.find(next.id);
+    if (it == tensors_.end()) continue;
+    TensorRecord& rec = *it->second;
+    const uint64_t bytes = alloc(next.tier).RoundUp(rec.spec.size_bytes);
+    if (window[t] + bytes > LookaheadBytes(next.tier)) {
+      full[t] = true;  // nearer accesses first: nothing later on this tier
+      continue;
+    }
+    window[t] += bytes;
+    // An overwrite needs no contents; a copy below the home tier cannot exist.
+    if (next.access == Access::kOverwrite || !rec.has_contents ||
+        static_cast<int>(next.tier) > static_cast<int>(rec.spec.home)) {
+      continue;
+    }
+    QueuePrefetch(rec, next.tier);
+  }
+}
+
+void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
+  TierCopy& copy = rec.copy(tier);
+  if (copy.state != CopyState::kAbsent || copy.prefetch_pending) return;
+  ++prefetch_.issued;
+  copy.prefetch_pending = true;
+  const TensorId id = rec.id;
+  boost::asio::post(*prefetch_pool_,
+                    [this, id, tier] { RunPrefetch(id, tier); });
+}
+
+}  // namespace strata
