@@ -9,8 +9,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "apps/bench_command.h"
 #include "apps/info_command.h"
 
+ABSL_FLAG(std::string, bench_case, "",
+          "strata bench: run the cases whose name starts with this (also -t "
+          "NAME); empty runs every case.");
+ABSL_FLAG(bool, list, false, "strata bench: list the cases and exit.");
 ABSL_FLAG(std::string, json, "",
           "Also write the report as JSON to this file (--json=FILE).");
 
@@ -24,18 +29,29 @@ Commands:
   info    Show the tiers strata finds here (device backend and why, host
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
+  bench   Run benchmark cases (-t NAME selects by name or prefix, --list
+          lists them, --json=FILE writes the numbers). Cases: scheduler.
 
 Flags accept --name=value or --name value; dashes and underscores are the same
 (--device-budget = --device_budget). Sizes take units: 64MiB, 2GiB.
 Examples:
   strata info
   strata info --device=simulated --nvme-dir=/mnt/nvme0,/mnt/nvme1 --json=info.json
+  strata bench -t scheduler --json=scheduler.json
 )";
 
 // absl flags are spelled with underscores; accept the dashed spelling too.
 std::vector<char*> NormalizeFlagNames(int argc, char** argv,
                                       std::vector<std::string>& storage) {
-  storage.assign(argv, argv + argc);
+  storage.clear();
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-t" && i + 1 < argc) {  // strata bench -t NAME
+      storage.push_back(std::string("--bench_case=") + argv[++i]);
+    } else {
+      storage.push_back(arg);
+    }
+  }
   for (std::string& arg : storage) {
     if (arg.rfind("--", 0) != 0) continue;
     const size_t end = std::min(arg.find('='), arg.size());
@@ -94,6 +110,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
+  if (command == "bench") {
+    return strata::RunBench(absl::GetFlag(FLAGS_bench_case),
+                            absl::GetFlag(FLAGS_list),
+                            absl::GetFlag(FLAGS_json));
+  }
   std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
                kUsage);
   return 2;

@@ -4,8 +4,10 @@
 //
 // Prefetch order is trace order: the walk over Upcoming() stops adding loads
 // for a tier once the copies of the predicted accesses (those already there
-// included) would pass its lookahead, so nearer accesses are always served
-// first and the window never asks for more than fits.
+// included) would pass its lookahead — by default all of the tier not under a
+// lease — so nearer accesses are always served first and the window never
+// asks for more than fits. Belady eviction with protection (a prefetch never
+// evicts a copy needed before its own) keeps a wide window from thrashing.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <limits>
@@ -40,7 +42,7 @@ uint64_t StoreCore::LookaheadBytes(Tier tier) const {
     return options_.scheduler.lookahead_bytes;
   }
   const int t = static_cast<int>(tier);
-  return (capacity_[t] - std::min(capacity_[t], leased_bytes_[t])) / 2;
+  return capacity_[t] - std::min(capacity_[t], leased_bytes_[t]);
 }
 
 void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {

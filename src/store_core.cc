@@ -207,7 +207,9 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
 
 void StoreCore::CountAcquire(absl::Time start, bool stalled) {
   ++acquires_;
-  if (stalled) stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  if (!stalled) return;
+  ++stalled_acquires_;
+  stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,

@@ -224,6 +224,7 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stalled_acquires_ ABSL_GUARDED_BY(mu_) = 0;
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
 };

@@ -69,6 +69,7 @@ Stats StoreCore::GetStats() const {
   s.acquires = acquires_;
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;
+  s.stalled_acquires = stalled_acquires_;
   s.tensors = tensors_.size();
   s.device_backend = tiers_.device->name();
   s.io_engine = tiers_.nvme ? std::string(tiers_.nvme->engine_name()) : "none";

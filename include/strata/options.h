@@ -87,7 +87,7 @@ struct SchedulerOptions {
   // next, in order, on the prefetch threads. Default: true.
   bool prefetch = true;
   // Bytes the predicted accesses ahead may occupy per tier (those already
-  // there count); 0 = automatic: half of the tier's budget not under a lease.
+  // there count); 0 = automatic: the tier's budget not under a lease.
   // Default: 0.
   uint64_t lookahead_bytes = 0;
 };

@@ -63,6 +63,9 @@ struct Stats {
   uint64_t acquires = 0;
   uint64_t write_backs = 0;  // dirty copies written to a lower tier
   double stall_seconds = 0;  // time Acquire calls waited for data
+  // Acquires that waited for or made a transfer; the rest found their data
+  // in place (acquires - stalled_acquires = hits, prefetched or resident).
+  uint64_t stalled_acquires = 0;
   uint64_t checksum_failures = 0;
   uint64_t tensors = 0;        // current live tensors
   std::string device_backend;  // "cuda:<name>" or "simulated"

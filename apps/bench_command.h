@@ -1,0 +1,18 @@
+// bench_command.h: `strata bench` — named benchmark cases, each saying
+// whether it applies here, run by name or prefix, printed as a table and
+// optionally written as JSON.
+#ifndef STRATA_APPS_BENCH_COMMAND_H_
+#define STRATA_APPS_BENCH_COMMAND_H_
+
+#include <string>
+
+namespace strata {
+
+// Runs the cases whose name starts with `selector` (all when empty), or lists
+// them when `list`. Returns the process exit code (2 for an unknown case).
+int RunBench(const std::string& selector, bool list,
+             const std::string& json_path);
+
+}  // namespace strata
+
+#endif  // STRATA_APPS_BENCH_COMMAND_H_
