@@ -18,8 +18,11 @@ struct BenchCase {
   std::function<bool(nlohmann::json& json)> run;
 };
 
+std::string g_timeline_path;  // set by RunBench for the cases that record one
+
 bool RunSchedulerCase(nlohmann::json& json) {
-  const SchedulerBenchConfig config;
+  SchedulerBenchConfig config;
+  config.timeline_path = g_timeline_path;
   std::printf(
       "scheduler: %d layers x %llu MiB (model %llu MiB), device budget %llu "
       "MiB, simulated link %.1f GB/s, %.1f ms compute per layer; %d steps\n",
@@ -77,7 +80,8 @@ const std::vector<BenchCase>& Cases() {
 }  // namespace
 
 int RunBench(const std::string& selector, bool list,
-             const std::string& json_path) {
+             const std::string& json_path, const std::string& timeline_path) {
+  g_timeline_path = timeline_path;
   if (list) {
     for (const BenchCase& c : Cases()) {
       std::printf("%-12s %s\n", c.name, c.description);

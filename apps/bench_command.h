@@ -10,8 +10,9 @@ namespace strata {
 
 // Runs the cases whose name starts with `selector` (all when empty), or lists
 // them when `list`. Returns the process exit code (2 for an unknown case).
+// `timeline_path`, if set, receives the Chrome trace of the scheduler case.
 int RunBench(const std::string& selector, bool list,
-             const std::string& json_path);
+             const std::string& json_path, const std::string& timeline_path);
 
 }  // namespace strata
 

@@ -17,6 +17,7 @@ struct Variant {
   EvictionPolicy eviction = EvictionPolicy::kBelady;
   bool prefetch = true;
   bool skip_a_layer = false;
+  std::string timeline_path;
 };
 
 struct VariantResult {
@@ -67,6 +68,7 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
   o.host.lock_memory = false;
   o.eviction = v.eviction;
   o.scheduler.prefetch = v.prefetch;
+  o.timeline = !v.timeline_path.empty();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(o));
   std::vector<TensorId> ids;
   const std::vector<char> bytes(c.layer_bytes, 1);
@@ -94,6 +96,7 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
         std::chrono::duration<double>(Clock::now() - start).count());
   }
   const Stats after = store->GetStats();
+  if (o.timeline) STRATA_RETURN_IF_ERROR(store->WriteTimeline(v.timeline_path));
   std::sort(seconds.begin(), seconds.end());
   VariantResult r;
   r.median_step_seconds = seconds[seconds.size() / 2];
@@ -110,7 +113,8 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
 
 absl::StatusOr<SchedulerBenchResult> RunSchedulerBench(
     const SchedulerBenchConfig& c) {
-  STRATA_ASSIGN_OR_RETURN(VariantResult sched, RunVariant(c, {}));
+  STRATA_ASSIGN_OR_RETURN(VariantResult sched,
+                          RunVariant(c, {.timeline_path = c.timeline_path}));
   STRATA_ASSIGN_OR_RETURN(VariantResult on_demand,
                           RunVariant(c, {.prefetch = false}));
   STRATA_ASSIGN_OR_RETURN(VariantResult lru,

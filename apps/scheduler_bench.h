@@ -13,6 +13,7 @@
 #define STRATA_APPS_SCHEDULER_BENCH_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -26,6 +27,8 @@ struct SchedulerBenchConfig {
   double compute_seconds_per_layer = 0.002;
   int steps = 8;  // the first records the trace and is not timed
   uint64_t seed = 1;
+  // If set, the scheduler run's timeline (Chrome trace JSON) goes here.
+  std::string timeline_path;
 };
 
 struct SchedulerBenchResult {

@@ -16,6 +16,9 @@ ABSL_FLAG(std::string, bench_case, "",
           "strata bench: run the cases whose name starts with this (also -t "
           "NAME); empty runs every case.");
 ABSL_FLAG(bool, list, false, "strata bench: list the cases and exit.");
+ABSL_FLAG(std::string, timeline, "",
+          "strata bench: write the scheduler run's timeline of transfers and "
+          "leases as Chrome trace-event JSON (open in Perfetto) to this file.");
 ABSL_FLAG(std::string, json, "",
           "Also write the report as JSON to this file (--json=FILE).");
 
@@ -111,9 +114,9 @@ int main(int argc, char** argv) {
   }
   if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
   if (command == "bench") {
-    return strata::RunBench(absl::GetFlag(FLAGS_bench_case),
-                            absl::GetFlag(FLAGS_list),
-                            absl::GetFlag(FLAGS_json));
+    return strata::RunBench(
+        absl::GetFlag(FLAGS_bench_case), absl::GetFlag(FLAGS_list),
+        absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_timeline));
   }
   std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
                kUsage);

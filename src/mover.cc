@@ -52,12 +52,14 @@ absl::Status Drain(std::future<absl::Status>& pending) {
 }  // namespace
 
 Mover::Mover(DeviceBackend* device, std::byte* device_base,
-             std::byte* host_base, NvmeTier* nvme, BouncePool* bounce)
+             std::byte* host_base, NvmeTier* nvme, BouncePool* bounce,
+             Timeline* timeline)
     : device_(device),
       device_base_(device_base),
       host_base_(host_base),
       nvme_(nvme),
-      bounce_(bounce) {}
+      bounce_(bounce),
+      timeline_(timeline) {}
 
 Mover::~Mover() { pipeline_.join(); }
 
@@ -67,9 +69,16 @@ std::byte* Mover::Pointer(const Place& place) const {
 }
 
 absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
-                         uint64_t* checksum, DeviceEvent* after) {
+                         uint64_t* checksum, DeviceEvent* after,
+                         std::string_view label) {
   const absl::Time start = absl::Now();
   absl::Status status = Dispatch(src, dst, bytes, checksum, after);
+  if (timeline_ != nullptr) {
+    timeline_->Record(
+        absl::StrFormat("%s%s", label, status.ok() ? "" : " (failed)"),
+        absl::StrFormat("%s -> %s", TierName(src.tier), TierName(dst.tier)),
+        start, absl::Now());
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (src.tier == Tier::kNvme)
     Count(Link::kNvmeRead, bytes, seconds, status.ok());

@@ -24,6 +24,7 @@
 #include "base/sync.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
+#include "src/timeline.h"
 #include "strata/stats.h"
 #include "strata/tensor.h"
 #include "tiers/device/device_backend.h"
@@ -41,8 +42,9 @@ class Mover {
  public:
   // All pointers must outlive the Mover; `nvme` and `bounce` may be null when
   // there is no NVMe tier.
+  // `timeline` (may be null) receives a span per transfer.
   Mover(DeviceBackend* device, std::byte* device_base, std::byte* host_base,
-        NvmeTier* nvme, BouncePool* bounce);
+        NvmeTier* nvme, BouncePool* bounce, Timeline* timeline = nullptr);
   ~Mover();
 
   // Copies the first `bytes` of `src` to `dst` (different tiers). When the
@@ -50,8 +52,10 @@ class Mover {
   // is NVMe, `*checksum` receives it. `after` (device sources) is the event the
   // copy must wait for. On error the destination is undefined and the source
   // untouched.
+  // `label` names the transfer on the timeline.
   absl::Status Move(const Place& src, const Place& dst, uint64_t bytes,
-                    uint64_t* checksum, DeviceEvent* after);
+                    uint64_t* checksum, DeviceEvent* after,
+                    std::string_view label = "");
 
   // Fills `bytes` at `place` (device or host) with zeros.
   absl::Status Zero(const Place& place, uint64_t bytes);
@@ -81,6 +85,7 @@ class Mover {
   std::byte* const host_base_;
   NvmeTier* const nvme_;
   BouncePool* const bounce_;
+  Timeline* const timeline_;
   // Runs the second stage of NVMe<->device pipelines.
   boost::asio::thread_pool pipeline_{4};
 

@@ -220,8 +220,8 @@ absl::Status StoreCore::Transfer(TensorRecord& rec, Tier src, Tier dst) {
   std::shared_ptr<DeviceEvent> after =
       src == Tier::kDevice ? from.release_event : nullptr;
   mu_.Unlock();
-  absl::Status status =
-      mover_->Move(src_place, dst_place, bytes, &checksum, after.get());
+  absl::Status status = mover_->Move(src_place, dst_place, bytes, &checksum,
+                                     after.get(), rec.spec.name);
   mu_.Lock();
   --from.transfer_pins;
   if (status.ok() && dst == Tier::kNvme) rec.nvme_checksum = checksum;

@@ -66,9 +66,10 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   alloc_[0].emplace(capacity_[0], 256);
   alloc_[1].emplace(capacity_[1], kDirectIoAlignment);
   alloc_[2].emplace(capacity_[2], kDirectIoAlignment);
+  if (options_.timeline) timeline_ = std::make_unique<Timeline>();
   mover_ = std::make_unique<Mover>(tiers_.device.get(), tiers_.device_base,
                                    tiers_.host->base(), tiers_.nvme.get(),
-                                   tiers_.bounce.get());
+                                   tiers_.bounce.get(), timeline_.get());
   prefetch_pool_ =
       std::make_unique<boost::asio::thread_pool>(options_.prefetch_threads);
 }
@@ -378,7 +379,7 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
   }
   copy.last_use = ++tick_;
   const uint64_t token = next_token_++;
-  rec.leases.emplace(token, LeaseGrant{tier, access});
+  rec.leases.emplace(token, LeaseGrant{tier, access, absl::Now()});
   return MakeLease(weak_from_this(), rec.id, tier, access,
                    mover_->Pointer({tier, *copy.extent}), rec.spec.size_bytes,
                    token);
@@ -394,6 +395,12 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   TensorRecord& rec = *it->second;
   const LeaseGrant grant = rec.leases[token];
   rec.leases.erase(token);
+  if (timeline_ != nullptr) {
+    timeline_->Record(
+        absl::StrFormat("%s (%s)", rec.spec.name, AccessName(grant.access)),
+        absl::StrFormat("lease %s", TierName(grant.tier)), grant.granted,
+        absl::Now());
+  }
   TierCopy& copy = rec.copy(grant.tier);
   if (grant.access == Access::kRead) {
     --copy.read_leases;

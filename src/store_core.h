@@ -30,6 +30,7 @@
 #include "src/lease_releaser.h"
 #include "src/mover.h"
 #include "src/tensor_record.h"
+#include "src/timeline.h"
 #include "strata/options.h"
 #include "strata/store.h"
 #include "tiers/host/host_arena.h"
@@ -70,6 +71,7 @@ class StoreCore : public internal::LeaseReleaser,
   void BeginStep();
   void EndStep();
   Stats GetStats() const;
+  absl::Status WriteTimeline(const std::string& path) const;
   std::string DescribeTiers() const;
 
   absl::Status ReleaseLease(TensorId id, uint64_t token, void* stream) override;
@@ -207,6 +209,7 @@ class StoreCore : public internal::LeaseReleaser,
   const StoreOptions options_;
   const TierSet tiers_;
   uint64_t capacity_[kNumTiers] = {0, 0, 0};
+  std::unique_ptr<Timeline> timeline_;  // null unless options_.timeline
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<boost::asio::thread_pool> prefetch_pool_;
 

@@ -56,6 +56,9 @@ class StoreHandle final : public Store {
   void BeginStep() override { core_->BeginStep(); }
   void EndStep() override { core_->EndStep(); }
   Stats GetStats() const override { return core_->GetStats(); }
+  absl::Status WriteTimeline(const std::string& path) const override {
+    return core_->WriteTimeline(path);
+  }
   std::string DescribeTiers() const override { return core_->DescribeTiers(); }
 
  private:

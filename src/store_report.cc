@@ -101,4 +101,13 @@ std::string StoreCore::DescribeTiers() const {
   return out;
 }
 
+absl::Status StoreCore::WriteTimeline(const std::string& path) const {
+  if (timeline_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the timeline is off: open the store with StoreOptions::timeline = "
+        "true (--timeline=FILE)");
+  }
+  return timeline_->WriteChromeTrace(path);
+}
+
 }  // namespace strata

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
 #include "src/extent_allocator.h"
 #include "strata/tensor.h"
 #include "tiers/device/device_backend.h"
@@ -46,6 +47,7 @@ struct TierCopy {
 struct LeaseGrant {
   Tier tier;
   Access access;
+  absl::Time granted;  // for the timeline's lease span
 };
 
 struct TensorRecord {

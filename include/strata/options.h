@@ -104,6 +104,9 @@ struct StoreOptions {
   // loads but make them share a link (measured: `strata bench -t scheduler`
   // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
   int prefetch_threads = 1;
+  // Record every transfer and lease span for Store::WriteTimeline (Chrome
+  // trace-event JSON). Costs a little memory per span. Default: false.
+  bool timeline = false;
 };
 
 }  // namespace strata

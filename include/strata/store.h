@@ -122,6 +122,11 @@ class Store {
 
   virtual Stats GetStats() const = 0;
 
+  // Writes the timeline of transfers and lease spans as Chrome trace-event
+  // JSON (opens in Perfetto). FailedPrecondition unless StoreOptions::timeline
+  // is on; an errno-based error when `path` cannot be written.
+  virtual absl::Status WriteTimeline(const std::string& path) const = 0;
+
   // A human-readable description of the tiers: device backend and why it was
   // chosen, budgets, NVMe files and I/O engine.
   virtual std::string DescribeTiers() const = 0;
