@@ -5,9 +5,11 @@
 // their sources pinned so no other thread frees or overwrites them. Threads
 // that must wait for a transfer (an acquire of a loading copy, an allocation
 // waiting for an eviction in flight) wait on one CondVar signalled at every
-// state change. Eviction is LRU over unleased, unpinned, non-home copies;
-// clean copies are dropped, dirty ones written back to the next slower tier
-// with space (always possible: the home extent is reserved).
+// state change. Eviction (Belady over the predictor's trace, or LRU) picks
+// among unleased, unpinned, non-home copies; clean copies are dropped, dirty
+// ones written back to the next slower tier with space (always possible: the
+// home extent is reserved). Every acquire is shown to the predictor, whose
+// upcoming accesses are prefetched on a background thread (scheduling.cc).
 //
 // Thread safety: thread-safe. Owned by a shared_ptr so that leases (weak_ptr)
 // can outlive the Store handle safely.
