@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "apps/nvme_bench.h"
 #include "apps/scheduler_bench.h"
 
 namespace strata {
@@ -19,6 +20,7 @@ struct BenchCase {
 };
 
 std::string g_timeline_path;  // set by RunBench for the cases that record one
+NvmeBenchConfig g_nvme;  // directory, block size, queue depth from the flags
 
 bool RunSchedulerCase(nlohmann::json& json) {
   SchedulerBenchConfig config;
@@ -67,12 +69,56 @@ bool RunSchedulerCase(nlohmann::json& json) {
   return true;
 }
 
+bool RunNvmeCase(nlohmann::json& json) {
+  const NvmeBenchConfig config = g_nvme;
+  std::printf(
+      "nvme: sequential %llu MiB in %s, block %llu KiB, queue depth %u, "
+      "O_DIRECT (the page cache cannot flatter it), median of %d\n",
+      (unsigned long long)(config.size_bytes >> 20), config.directory.c_str(),
+      (unsigned long long)(config.block_bytes >> 10), config.queue_depth,
+      config.samples);
+  std::fflush(stdout);
+  absl::StatusOr<NvmeBenchResult> r = RunNvmeBench(config);
+  if (!r.ok()) {
+    std::fprintf(stderr, "nvme: %s\n", r.status().ToString().c_str());
+    return false;
+  }
+  std::printf("  %-8s %12s %12s %8s\n", "op", "strata GB/s", "fio GB/s",
+              "ratio");
+  auto row = [&](const char* op, double ours, std::optional<double> fio) {
+    if (fio) {
+      std::printf("  %-8s %12.2f %12.2f %8.3f\n", op, ours, *fio, ours / *fio);
+    } else {
+      std::printf("  %-8s %12.2f %12s %8s\n", op, ours, "-", "-");
+    }
+  };
+  row("read", r->read_gbps, r->fio_read_gbps);
+  row("write", r->write_gbps, r->fio_write_gbps);
+  if (!r->fio_note.empty()) std::printf("  fio: %s\n", r->fio_note.c_str());
+  json = {{"read_gbps", r->read_gbps},
+          {"write_gbps", r->write_gbps},
+          {"engine", r->engine},
+          {"directory", config.directory},
+          {"size_bytes", config.size_bytes},
+          {"block_size_bytes", config.block_bytes},
+          {"queue_depth", config.queue_depth}};
+  if (r->fio_read_gbps) {
+    json["fio_read_gbps"] = *r->fio_read_gbps;
+    json["fio_write_gbps"] = *r->fio_write_gbps;
+  }
+  return true;
+}
+
 const std::vector<BenchCase>& Cases() {
   static const std::vector<BenchCase> cases = {
       {"scheduler",
        "layered forward/backward workload on the simulated device: step time "
        "with the scheduler vs on demand vs LRU, prefetch hit rates",
        RunSchedulerCase},
+      {"nvme",
+       "sequential 1 MiB reads and writes at queue depth 32 through the "
+       "store's NVMe path, next to fio with the same settings",
+       RunNvmeCase},
   };
   return cases;
 }
@@ -80,8 +126,14 @@ const std::vector<BenchCase>& Cases() {
 }  // namespace
 
 int RunBench(const std::string& selector, bool list,
-             const std::string& json_path, const std::string& timeline_path) {
+             const std::string& json_path, const std::string& timeline_path,
+             const StoreOptions& store) {
   g_timeline_path = timeline_path;
+  if (!store.nvme.directories.empty()) {
+    g_nvme.directory = store.nvme.directories.front();
+  }
+  g_nvme.block_bytes = store.nvme.block_size_bytes;
+  g_nvme.queue_depth = store.nvme.queue_depth;
   if (list) {
     for (const BenchCase& c : Cases()) {
       std::printf("%-12s %s\n", c.name, c.description);

@@ -11,6 +11,7 @@
 #include "absl/flags/usage_config.h"
 #include "apps/bench_command.h"
 #include "apps/info_command.h"
+#include "apps/store_flags.h"
 
 ABSL_FLAG(std::string, bench_case, "",
           "strata bench: run the cases whose name starts with this (also -t "
@@ -33,7 +34,8 @@ Commands:
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
   bench   Run benchmark cases (-t NAME selects by name or prefix, --list
-          lists them, --json=FILE writes the numbers). Cases: scheduler.
+          lists them, --json=FILE writes the numbers). Cases: scheduler,
+          nvme (in the first --nvme-dir, next to fio when installed).
 
 Flags accept --name=value or --name value; dashes and underscores are the same
 (--device-budget = --device_budget). Sizes take units: 64MiB, 2GiB.
@@ -114,9 +116,16 @@ int main(int argc, char** argv) {
   }
   if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
   if (command == "bench") {
+    absl::StatusOr<strata::StoreOptions> options =
+        strata::StoreOptionsFromFlags();
+    if (!options.ok()) {
+      std::fprintf(stderr, "strata bench: %s\n",
+                   options.status().ToString().c_str());
+      return 2;
+    }
     return strata::RunBench(
         absl::GetFlag(FLAGS_bench_case), absl::GetFlag(FLAGS_list),
-        absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_timeline));
+        absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_timeline), *options);
   }
   std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
                kUsage);
