@@ -50,6 +50,8 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
   if (!options_.scheduler.prefetch || !predictor_.has_prediction()) return;
   uint64_t window[kNumTiers] = {0, 0, 0};
   bool full[kNumTiers] = {false, false, false};
+  const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
+                                     LookaheadBytes(Tier::kHost), 0};
   for (const AccessEvent& next : predictor_.Upcoming(kLookaheadEvents)) {
     const int t = static_cast<int>(next.tier);
     if (next.tier == Tier::kNvme || full[t]) continue;
@@ -57,7 +59,7 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
     if (it == tensors_.end()) continue;
     TensorRecord& rec = *it->second;
     const uint64_t bytes = alloc(next.tier).RoundUp(rec.spec.size_bytes);
-    if (window[t] + bytes > LookaheadBytes(next.tier)) {
+    if (window[t] + bytes > limit[t]) {
       full[t] = true;  // nearer accesses first: nothing later on this tier
       continue;
     }
