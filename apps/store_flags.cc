@@ -1,5 +1,6 @@
 #include "apps/store_flags.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -9,17 +10,19 @@
 
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{256 * strata::kMiB},
           "Device tier budget (bytes; units KiB/MiB/GiB accepted), reserved "
-          "with one cudaMalloc, or host memory on the simulated device.");
+          "with one cudaMalloc, or host memory on the simulated device. "
+          "strata train's default: 16MiB.");
 ABSL_FLAG(strata::ByteSize, host_budget, strata::ByteSize{1 * strata::kGiB},
           "Pinned host tier budget, reserved once (mmap + mlock + "
-          "cudaHostRegister). Must fit in physical memory.");
+          "cudaHostRegister). Must fit in physical memory. strata train's "
+          "default: 32MiB.");
 ABSL_FLAG(std::vector<std::string>, nvme_dir, {"/var/tmp"},
           "Comma-separated directories for NVMe swap files, one file each "
           "(several stripe across drives). Files are O_DIRECT, mode 0600 and "
           "unlinked: nothing is left behind. Empty: no NVMe tier.");
 ABSL_FLAG(strata::ByteSize, nvme_budget, strata::ByteSize{1 * strata::kGiB},
           "NVMe tier budget across all --nvme-dir directories, preallocated "
-          "at start.");
+          "at start. strata train's default: 512MiB.");
 ABSL_FLAG(uint32_t, queue_depth, 32, "NVMe I/O requests in flight.");
 ABSL_FLAG(strata::ByteSize, block_size, strata::ByteSize{1 * strata::kMiB},
           "NVMe request size and stripe unit; a multiple of 4 KiB.");
@@ -32,10 +35,23 @@ ABSL_FLAG(std::string, io_engine, "auto",
 ABSL_FLAG(double, sim_link_gbps, 0,
           "Simulated device only: host<->device link bandwidth in GB/s "
           "(1e9 bytes/s) that copies are held to; 0 = memcpy speed.");
+ABSL_FLAG(bool, prefetch, true,
+          "Prefetch what the learned access trace predicts next (the "
+          "scheduler); --noprefetch (or --prefetch=false) loads on demand.");
+ABSL_FLAG(std::string, eviction, "belady",
+          "Eviction policy: belady (the copy needed furthest ahead in the "
+          "learned trace) or lru (least recently used).");
 ABSL_FLAG(double, sim_latency_us, 0,
           "Simulated device only: latency added to every copy, microseconds.");
 
 namespace strata {
+
+void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
+                       uint64_t nvme_bytes) {
+  absl::SetFlag(&FLAGS_device_budget, ByteSize{device_bytes});
+  absl::SetFlag(&FLAGS_host_budget, ByteSize{host_bytes});
+  absl::SetFlag(&FLAGS_nvme_budget, ByteSize{nvme_bytes});
+}
 
 absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
   StoreOptions o;
@@ -69,6 +85,25 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--io_engine=%s: use auto, io_uring or threads", engine));
+  }
+  const std::string eviction = absl::GetFlag(FLAGS_eviction);
+  if (eviction == "belady") {
+    o.eviction = EvictionPolicy::kBelady;
+  } else if (eviction == "lru") {
+    o.eviction = EvictionPolicy::kLru;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--eviction=%s: use belady or lru", eviction));
+  }
+  o.scheduler.prefetch = absl::GetFlag(FLAGS_prefetch);
+  const double gbps = absl::GetFlag(FLAGS_sim_link_gbps);
+  const double latency_us = absl::GetFlag(FLAGS_sim_latency_us);
+  if (!(gbps >= 0) || !(latency_us >= 0) || !std::isfinite(gbps) ||
+      !std::isfinite(latency_us)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--sim-link-gbps=%g --sim-latency-us=%g: must be finite and >= 0 "
+        "(0 = no link model)",
+        gbps, latency_us));
   }
   o.device.sim_link_gbps = absl::GetFlag(FLAGS_sim_link_gbps);
   o.device.sim_latency_seconds = absl::GetFlag(FLAGS_sim_latency_us) * 1e-6;

@@ -4,6 +4,8 @@
 #ifndef STRATA_APPS_STORE_FLAGS_H_
 #define STRATA_APPS_STORE_FLAGS_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "strata/options.h"
 
@@ -12,6 +14,11 @@ namespace strata {
 // StoreOptions from the flags; InvalidArgument naming the flag for values
 // that make no sense (unknown --device, zero budgets, ...).
 absl::StatusOr<StoreOptions> StoreOptionsFromFlags();
+
+// Replaces the defaults of --device-budget, --host-budget and --nvme-budget
+// (a command whose job needs other sizes calls this before parsing).
+void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
+                       uint64_t nvme_bytes);
 
 }  // namespace strata
 

@@ -12,14 +12,15 @@
 #include "apps/bench_command.h"
 #include "apps/info_command.h"
 #include "apps/store_flags.h"
+#include "apps/train_command.h"
 
 ABSL_FLAG(std::string, bench_case, "",
           "strata bench: run the cases whose name starts with this (also -t "
           "NAME); empty runs every case.");
 ABSL_FLAG(bool, list, false, "strata bench: list the cases and exit.");
 ABSL_FLAG(std::string, timeline, "",
-          "strata bench: write the scheduler run's timeline of transfers and "
-          "leases as Chrome trace-event JSON (open in Perfetto) to this file.");
+          "strata bench and train: write the timeline of transfers and leases "
+          "as Chrome trace-event JSON (open in Perfetto) to this file.");
 ABSL_FLAG(std::string, json, "",
           "Also write the report as JSON to this file (--json=FILE).");
 
@@ -30,6 +31,10 @@ constexpr char kUsage[] = R"(a tiered tensor store (GPU / pinned host / NVMe).
 Usage: strata <command> [flags]
 
 Commands:
+  train   The main job: train a deep MLP on Fashion-MNIST with every weight,
+          gradient, Adam moment and activation in the store, its state
+          several times the device budget (spilling to host and NVMe); prints
+          loss, test accuracy and what moved (--json=FILE, --timeline=FILE).
   info    Show the tiers strata finds here (device backend and why, host
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
@@ -40,6 +45,10 @@ Commands:
 Flags accept --name=value or --name value; dashes and underscores are the same
 (--device-budget = --device_budget). Sizes take units: 64MiB, 2GiB.
 Examples:
+  strata train
+  strata train --width=4096 --depth=16 --device-budget=256MiB \
+      --host-budget=1GiB --nvme-budget=8GiB --max-steps=5
+  strata train --resident --max-steps=50 --json=resident.json
   strata info
   strata info --device=simulated --nvme-dir=/mnt/nvme0,/mnt/nvme1 --json=info.json
   strata bench -t scheduler --json=scheduler.json
@@ -82,6 +91,20 @@ bool WantsHelp(int argc, char** argv) {
   return false;
 }
 
+// The command, before flags are parsed: the first argument that is not a
+// flag (flags here are --name=value; -t takes a value).
+std::string FirstPositional(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-t") {
+      ++i;
+    } else if (arg.empty() || arg[0] != '-') {
+      return arg;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +120,7 @@ int main(int argc, char** argv) {
     return file.find("apps/") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(config);
+  if (FirstPositional(argc, argv) == "train") strata::ApplyTrainDefaults();
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
   std::vector<char*> positional =
@@ -113,6 +137,10 @@ int main(int argc, char** argv) {
         "strata %s: unexpected argument '%s' (flags are --name=value)\n",
         command.c_str(), positional[2]);
     return 2;
+  }
+  if (command == "train") {
+    return strata::RunTrain(absl::GetFlag(FLAGS_json),
+                            absl::GetFlag(FLAGS_timeline));
   }
   if (command == "info") return strata::RunInfo(absl::GetFlag(FLAGS_json));
   if (command == "bench") {

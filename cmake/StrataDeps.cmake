@@ -7,6 +7,9 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing>=2.3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# strata train: OpenBLAS for the CPU compute, zlib for the gzip'd IDX files.
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_package(ZLIB REQUIRED)
 
 set(STRATA_HAVE_CUDA OFF)
 if(NOT STRATA_WITH_CUDA STREQUAL "OFF")

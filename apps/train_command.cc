@@ -1,0 +1,372 @@
+// train_command.cc: `strata train` (see train_command.h): flags, the run, the
+// progress line and the report.
+#include "apps/train_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "apps/store_flags.h"
+#include "src/byte_size.h"
+#include "strata/status.h"
+#include "strata/store.h"
+#include "train/compute.h"
+#include "train/dataset.h"
+#include "train/model.h"
+#include "train/trainer.h"
+
+ABSL_FLAG(int64_t, width, 1024, "strata train: units per hidden layer.");
+ABSL_FLAG(int32_t, depth, 5,
+          "strata train: hidden layers (the model has depth + 1 Linear "
+          "layers: 784 -> width x depth -> 10).");
+ABSL_FLAG(int64_t, batch, 256, "strata train: samples per step.");
+ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
+ABSL_FLAG(int64_t, max_steps, 0,
+          "strata train: stop after this many steps in all (then evaluate); "
+          "0 = no limit.");
+ABSL_FLAG(double, lr, 1e-3, "strata train: Adam learning rate.");
+ABSL_FLAG(uint64_t, seed, 1,
+          "strata train: seed of the initial weights and the batch order; "
+          "the same seed gives the same losses, bit for bit, whatever the "
+          "budgets.");
+ABSL_FLAG(std::string, activation, "relu", "strata train: relu or gelu.");
+ABSL_FLAG(std::string, optimizer_tier, "host",
+          "strata train: where Adam runs: host (CPU Adam on the host tier, "
+          "as ZeRO-Offload) or device.");
+ABSL_FLAG(std::string, data_dir, strata::train::kFashionMnistDir,
+          "strata train: directory with the Fashion-MNIST IDX files "
+          "(train-images-idx3-ubyte.gz, ...; Debian package "
+          "dataset-fashion-mnist).");
+ABSL_FLAG(bool, resident, false,
+          "strata train: size the device budget to hold every tensor and "
+          "run Adam there, so nothing moves but the input batches "
+          "(overrides the budget flags and --optimizer-tier); the baseline "
+          "an offloaded run must match bit for bit.");
+
+namespace strata {
+namespace {
+
+// The main job's defaults: the model state (80 MiB at width 1024, depth 5)
+// is ~5x the device budget and ~2.5x the host budget, so every tier works.
+constexpr uint64_t kTrainDeviceBudget = 16 * kMiB;
+constexpr uint64_t kTrainHostBudget = 32 * kMiB;
+constexpr uint64_t kTrainNvmeBudget = 512 * kMiB;
+
+absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
+  train::TrainOptions o;
+  train::ModelConfig& m = o.model;
+  m.width = absl::GetFlag(FLAGS_width);
+  m.depth = absl::GetFlag(FLAGS_depth);
+  m.batch = absl::GetFlag(FLAGS_batch);
+  m.seed = absl::GetFlag(FLAGS_seed);
+  o.shuffle_seed = m.seed;
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  const double lr = absl::GetFlag(FLAGS_lr);
+  if (!(lr > 0 && lr < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr=%g: must be in (0, 1)", lr));
+  }
+  m.adam.lr = static_cast<float>(lr);
+  if (o.epochs < 1 || o.max_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--epochs=%d --max-steps=%d: need epochs >= 1 and max-steps >= 0",
+        o.epochs, o.max_steps));
+  }
+  const std::string act = absl::GetFlag(FLAGS_activation);
+  if (act == "relu") {
+    m.activation = train::Activation::kRelu;
+  } else if (act == "gelu") {
+    m.activation = train::Activation::kGelu;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--activation=%s: use relu or gelu", act));
+  }
+  const std::string opt = absl::GetFlag(FLAGS_optimizer_tier);
+  if (opt == "host") {
+    m.optimizer_tier = Tier::kHost;
+  } else if (opt == "device") {
+    m.optimizer_tier = Tier::kDevice;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--optimizer-tier=%s: use host or device", opt));
+  }
+  return o;
+}
+
+// --resident: every tensor homed on the device, which holds them all.
+absl::Status MakeResident(train::TrainOptions& t, StoreOptions& s) {
+  t.model.home = Tier::kDevice;
+  t.model.optimizer_tier = Tier::kDevice;
+  STRATA_ASSIGN_OR_RETURN(train::ModelFootprint f,
+                          train::ComputeFootprint(t.model));
+  // Room for allocation rounding (256 B per tensor) and nothing else moves.
+  s.device.budget_bytes = f.total_bytes() + f.total_bytes() / 16 + 16 * kMiB;
+  // Host copies only stage writes: weights at start, input batches.
+  s.host.budget_bytes = 2 * f.largest_tensor_bytes + 32 * kMiB;
+  s.nvme.directories.clear();
+  s.nvme.budget_bytes = 0;
+  return absl::OkStatus();
+}
+
+// "[#########.........]" for a fraction in [0, 1].
+std::string Bar(double fraction, int width = 24) {
+  const int filled = std::clamp(static_cast<int>(fraction * width), 0, width);
+  return "[" + std::string(filled, '#') + std::string(width - filled, '.') +
+         "]";
+}
+
+// The progress line: redrawn in place on a terminal, every quarter epoch
+// otherwise (logs stay short).
+class ProgressLine {
+ public:
+  ProgressLine() : tty_(isatty(STDERR_FILENO) == 1) {}
+  void Update(const train::Progress& p) {
+    const int64_t quarter = std::max<int64_t>(1, p.steps_per_epoch / 4);
+    if (!tty_ && p.step_in_epoch % quarter != 0) return;
+    std::fprintf(stderr, "%sepoch %d/%d %s %lld/%lld  loss %.4f  %.1f s%s",
+                 tty_ ? "\r" : "", p.epoch, p.epochs,
+                 Bar(double(p.step_in_epoch) / p.steps_per_epoch).c_str(),
+                 static_cast<long long>(p.step_in_epoch),
+                 static_cast<long long>(p.steps_per_epoch), p.loss, p.seconds,
+                 tty_ ? "\x1b[K" : "\n");
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (tty_) std::fputs("\r\x1b[K", stderr);
+  }
+
+ private:
+  bool tty_;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Of the acquires that needed bytes moved, the fraction a prefetch had
+// already brought (1 when nothing ever had to move).
+double PrefetchHitRate(const Stats& s) {
+  const double needed = double(s.prefetch.hit) + s.stalled_acquires;
+  return needed > 0 ? s.prefetch.hit / needed : 1.0;
+}
+
+nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
+                          const train::ModelFootprint& f,
+                          const train::TrainResult& r, const Stats& st,
+                          const std::string& compute) {
+  const auto& dev = st.tiers[int(Tier::kDevice)];
+  const auto& host = st.tiers[int(Tier::kHost)];
+  const auto& nvme = st.tiers[int(Tier::kNvme)];
+  const auto link = [&](Link l) { return st.links[int(l)].bytes; };
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const train::EpochSummary& e : r.epochs) {
+    epochs.push_back({{"epoch", e.epoch},
+                      {"steps", e.steps},
+                      {"mean_loss", e.mean_loss},
+                      {"test_accuracy", e.test_accuracy},
+                      {"test_loss", e.test_loss},
+                      {"seconds", e.seconds},
+                      {"steps_per_second", e.steps_per_second}});
+  }
+  return {
+      {"test_accuracy", r.test_accuracy},
+      {"final_loss", r.final_loss},
+      {"model_state_bytes", f.state_bytes()},
+      {"activation_bytes", f.activation_bytes},
+      {"device_budget_bytes", dev.capacity_bytes},
+      {"peak_device_bytes", dev.peak_used_bytes},
+      {"host_budget_bytes", host.capacity_bytes},
+      {"peak_host_bytes", host.peak_used_bytes},
+      {"nvme_budget_bytes", nvme.capacity_bytes},
+      {"peak_nvme_bytes", nvme.peak_used_bytes},
+      {"h2d_bytes", link(Link::kH2D)},
+      {"d2h_bytes", link(Link::kD2H)},
+      {"nvme_read_bytes", link(Link::kNvmeRead)},
+      {"nvme_write_bytes", link(Link::kNvmeWrite)},
+      {"prefetch_hit_rate", PrefetchHitRate(st)},
+      {"prefetch_issued", st.prefetch.issued},
+      {"stall_seconds", st.stall_seconds},
+      {"step_seconds_median", Median(r.step_seconds)},
+      {"steps", r.losses.size()},
+      {"train_seconds", r.train_seconds},
+      {"eval_seconds", r.eval_seconds},
+      {"device", st.device_backend},
+      {"compute", compute},
+      {"io_engine", st.io_engine},
+      {"config",
+       {{"width", t.model.width},
+        {"depth", t.model.depth},
+        {"batch", t.model.batch},
+        {"epochs", t.epochs},
+        {"max_steps", t.max_steps},
+        {"lr", t.model.adam.lr},
+        {"seed", t.model.seed},
+        {"activation",
+         t.model.activation == train::Activation::kRelu ? "relu" : "gelu"},
+        {"optimizer_tier", TierName(t.model.optimizer_tier)},
+        {"home_tier", TierName(t.model.home)},
+        {"prefetch", s.scheduler.prefetch},
+        {"eviction",
+         s.eviction == EvictionPolicy::kBelady ? "belady" : "lru"}}},
+      {"epochs", epochs},
+      {"losses", r.losses},
+  };
+}
+
+void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
+                const Stats& st) {
+  const auto& dev = st.tiers[int(Tier::kDevice)];
+  const auto& host = st.tiers[int(Tier::kHost)];
+  const auto& nvme = st.tiers[int(Tier::kNvme)];
+  const auto gb = [&](Link l) { return st.links[int(l)].bytes / 1e9; };
+  absl::PrintF("\n%-22s %s\n", "result", "value");
+  absl::PrintF("%-22s %.4f\n", "test accuracy", r.test_accuracy);
+  absl::PrintF("%-22s %.4f\n", "final loss", r.final_loss);
+  absl::PrintF("%-22s %s (%.1fx device budget)\n", "model state",
+              FormatByteSize(f.state_bytes()),
+              double(f.state_bytes()) / dev.capacity_bytes);
+  absl::PrintF("%-22s %s of %s\n", "peak device", FormatByteSize(dev.peak_used_bytes),
+              FormatByteSize(dev.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak host", FormatByteSize(host.peak_used_bytes),
+              FormatByteSize(host.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak nvme", FormatByteSize(nvme.peak_used_bytes),
+              FormatByteSize(nvme.capacity_bytes));
+  absl::PrintF("%-22s h2d %.2f  d2h %.2f  nvme read %.2f  nvme write %.2f\n",
+              "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
+              gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
+  absl::PrintF("%-22s %.3f\n", "prefetch hit rate", PrefetchHitRate(st));
+  absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
+              Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
+}
+
+absl::StatusOr<std::unique_ptr<train::Compute>> ComputeFor(const Stats& st,
+                                                           int cuda_device) {
+  if (st.device_backend.rfind("cuda", 0) == 0) {
+    return train::MakeCudaCompute(cuda_device);
+  }
+  return train::MakeCpuCompute();
+}
+
+}  // namespace
+
+void ApplyTrainDefaults() {
+  SetBudgetDefaults(kTrainDeviceBudget, kTrainHostBudget, kTrainNvmeBudget);
+}
+
+int RunTrain(const std::string& json_path, const std::string& timeline_path) {
+  absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
+  absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  if (!topt.ok() || !sopt.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 (topt.ok() ? sopt.status() : topt.status()).ToString().c_str());
+    return 2;
+  }
+  train::TrainOptions& t = *topt;
+  StoreOptions& s = *sopt;
+  s.timeline = !timeline_path.empty();
+  if (absl::GetFlag(FLAGS_resident)) {
+    if (absl::Status st = MakeResident(t, s); !st.ok()) {
+      std::fprintf(stderr, "strata train: %s\n", st.ToString().c_str());
+      return 2;
+    }
+  } else {
+    t.model.home = s.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
+  }
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
+  if (!data.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 data.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(s);
+  if (!store.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 store.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<train::Compute>> compute =
+      ComputeFor((*store)->GetStats(), s.device.cuda_device);
+  if (!compute.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 compute.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<train::Mlp>> model =
+      train::Mlp::Create(store->get(), compute->get(), t.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 model.status().ToString().c_str());
+    return 1;
+  }
+  const train::ModelFootprint& f = (*model)->footprint();
+  const Stats st0 = (*store)->GetStats();
+  absl::PrintF(
+      "strata train: MLP 784 -> %lld x %d -> 10 (%s), %s of model state "
+      "(%.1fx the device budget %s), host budget %s, NVMe budget %s; home "
+      "tier %s, Adam on %s; %s with %s\n",
+      static_cast<long long>(t.model.width), t.model.depth,
+      t.model.activation == train::Activation::kRelu ? "relu" : "gelu",
+      FormatByteSize(f.state_bytes()),
+      double(f.state_bytes()) / st0.tiers[0].capacity_bytes,
+      FormatByteSize(st0.tiers[0].capacity_bytes),
+      FormatByteSize(st0.tiers[1].capacity_bytes),
+      FormatByteSize(st0.tiers[2].capacity_bytes),
+      TierName(t.model.home), TierName(t.model.optimizer_tier),
+      st0.device_backend,
+      (*compute)->name());
+  std::fflush(stdout);
+  ProgressLine progress;
+  absl::StatusOr<train::TrainResult> result = train::Train(
+      **model, data->train, data->test, t,
+      [&](const train::Progress& p) { progress.Update(p); },
+      [&](const train::EpochSummary& e) {
+        progress.Clear();
+        std::printf(
+            "epoch %d: loss %.4f  test accuracy %.4f  %.2f steps/s  %.1f s\n",
+            e.epoch, e.mean_loss, e.test_accuracy, e.steps_per_second,
+            e.seconds);
+        std::fflush(stdout);
+      });
+  progress.Clear();
+  if (!result.ok()) {
+    std::fprintf(stderr, "strata train: %s\n",
+                 result.status().ToString().c_str());
+    return 1;
+  }
+  const Stats st = (*store)->GetStats();
+  PrintTable(f, *result, st);
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << ReportJson(t, s, f, *result, st, (*compute)->name()).dump(2)
+        << "\n";
+    if (!out) {
+      std::fprintf(stderr, "strata train: cannot write --json=%s\n",
+                   json_path.c_str());
+      return 1;
+    }
+  }
+  if (!timeline_path.empty()) {
+    if (absl::Status w = (*store)->WriteTimeline(timeline_path); !w.ok()) {
+      std::fprintf(stderr, "strata train: %s\n", w.ToString().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,284 @@
+// train_test.cc: the training job end to end on the simulated device — loss
+// falls, budgets hold, and moving tensors between tiers never changes a bit of
+// the math (resident vs offloaded, host-huge vs host-tiny, prefetch on/off).
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "strata/store.h"
+#include "tests/test_util.h"
+#include "train/compute.h"
+#include "train/dataset.h"
+#include "train/model.h"
+#include "train/trainer.h"
+
+namespace strata::train {
+namespace {
+
+using ::strata::testing::SmallStoreOptions;
+using ::strata::testing::TempDir;
+
+constexpr int kFeatures = 32;
+constexpr int kClasses = 4;
+
+// A learnable synthetic set: Gaussian-ish inputs labelled by a fixed random
+// linear teacher, so a small MLP can fit it and its loss must fall.
+Dataset SyntheticData(int64_t count, uint64_t seed) {
+  Dataset d;
+  d.count = count;
+  d.rows = 4;
+  d.cols = kFeatures / 4;
+  d.classes = kClasses;
+  uint64_t s = 99;  // the teacher is the same for every split
+  auto next = [&s] {  // xorshift64*, uniform in [-1, 1)
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    return ((s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-52 - 1.0;
+  };
+  std::vector<double> teacher(kFeatures * kClasses);
+  for (double& t : teacher) t = next();
+  s = seed;
+  for (int64_t i = 0; i < count; ++i) {
+    double best = -1e30;
+    int label = 0;
+    std::vector<float> x(kFeatures);
+    for (float& v : x) v = static_cast<float>(next() + next());
+    for (int c = 0; c < kClasses; ++c) {
+      double score = 0;
+      for (int f = 0; f < kFeatures; ++f) score += teacher[c * kFeatures + f] * x[f];
+      if (score > best) best = score, label = c;
+    }
+    d.images.insert(d.images.end(), x.begin(), x.end());
+    d.labels.push_back(label);
+  }
+  return d;
+}
+
+TrainOptions SmallJob() {
+  TrainOptions o;
+  o.model.inputs = kFeatures;
+  o.model.classes = kClasses;
+  o.model.width = 64;
+  o.model.depth = 3;
+  o.model.batch = 16;
+  o.model.seed = 7;
+  o.epochs = 2;
+  o.shuffle_seed = 7;
+  return o;
+}
+
+struct Budgets {
+  uint64_t device = 0, host = 0, nvme = 0;
+  Tier home = Tier::kNvme;
+  Tier optimizer = Tier::kHost;
+  bool prefetch = true;
+  EvictionPolicy eviction = EvictionPolicy::kBelady;
+};
+
+// Resident: everything homed on a device big enough for all of it.
+Budgets Resident() {
+  return {.device = 8 * kMiB,
+          .host = 2 * kMiB,
+          .nvme = 0,
+          .home = Tier::kDevice,
+          .optimizer = Tier::kDevice};
+}
+// Offloaded: the device holds one layer's working set, the host one
+// optimizer update, the rest is on NVMe.
+Budgets Offloaded() {
+  return {.device = 80 * 1024, .host = 96 * 1024, .nvme = 8 * kMiB};
+}
+
+struct RunResult {
+  TrainResult result;
+  Stats stats;
+  std::vector<std::vector<float>> weights;  // every layer's, after training
+};
+
+RunResult TrainWith(const Budgets& b, TrainOptions job, const Dataset& train,
+              const Dataset& test) {
+  TempDir dir;
+  StoreOptions so = SmallStoreOptions(dir.path(), b.device, b.host, b.nvme);
+  if (b.nvme == 0) {
+    so.nvme.directories.clear();
+    so.nvme.budget_bytes = 0;
+  }
+  so.scheduler.prefetch = b.prefetch;
+  so.eviction = b.eviction;
+  job.model.home = b.home;
+  job.model.optimizer_tier = b.optimizer;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return {};
+  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
+  absl::StatusOr<std::unique_ptr<Mlp>> model =
+      Mlp::Create(store->get(), compute.get(), job.model);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  absl::StatusOr<TrainResult> result = Train(**model, train, test, job);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  RunResult run{.result = *result, .stats = (*store)->GetStats()};
+  for (int l = 0; l < (*model)->layers(); ++l) {
+    run.weights.emplace_back();
+    EXPECT_TRUE((*model)->ReadWeights(l, &run.weights.back()).ok());
+  }
+  return run;
+}
+
+uint64_t LinkBytes(const Stats& s, Link l) { return s.links[int(l)].bytes; }
+
+class TrainTest : public ::testing::Test {
+ protected:
+  const Dataset train_ = SyntheticData(512, 1);
+  const Dataset test_ = SyntheticData(128, 2);
+};
+
+TEST_F(TrainTest, LossFallsAndAccuracyBeatsChance) {
+  TrainOptions job = SmallJob();
+  job.epochs = 4;
+  const Dataset train = SyntheticData(2048, 3);
+  RunResult run = TrainWith(Offloaded(), job, train, test_);
+  ASSERT_EQ(run.result.epochs.size(), 4u);
+  EXPECT_LT(run.result.epochs.back().mean_loss,
+            0.6 * run.result.epochs.front().mean_loss);
+  EXPECT_GT(run.result.test_accuracy, 0.6);  // chance is 0.25
+  EXPECT_EQ(run.result.losses.size(), 4u * (2048 / 16));
+  for (double loss : run.result.losses) EXPECT_TRUE(std::isfinite(loss));
+}
+
+TEST_F(TrainTest, OffloadedLossesBitwiseEqualResident) {
+  const RunResult resident = TrainWith(Resident(), SmallJob(), train_, test_);
+  const RunResult offloaded = TrainWith(Offloaded(), SmallJob(), train_, test_);
+  ASSERT_FALSE(resident.result.losses.empty());
+  EXPECT_EQ(resident.result.losses, offloaded.result.losses);
+  EXPECT_EQ(resident.weights, offloaded.weights);
+  EXPECT_EQ(resident.result.test_accuracy, offloaded.result.test_accuracy);
+  // The offloaded run really used every tier; the resident one moved no
+  // model state (only input batches go host -> device).
+  EXPECT_GT(LinkBytes(offloaded.stats, Link::kNvmeRead), 0u);
+  EXPECT_GT(LinkBytes(offloaded.stats, Link::kNvmeWrite), 0u);
+  EXPECT_GT(LinkBytes(offloaded.stats, Link::kD2H), 0u);
+  EXPECT_EQ(LinkBytes(resident.stats, Link::kNvmeRead), 0u);
+  EXPECT_EQ(LinkBytes(resident.stats, Link::kD2H), 0u);
+  EXPECT_GT(offloaded.stats.tiers[int(Tier::kDevice)].evictions, 0u);
+}
+
+TEST_F(TrainTest, HostTinyEqualsHostHuge) {
+  Budgets huge = Offloaded();
+  huge.host = 16 * kMiB;
+  const RunResult big = TrainWith(huge, SmallJob(), train_, test_);
+  const RunResult tiny = TrainWith(Offloaded(), SmallJob(), train_, test_);
+  ASSERT_FALSE(big.result.losses.empty());
+  EXPECT_EQ(big.result.losses, tiny.result.losses);
+  EXPECT_EQ(big.weights, tiny.weights);
+  EXPECT_EQ(LinkBytes(big.stats, Link::kNvmeRead), 0u);
+  EXPECT_GT(LinkBytes(tiny.stats, Link::kNvmeRead), 0u);
+}
+
+TEST_F(TrainTest, SchedulerSettingsNeverChangeTheMath) {
+  Budgets no_prefetch = Offloaded();
+  no_prefetch.prefetch = false;
+  Budgets lru = Offloaded();
+  lru.eviction = EvictionPolicy::kLru;
+  const RunResult base = TrainWith(Offloaded(), SmallJob(), train_, test_);
+  const RunResult off = TrainWith(no_prefetch, SmallJob(), train_, test_);
+  const RunResult l = TrainWith(lru, SmallJob(), train_, test_);
+  ASSERT_FALSE(base.result.losses.empty());
+  EXPECT_EQ(base.result.losses, off.result.losses);
+  EXPECT_EQ(base.result.losses, l.result.losses);
+  EXPECT_GT(base.stats.prefetch.issued, 0u);
+  EXPECT_EQ(off.stats.prefetch.issued, 0u);
+}
+
+TEST_F(TrainTest, PeakDeviceBytesStayWithinBudget) {
+  const Budgets b = Offloaded();
+  const RunResult run = TrainWith(b, SmallJob(), train_, test_);
+  const TierStats& dev = run.stats.tiers[int(Tier::kDevice)];
+  const TierStats& host = run.stats.tiers[int(Tier::kHost)];
+  ASSERT_GT(dev.peak_used_bytes, 0u);
+  EXPECT_LE(dev.peak_used_bytes, b.device);
+  EXPECT_LE(host.peak_used_bytes, b.host);
+  absl::StatusOr<ModelFootprint> f = ComputeFootprint(SmallJob().model);
+  ASSERT_TRUE(f.ok());
+  // The model state is several times the device budget: it had to move.
+  EXPECT_GT(f->state_bytes(), 2 * b.device);
+}
+
+TEST_F(TrainTest, BudgetBelowWorkingSetIsAClearError) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(SmallStoreOptions(dir.path(), 16 * 1024, kMiB, 8 * kMiB));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
+  absl::StatusOr<std::unique_ptr<Mlp>> model =
+      Mlp::Create(store->get(), compute.get(), SmallJob().model);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(model.status().message().find("--device-budget"),
+            std::string::npos)
+      << model.status();
+  EXPECT_EQ((*store)->GetStats().tensors, 0u);  // nothing left behind
+}
+
+TEST(TrainConfigTest, NonsenseSizesAreRejected) {
+  ModelConfig c;
+  c.width = 0;
+  EXPECT_EQ(ComputeFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  c = ModelConfig();
+  c.depth = 0;
+  EXPECT_EQ(ComputeFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  c = ModelConfig();
+  c.width = int64_t{1} << 40;
+  EXPECT_EQ(ComputeFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  c = ModelConfig();
+  c.optimizer_tier = Tier::kNvme;
+  EXPECT_EQ(ComputeFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TrainConfigTest, FootprintOfTheLargeConfiguration) {
+  ModelConfig c;
+  c.width = 4096;
+  c.depth = 16;
+  absl::StatusOr<ModelFootprint> f = ComputeFootprint(c);
+  ASSERT_TRUE(f.ok());
+  // 784*4096 + 15*4096^2 + 4096*10 weights, plus biases, in float32.
+  const uint64_t weights = (784ull * 4096 + 15ull * 4096 * 4096 + 4096 * 10 +
+                            16 * 4096 + 10) *
+                           4;
+  EXPECT_EQ(f->parameter_bytes, weights);
+  EXPECT_EQ(f->state_bytes(), 4 * weights);
+  EXPECT_GT(f->state_bytes(), 15 * (256 * kMiB));
+}
+
+TEST(TrainRealDataTest, ShortRunOnFashionMnistLearns) {
+  absl::StatusOr<FashionMnist> data = LoadFashionMnist();
+  if (!data.ok()) GTEST_SKIP() << "Fashion-MNIST not installed: " << data.status();
+  TrainOptions job;
+  job.model.width = 128;
+  job.model.depth = 2;
+  job.model.batch = 128;
+  job.max_steps = 60;
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(SmallStoreOptions(dir.path(), 2 * kMiB, 2 * kMiB, 16 * kMiB));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<Compute> compute = MakeCpuCompute();
+  absl::StatusOr<std::unique_ptr<Mlp>> model =
+      Mlp::Create(store->get(), compute.get(), job.model);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<TrainResult> r = Train(**model, data->train, data->test, job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->losses.size(), 60u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 10; ++i) first += r->losses[i], last += r->losses[50 + i];
+  EXPECT_LT(last, 0.6 * first);
+  EXPECT_GT(r->test_accuracy, 0.7);  // after 60 steps; chance is 0.1
+}
+
+}  // namespace
+}  // namespace strata::train

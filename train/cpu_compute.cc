@@ -1,0 +1,232 @@
+// cpu_compute.cc: CpuCompute, the Compute over host memory — OpenBLAS sgemm
+// for the linear layers, plain loops for the rest — and, in builds without
+// CUDA, the MakeCudaCompute that says so.
+//
+// Determinism: OpenBLAS splits sgemm across its threads by rows and columns
+// of the output, never along the inner dimension, so a fixed thread count
+// gives fixed bits. Every other reduction here runs in a fixed order.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "train/compute.h"
+
+namespace strata::train {
+namespace {
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+// cblas takes int dimensions; anything negative or wider is a caller bug.
+absl::Status CheckDims(int64_t batch, int64_t in, int64_t out) {
+  for (int64_t dim : {batch, in, out}) {
+    if (dim < 0 || dim > INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "linear layer dimensions batch=%d in=%d out=%d must be in [0, %d]",
+          batch, in, out, INT_MAX));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// GELU through erfc rather than 1 + erf: identical in exact arithmetic, but
+// for negative z the sum 1 + erf cancels to a few significant bits while
+// erfc(-z / sqrt2) stays accurate. The CUDA kernel uses the same form.
+float Gelu(float z) { return 0.5f * z * std::erfc(-z * kInvSqrt2); }
+
+// d/dz [z Phi(z)] = Phi(z) + z phi(z).
+float GeluGrad(float z) {
+  const float cdf = 0.5f * std::erfc(-z * kInvSqrt2);
+  const float pdf = kInvSqrt2Pi * std::exp(-0.5f * z * z);
+  return cdf + z * pdf;
+}
+
+// The loss of one row of logits against `label` (already checked); writes
+// softmax - onehot, divided by `batch`, to `d` unless it is null. Returns
+// whether the first maximum is at `label`.
+bool SoftmaxRow(const float* z, int32_t label, int64_t classes, int64_t batch,
+                float* d, float* loss) {
+  int64_t argmax = 0;
+  for (int64_t j = 1; j < classes; ++j) {
+    if (z[j] > z[argmax]) argmax = j;
+  }
+  const float max = z[argmax];
+  float sum = 0.0f;
+  for (int64_t j = 0; j < classes; ++j) {
+    const float e = std::exp(z[j] - max);
+    if (d != nullptr) d[j] = e;
+    sum += e;
+  }
+  *loss = std::log(sum) - (z[label] - max);
+  if (d != nullptr) {
+    const float scale = static_cast<float>(batch);
+    for (int64_t j = 0; j < classes; ++j) {
+      const float onehot = j == label ? 1.0f : 0.0f;
+      d[j] = (d[j] / sum - onehot) / scale;
+    }
+  }
+  return argmax == label;
+}
+
+class CpuCompute final : public Compute {
+ public:
+  std::string name() const override { return "openblas"; }
+  void* stream() const override { return nullptr; }
+
+  absl::Status LinearForward(const float* x, const float* w, const float* bias,
+                             float* y, int64_t batch, int64_t in,
+                             int64_t out) override {
+    STRATA_RETURN_IF_ERROR(CheckDims(batch, in, out));
+    // y = bias on every row, then y += x w^T.
+    for (int64_t i = 0; i < batch; ++i) {
+      std::copy(bias, bias + out, y + i * out);
+    }
+    if (batch == 0 || out == 0 || in == 0) return absl::OkStatus();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(batch),
+                static_cast<int>(out), static_cast<int>(in), 1.0f, x,
+                static_cast<int>(in), w, static_cast<int>(in), 1.0f, y,
+                static_cast<int>(out));
+    return absl::OkStatus();
+  }
+
+  absl::Status LinearBackward(const float* x, const float* w, const float* dy,
+                              float* dw, float* db, float* dx, int64_t batch,
+                              int64_t in, int64_t out) override {
+    STRATA_RETURN_IF_ERROR(CheckDims(batch, in, out));
+    ColumnSums(dy, db, batch, out);
+    // dw[out x in] = dy^T x.
+    Gemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in);
+    // dx[batch x in] = dy w.
+    if (dx != nullptr) {
+      Gemm(CblasNoTrans, CblasNoTrans, batch, in, out, dy, out, w, in, dx, in);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ActivationForward(Activation act, const float* z, float* a,
+                                 int64_t n) override {
+    switch (act) {
+      case Activation::kRelu:
+        for (int64_t i = 0; i < n; ++i) a[i] = z[i] > 0.0f ? z[i] : 0.0f;
+        return absl::OkStatus();
+      case Activation::kGelu:
+        for (int64_t i = 0; i < n; ++i) a[i] = Gelu(z[i]);
+        return absl::OkStatus();
+    }
+    return UnknownActivation(act);
+  }
+
+  absl::Status ActivationBackward(Activation act, const float* z,
+                                  const float* da, float* dz,
+                                  int64_t n) override {
+    switch (act) {
+      case Activation::kRelu:
+        for (int64_t i = 0; i < n; ++i) dz[i] = z[i] > 0.0f ? da[i] : 0.0f;
+        return absl::OkStatus();
+      case Activation::kGelu:
+        for (int64_t i = 0; i < n; ++i) dz[i] = da[i] * GeluGrad(z[i]);
+        return absl::OkStatus();
+    }
+    return UnknownActivation(act);
+  }
+
+  absl::StatusOr<LossResult> SoftmaxCrossEntropy(const float* logits,
+                                                 const int32_t* labels,
+                                                 float* dlogits, int64_t batch,
+                                                 int64_t classes) override {
+    if (batch < 0 || classes <= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "softmax cross-entropy needs batch >= 0 and classes > 0, got "
+          "batch=%d classes=%d",
+          batch, classes));
+    }
+    // Checked up front so a bad batch leaves dlogits untouched.
+    for (int64_t i = 0; i < batch; ++i) {
+      if (labels[i] < 0 || labels[i] >= classes) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("label %d of row %d is outside [0, %d)", labels[i],
+                            i, classes));
+      }
+    }
+    LossResult result;
+    for (int64_t i = 0; i < batch; ++i) {
+      float loss = 0.0f;
+      float* d = dlogits == nullptr ? nullptr : dlogits + i * classes;
+      if (SoftmaxRow(logits + i * classes, labels[i], classes, batch, d,
+                     &loss)) {
+        ++result.correct;
+      }
+      result.loss_sum += loss;
+    }
+    return result;
+  }
+
+  absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
+                    const float* g, int64_t n) override {
+    AdamUpdateCpu(p, w, m, v, g, n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ private:
+  // db[j] = sum over rows i, in order, of dy[i][j], in float.
+  static void ColumnSums(const float* dy, float* db, int64_t batch,
+                         int64_t out) {
+    std::fill(db, db + out, 0.0f);
+    for (int64_t i = 0; i < batch; ++i) {
+      const float* row = dy + i * out;
+      for (int64_t j = 0; j < out; ++j) db[j] += row[j];
+    }
+  }
+
+  // c[m x n] = op(a) op(b) with beta 0, row-major; an empty inner dimension
+  // gives zeros (BLAS would not touch c for k == 0 on every implementation).
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
+                   int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float* c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      std::fill(c, c + m * n, 0.0f);
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+                static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
+                static_cast<int>(ldc));
+  }
+
+  static absl::Status UnknownActivation(Activation act) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown activation %d", static_cast<int>(act)));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Compute> MakeCpuCompute(int threads) {
+  // OpenBLAS's thread count is process-wide: the last MakeCpuCompute with a
+  // positive `threads` wins.
+  if (threads > 0) openblas_set_num_threads(threads);
+  return std::make_unique<CpuCompute>();
+}
+
+#if !defined(STRATA_HAVE_CUDA)
+absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device) {
+  return absl::UnavailableError(absl::StrFormat(
+      "strata was built without CUDA (STRATA_WITH_CUDA=OFF or no toolkit), "
+      "so CUDA device %d cannot run the training compute",
+      device));
+}
+#endif
+
+}  // namespace strata::train

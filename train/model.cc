@@ -1,0 +1,448 @@
+// model.cc: Mlp's tensors, initialisation and training step (see model.h).
+#include "train/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "src/byte_size.h"
+#include "strata/status.h"
+
+namespace strata::train {
+
+
+namespace {
+
+constexpr uint64_t kF = sizeof(float);
+constexpr uint64_t kDeviceGranule = 256;  // the device tier's allocation unit
+constexpr uint64_t kHostGranule = 4096;
+
+uint64_t RoundUp(uint64_t bytes, uint64_t granule) {
+  return (bytes + granule - 1) / granule * granule;
+}
+
+// SplitMix64 (Steele et al., 2014): fixed outputs on every platform, so the
+// initial weights — and with them every loss — depend only on the seed.
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The layer sizes: inputs -> width x depth -> classes.
+std::vector<std::pair<int64_t, int64_t>> LayerShapes(const ModelConfig& c) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  int64_t in = c.inputs;
+  for (int l = 0; l < c.depth; ++l) {
+    shapes.emplace_back(in, c.width);
+    in = c.width;
+  }
+  shapes.emplace_back(in, c.classes);
+  return shapes;
+}
+
+absl::Status CheckConfig(const ModelConfig& c) {
+  auto bad = [](const char* what, int64_t v) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s=%d: must be at least 1", what, v));
+  };
+  if (c.inputs < 1) return bad("inputs", c.inputs);
+  if (c.width < 1) return bad("--width", c.width);
+  if (c.depth < 1) return bad("--depth", c.depth);
+  if (c.classes < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("classes=%d: need at least 2", c.classes));
+  }
+  if (c.batch < 1) return bad("--batch", c.batch);
+  constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
+  if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
+      c.batch > kMaxElements / std::max(c.width, c.inputs) ||
+      c.inputs > kMaxElements / c.width) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--width=%d --depth=%d --batch=%d: a tensor would exceed %d elements "
+        "(or more than 10000 layers); choose smaller sizes",
+        c.width, c.depth, c.batch, kMaxElements));
+  }
+  if (!(c.adam.lr > 0) || !std::isfinite(c.adam.lr)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
+  }
+  if (c.optimizer_tier == Tier::kNvme) {
+    return absl::InvalidArgumentError(
+        "the optimizer runs on the host or the device tier, not on NVMe");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
+  STRATA_RETURN_IF_ERROR(CheckConfig(c));
+  ModelFootprint f;
+  const uint64_t batch = c.batch;
+  uint64_t widest = c.inputs;
+  const auto shapes = LayerShapes(c);
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    const auto [in, out] = shapes[l];
+    const bool hidden = l + 1 < shapes.size();
+    const uint64_t w = in * out * kF, b = out * kF;
+    f.parameter_bytes += w + b;
+    f.gradient_bytes += w + b;
+    f.optimizer_bytes += 2 * (w + b);
+    f.activation_bytes += batch * out * kF * (hidden ? 2 : 1);
+    f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
+    const uint64_t g = kDeviceGranule;
+    const uint64_t x_b = RoundUp(batch * in * kF, g);
+    const uint64_t y_b = RoundUp(batch * out * kF, g);
+    const uint64_t forward = x_b + RoundUp(w, g) + RoundUp(b, g) + 2 * y_b;
+    const uint64_t backward =
+        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + y_b + x_b;
+    f.device_working_set_bytes =
+        std::max({f.device_working_set_bytes, forward, backward});
+    const uint64_t granule =
+        c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
+    f.optimizer_working_set_bytes =
+        std::max(f.optimizer_working_set_bytes, 4 * RoundUp(w, granule));
+    widest = std::max<uint64_t>(widest, out);
+  }
+  // The input batch, labels, logits' gradient and two activation gradients.
+  f.activation_bytes += batch * c.inputs * kF + batch * sizeof(int32_t) +
+                        batch * c.classes * kF + 2 * batch * widest * kF;
+  const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, kDeviceGranule) +
+                        RoundUp(batch * sizeof(int32_t), kDeviceGranule);
+  f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);
+  f.largest_tensor_bytes =
+      std::max(f.largest_tensor_bytes, batch * widest * kF);
+  return f;
+}
+
+Mlp::Mlp(Store* store, Compute* compute, const ModelConfig& config,
+         const ModelFootprint& footprint)
+    : store_(store), compute_(compute), config_(config), footprint_(footprint) {}
+
+Mlp::~Mlp() {
+  for (TensorId id : created_) store_->Destroy(id).IgnoreError();
+}
+
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store,
+                                                 Compute* compute,
+                                                 const ModelConfig& config) {
+  STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
+  const Stats stats = store->GetStats();
+  const uint64_t device = stats.tiers[int(Tier::kDevice)].capacity_bytes;
+  if (device < footprint.device_working_set_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "device budget %s is below one layer's working set %s (its input, "
+        "weights, gradients and outputs at --batch=%d); raise "
+        "--device-budget or lower --width/--batch",
+        FormatByteSize(device),
+        FormatByteSize(footprint.device_working_set_bytes), config.batch));
+  }
+  const Tier opt = config.optimizer_tier;
+  const uint64_t opt_capacity = stats.tiers[int(opt)].capacity_bytes;
+  if (opt_capacity < footprint.optimizer_working_set_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s budget %s is below the optimizer's working set %s (a weight, its "
+        "gradient and two Adam moments); raise --%s-budget",
+        TierName(opt), FormatByteSize(opt_capacity),
+        FormatByteSize(footprint.optimizer_working_set_bytes), TierName(opt)));
+  }
+  const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
+  if (home < footprint.total_bytes()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the model's tensors need %s on their home tier (%s), which has %s; "
+        "raise --%s-budget or shrink the model",
+        FormatByteSize(footprint.total_bytes()), TierName(config.home),
+        FormatByteSize(home), TierName(config.home)));
+  }
+  std::unique_ptr<Mlp> mlp(new Mlp(store, compute, config, footprint));
+  STRATA_RETURN_IF_ERROR(mlp->CreateTensors());
+  STRATA_RETURN_IF_ERROR(mlp->InitWeights());
+  return mlp;
+}
+
+absl::Status Mlp::CreateTensors() {
+  auto make = [&](std::string name, TensorKind kind, DType dtype,
+                  std::vector<int64_t> shape) -> absl::StatusOr<TensorId> {
+    uint64_t bytes = DTypeSize(dtype);
+    for (int64_t d : shape) bytes *= d;
+    absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
+                                                  .size_bytes = bytes,
+                                                  .dtype = dtype,
+                                                  .shape = std::move(shape),
+                                                  .kind = kind,
+                                                  .home = config_.home});
+    if (id.ok()) created_.push_back(*id);
+    return id;
+  };
+  const DType f32 = DType::kFloat32;
+  const int64_t batch = config_.batch;
+  const auto shapes = LayerShapes(config_);
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    Layer L;
+    std::tie(L.in, L.out) = shapes[l];
+    L.hidden = l + 1 < shapes.size();
+    const std::string p = absl::StrFormat("layer%d.", l);
+    const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
+    using K = TensorKind;
+    STRATA_ASSIGN_OR_RETURN(L.w, make(p + "weight", K::kParameter, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.b, make(p + "bias", K::kParameter, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(L.gw, make(p + "weight.grad", K::kGradient, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.gb, make(p + "bias.grad", K::kGradient, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(L.mw, make(p + "weight.adam_m", K::kOptimizerState, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.vw, make(p + "weight.adam_v", K::kOptimizerState, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.mb, make(p + "bias.adam_m", K::kOptimizerState, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(L.vb, make(p + "bias.adam_v", K::kOptimizerState, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(
+        L.z, make(p + (L.hidden ? "pre_activation" : "logits"), K::kActivation,
+                  f32, {batch, L.out}));
+    if (L.hidden) {
+      STRATA_ASSIGN_OR_RETURN(
+          L.a, make(p + "activation", K::kActivation, f32, {batch, L.out}));
+    }
+    layers_.push_back(L);
+  }
+  const int64_t widest = std::max(config_.width, config_.classes);
+  using K = TensorKind;
+  STRATA_ASSIGN_OR_RETURN(input_, make("input", K::kActivation, f32,
+                                       {batch, config_.inputs}));
+  STRATA_ASSIGN_OR_RETURN(labels_, make("labels", K::kActivation,
+                                        DType::kInt32, {batch}));
+  STRATA_ASSIGN_OR_RETURN(dlogits_, make("logits.grad", K::kActivation, f32,
+                                         {batch, config_.classes}));
+  for (int i = 0; i < 2; ++i) {
+    STRATA_ASSIGN_OR_RETURN(
+        dact_[i], make(absl::StrFormat("activation.grad%d", i),
+                       K::kActivation, f32, {batch, widest}));
+  }
+  return absl::OkStatus();
+}
+
+// He-uniform weights (He et al., 2015: bound sqrt(6 / fan_in), for ReLU-like
+// units), LeCun-uniform for the output layer, zero biases.
+absl::Status Mlp::InitWeights() {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    const double bound = L.hidden ? std::sqrt(6.0 / L.in)
+                                  : std::sqrt(3.0 / L.in);
+    uint64_t state = config_.seed * 0x100000001b3ULL + l;
+    std::vector<float> w(L.in * L.out);
+    for (float& x : w) {
+      const double u = (SplitMix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
+      x = static_cast<float>((2 * u - 1) * bound);
+    }
+    STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));
+    const std::vector<float> zeros(L.out, 0.0f);
+    STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), L.out * kF));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The leases of one operation, released together on the compute stream.
+class Leases {
+ public:
+  Leases(Store* store, void* stream) : store_(store), stream_(stream) {}
+  absl::StatusOr<float*> Get(TensorId id, Tier tier, Access access) {
+    STRATA_ASSIGN_OR_RETURN(Lease lease,
+                            store_->Acquire(id, tier, access, stream_));
+    leases_.push_back(std::move(lease));
+    return static_cast<float*>(leases_.back().data());
+  }
+  absl::Status Release() {
+    absl::Status status;
+    for (Lease& lease : leases_) status.Update(lease.Release(stream_));
+    leases_.clear();
+    return status;
+  }
+
+ private:
+  Store* store_;
+  void* stream_;
+  std::vector<Lease> leases_;
+};
+
+}  // namespace
+
+absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
+                              int64_t rows) {
+  if (rows < 1 || rows > config_.batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch of %d rows: must be 1..%d", rows, config_.batch));
+  }
+  STRATA_RETURN_IF_ERROR(
+      store_->Write(input_, images, rows * config_.inputs * kF));
+  return store_->Write(labels_, labels, rows * sizeof(int32_t));
+}
+
+absl::Status Mlp::Forward(int64_t rows) {
+  constexpr Tier D = Tier::kDevice;
+  TensorId x_id = input_;
+  for (const Layer& L : layers_) {
+    Leases leases(store_, compute_->stream());
+    STRATA_ASSIGN_OR_RETURN(float* x, leases.Get(x_id, D, Access::kRead));
+    STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(L.w, D, Access::kRead));
+    STRATA_ASSIGN_OR_RETURN(float* b, leases.Get(L.b, D, Access::kRead));
+    STRATA_ASSIGN_OR_RETURN(float* z, leases.Get(L.z, D, Access::kOverwrite));
+    STRATA_RETURN_IF_ERROR(
+        compute_->LinearForward(x, w, b, z, rows, L.in, L.out));
+    if (L.hidden) {
+      STRATA_ASSIGN_OR_RETURN(float* a,
+                              leases.Get(L.a, D, Access::kOverwrite));
+      STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
+          config_.activation, z, a, rows * L.out));
+      x_id = L.a;
+    }
+    STRATA_RETURN_IF_ERROR(leases.Release());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LossResult> Mlp::Loss(int64_t rows, bool with_gradient) {
+  constexpr Tier D = Tier::kDevice;
+  Leases leases(store_, compute_->stream());
+  STRATA_ASSIGN_OR_RETURN(float* logits,
+                          leases.Get(layers_.back().z, D, Access::kRead));
+  STRATA_ASSIGN_OR_RETURN(float* labels, leases.Get(labels_, D, Access::kRead));
+  float* dlogits = nullptr;
+  if (with_gradient) {
+    STRATA_ASSIGN_OR_RETURN(dlogits, leases.Get(dlogits_, D, Access::kOverwrite));
+  }
+  absl::StatusOr<LossResult> result = compute_->SoftmaxCrossEntropy(
+      logits, reinterpret_cast<const int32_t*>(labels), dlogits, rows,
+      config_.classes);
+  STRATA_RETURN_IF_ERROR(leases.Release());
+  return result;
+}
+
+absl::Status Mlp::Backward(int64_t rows) {
+  constexpr Tier D = Tier::kDevice;
+  TensorId dy_id = dlogits_;
+  for (int l = layers() - 1; l >= 0; --l) {
+    const Layer& L = layers_[l];
+    const TensorId x_id = l > 0 ? layers_[l - 1].a : input_;
+    const TensorId dx_id = dact_[l % 2];  // never dy_id: that is dact_[!(l%2)]
+    {
+      Leases leases(store_, compute_->stream());
+      STRATA_ASSIGN_OR_RETURN(float* x, leases.Get(x_id, D, Access::kRead));
+      STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(L.w, D, Access::kRead));
+      STRATA_ASSIGN_OR_RETURN(float* dy, leases.Get(dy_id, D, Access::kRead));
+      STRATA_ASSIGN_OR_RETURN(float* gw,
+                              leases.Get(L.gw, D, Access::kOverwrite));
+      STRATA_ASSIGN_OR_RETURN(float* gb,
+                              leases.Get(L.gb, D, Access::kOverwrite));
+      float* dx = nullptr;
+      if (l > 0) {
+        STRATA_ASSIGN_OR_RETURN(dx, leases.Get(dx_id, D, Access::kOverwrite));
+      }
+      STRATA_RETURN_IF_ERROR(compute_->LinearBackward(x, w, dy, gw, gb, dx,
+                                                      rows, L.in, L.out));
+      STRATA_RETURN_IF_ERROR(leases.Release());
+    }
+    STRATA_RETURN_IF_ERROR(store_->Discard(dy_id));
+    if (l == 0) return store_->Discard(input_);
+    // dx is the gradient of the previous layer's activation; through the
+    // activation it becomes that layer's dy.
+    const Layer& prev = layers_[l - 1];
+    Leases leases(store_, compute_->stream());
+    STRATA_ASSIGN_OR_RETURN(float* z, leases.Get(prev.z, D, Access::kRead));
+    STRATA_ASSIGN_OR_RETURN(float* dx, leases.Get(dx_id, D, Access::kWrite));
+    STRATA_RETURN_IF_ERROR(compute_->ActivationBackward(
+        config_.activation, z, dx, dx, rows * prev.out));
+    STRATA_RETURN_IF_ERROR(leases.Release());
+    STRATA_RETURN_IF_ERROR(store_->Discard(prev.z));
+    STRATA_RETURN_IF_ERROR(store_->Discard(x_id));
+    dy_id = dx_id;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
+                         TensorId v_id, TensorId g_id) {
+  const Tier T = config_.optimizer_tier;
+  const bool on_device = T == Tier::kDevice;
+  Leases leases(store_, on_device ? compute_->stream() : nullptr);
+  STRATA_ASSIGN_OR_RETURN(float* g, leases.Get(g_id, T, Access::kRead));
+  STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(w_id, T, Access::kWrite));
+  STRATA_ASSIGN_OR_RETURN(float* m, leases.Get(m_id, T, Access::kWrite));
+  STRATA_ASSIGN_OR_RETURN(float* v, leases.Get(v_id, T, Access::kWrite));
+  STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store_->GetSpec(w_id));
+  const int64_t n = static_cast<int64_t>(spec.size_bytes / kF);
+  if (on_device) {
+    STRATA_RETURN_IF_ERROR(compute_->Adam(p, w, m, v, g, n));
+  } else {
+    AdamUpdateCpu(p, w, m, v, g, n);
+  }
+  STRATA_RETURN_IF_ERROR(leases.Release());
+  return store_->Discard(g_id);  // the gradient is dead until next backward
+}
+
+absl::Status Mlp::OptimizerStep() {
+  AdamParams p = config_.adam;
+  const double t = static_cast<double>(steps_ + 1);
+  p.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, t)));
+  p.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, t)));
+  for (const Layer& L : layers_) {
+    STRATA_RETURN_IF_ERROR(AdamOn(p, L.w, L.mw, L.vw, L.gw));
+    STRATA_RETURN_IF_ERROR(AdamOn(p, L.b, L.mb, L.vb, L.gb));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::DiscardActivations() {
+  for (const Layer& L : layers_) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(L.z));
+    if (L.hidden) STRATA_RETURN_IF_ERROR(store_->Discard(L.a));
+  }
+  STRATA_RETURN_IF_ERROR(store_->Discard(input_));
+  return store_->Discard(labels_);
+}
+
+absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
+                                          const int32_t* labels,
+                                          int64_t rows) {
+  store_->BeginStep();
+  absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
+    STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows));
+    STRATA_RETURN_IF_ERROR(Forward(rows));
+    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(rows, true));
+    STRATA_RETURN_IF_ERROR(store_->Discard(layers_.back().z));
+    STRATA_RETURN_IF_ERROR(store_->Discard(labels_));
+    STRATA_RETURN_IF_ERROR(Backward(rows));
+    STRATA_RETURN_IF_ERROR(OptimizerStep());
+    STRATA_RETURN_IF_ERROR(compute_->Synchronize());
+    return loss;
+  }();
+  store_->EndStep();
+  if (result.ok()) ++steps_;
+  return result;
+}
+
+absl::StatusOr<LossResult> Mlp::Evaluate(const float* images,
+                                         const int32_t* labels, int64_t rows) {
+  store_->BeginStep();
+  absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
+    STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows));
+    STRATA_RETURN_IF_ERROR(Forward(rows));
+    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(rows, false));
+    STRATA_RETURN_IF_ERROR(DiscardActivations());
+    return loss;
+  }();
+  store_->EndStep();
+  return result;
+}
+
+absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
+  if (layer < 0 || layer >= layers()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("layer %d: the model has %d", layer, layers()));
+  }
+  const Layer& L = layers_[layer];
+  out->resize(L.in * L.out);
+  return store_->Read(L.w, out->data(), out->size() * kF);
+}
+
+}  // namespace strata::train

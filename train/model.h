@@ -1,0 +1,140 @@
+// model.h: Mlp, a deep multi-layer perceptron whose every tensor lives in a
+// strata Store.
+//
+// Layers: `inputs` -> width (x depth hidden layers, each Linear + activation)
+// -> `classes` (Linear, softmax cross-entropy). Each layer's weight [out x in],
+// bias [out], their gradients, and their two Adam moments are store tensors of
+// their kind, as are the saved activations (layer inputs and pre-activations),
+// the labels and the activation gradients. A training step acquires them layer
+// by layer on the device tier — forward, loss, backward — then runs Adam where
+// the optimizer lives (host tier by default, as ZeRO-Offload's CPU Adam; Ren
+// et al., 2021), with BeginStep/EndStep around it so the store's scheduler
+// learns the order and prefetches ahead. Activations and gradients are
+// discarded after their last use, so dead bytes are never written back.
+//
+// The math never depends on where a tensor was: a run with tiny budgets gives
+// the same losses, bit for bit, as a run where everything stays resident.
+#ifndef STRATA_TRAIN_MODEL_H_
+#define STRATA_TRAIN_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "strata/store.h"
+#include "train/compute.h"
+
+namespace strata::train {
+
+struct ModelConfig {
+  int64_t inputs = 784;   // features per sample (28 x 28 pixels)
+  int64_t width = 1024;   // units per hidden layer
+  int depth = 5;          // hidden layers; the model has depth + 1 Linears
+  int64_t classes = 10;   // output units
+  int64_t batch = 256;    // samples per step (the largest batch accepted)
+  Activation activation = Activation::kRelu;
+  uint64_t seed = 1;      // weight initialisation
+  AdamParams adam;        // lr, betas, eps (corrections are set per step)
+  // Where Adam runs: kHost (CPU Adam on host-tier leases) or kDevice (the
+  // Compute's Adam on device-tier leases).
+  Tier optimizer_tier = Tier::kHost;
+  // Home tier of every tensor: kNvme when the store has an NVMe tier, kHost
+  // without one, kDevice for a fully resident run.
+  Tier home = Tier::kNvme;
+};
+
+// Bytes of each kind of tensor the model creates, for reports and budgets.
+struct ModelFootprint {
+  uint64_t parameter_bytes = 0;  // weights and biases
+  uint64_t gradient_bytes = 0;
+  uint64_t optimizer_bytes = 0;  // both Adam moments
+  uint64_t activation_bytes = 0; // inputs, labels, saved activations, grads
+  // The most bytes one operation holds under device leases at once; the
+  // device budget must exceed it.
+  uint64_t device_working_set_bytes = 0;
+  // The same for the optimizer tier (weight, gradient, two moments).
+  uint64_t optimizer_working_set_bytes = 0;
+  uint64_t largest_tensor_bytes = 0;
+  uint64_t state_bytes() const {  // weights, gradients, Adam moments
+    return parameter_bytes + gradient_bytes + optimizer_bytes;
+  }
+  uint64_t total_bytes() const { return state_bytes() + activation_bytes; }
+};
+
+// The footprint of `config` without creating anything. InvalidArgument for
+// sizes that make no sense (zero or negative, depth < 1, > 1e9 elements in a
+// tensor).
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config);
+
+class Mlp {
+ public:
+  // Creates the tensors in `store` and initialises the weights (He-uniform
+  // from config.seed, zero biases). Both `store` and `compute` must outlive
+  // the model; `compute` runs on the device tier's memory. Errors: those of
+  // ComputeFootprint; ResourceExhausted when a budget is below the working
+  // set (the message says which flag to raise) or the tensors do not fit;
+  // store errors otherwise.
+  static absl::StatusOr<std::unique_ptr<Mlp>> Create(Store* store,
+                                                     Compute* compute,
+                                                     const ModelConfig& config);
+  ~Mlp();  // destroys the tensors
+  Mlp(const Mlp&) = delete;
+  Mlp& operator=(const Mlp&) = delete;
+
+  // One step of Adam on `rows` samples (1 <= rows <= batch): images
+  // [rows x inputs] and labels [rows] in host memory. Returns the batch's
+  // summed loss and correct count.
+  absl::StatusOr<LossResult> TrainStep(const float* images,
+                                       const int32_t* labels, int64_t rows);
+
+  // Forward only, for evaluation; nothing is updated.
+  absl::StatusOr<LossResult> Evaluate(const float* images,
+                                      const int32_t* labels, int64_t rows);
+
+  // Copies layer `layer`'s weights (out x in floats) to `out`, for tests.
+  absl::Status ReadWeights(int layer, std::vector<float>* out);
+
+  const ModelFootprint& footprint() const { return footprint_; }
+  int layers() const { return static_cast<int>(layers_.size()); }
+  int64_t steps() const { return steps_; }
+
+ private:
+  // One Linear layer's tensors.
+  struct Layer {
+    int64_t in = 0, out = 0;
+    TensorId w, b;            // parameters: [out x in], [out]
+    TensorId gw, gb;          // their gradients
+    TensorId mw, vw, mb, vb;  // Adam's first and second moments
+    TensorId z;  // pre-activation [batch x out] (the logits if last)
+    TensorId a;  // activation [batch x out]; hidden layers only
+    bool hidden = true;
+  };
+  Mlp(Store* store, Compute* compute, const ModelConfig& config,
+      const ModelFootprint& footprint);
+  absl::Status CreateTensors();
+  absl::Status InitWeights();
+  absl::Status UploadBatch(const float* images, const int32_t* labels,
+                           int64_t rows);
+  absl::Status Forward(int64_t rows);
+  absl::StatusOr<LossResult> Loss(int64_t rows, bool with_gradient);
+  absl::Status Backward(int64_t rows);
+  absl::Status OptimizerStep();
+  absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
+                      TensorId g);
+  absl::Status DiscardActivations();
+
+  Store* const store_;
+  Compute* const compute_;
+  const ModelConfig config_;
+  const ModelFootprint footprint_;
+  std::vector<Layer> layers_;
+  TensorId input_, labels_, dlogits_;
+  TensorId dact_[2];  // activation gradients, ping-pong between layers
+  std::vector<TensorId> created_;  // every tensor, for the destructor
+  int64_t steps_ = 0;
+};
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_MODEL_H_

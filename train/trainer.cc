@@ -1,0 +1,132 @@
+// trainer.cc: the epoch loop (see trainer.h).
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+
+namespace strata::train {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+absl::Status CheckData(const Dataset& data, const TrainOptions& o,
+                       const char* split) {
+  const ModelConfig& c = o.model;
+  if (data.features() != c.inputs || data.classes != c.classes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s data has %d features and %d classes; the model takes %d and %d",
+        split, data.features(), data.classes, c.inputs, c.classes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Evaluation> Evaluate(Mlp& model, const Dataset& data,
+                                    int64_t batch) {
+  if (data.count < 1) {
+    return absl::InvalidArgumentError("no samples to evaluate on");
+  }
+  std::vector<int64_t> order(data.count);
+  for (int64_t i = 0; i < data.count; ++i) order[i] = i;
+  std::vector<float> images(batch * data.features());
+  std::vector<int32_t> labels(batch);
+  double loss = 0;
+  int64_t correct = 0;
+  for (int64_t first = 0; first < data.count; first += batch) {
+    const int64_t rows = std::min(batch, data.count - first);
+    GatherBatch(data, order, first, rows, images.data(), labels.data());
+    STRATA_ASSIGN_OR_RETURN(LossResult r,
+                            model.Evaluate(images.data(), labels.data(), rows));
+    loss += r.loss_sum;
+    correct += r.correct;
+  }
+  return Evaluation{.accuracy = double(correct) / data.count,
+                    .mean_loss = loss / data.count};
+}
+
+absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
+                                  const Dataset& test,
+                                  const TrainOptions& options,
+                                  const ProgressFn& on_step,
+                                  const EpochFn& on_epoch) {
+  STRATA_RETURN_IF_ERROR(CheckData(train, options, "training"));
+  if (options.evaluate) {
+    STRATA_RETURN_IF_ERROR(CheckData(test, options, "test"));
+  }
+  const int64_t batch = options.model.batch;
+  const int64_t steps_per_epoch = train.count / batch;
+  if (steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--batch=%d is larger than the %d training samples", batch,
+        train.count));
+  }
+  if (options.epochs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--epochs=%d: must be at least 1", options.epochs));
+  }
+  TrainResult result;
+  std::vector<float> images(batch * train.features());
+  std::vector<int32_t> labels(batch);
+  const auto run_start = std::chrono::steady_clock::now();
+  int64_t step = 0;
+  bool stop = false;
+  for (int epoch = 1; epoch <= options.epochs && !stop; ++epoch) {
+    const std::vector<int64_t> order =
+        EpochOrder(train.count, options.shuffle_seed, epoch);
+    EpochSummary summary{.epoch = epoch};
+    double loss_sum = 0;
+    const auto epoch_start = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      GatherBatch(train, order, s * batch, batch, images.data(),
+                  labels.data());
+      const auto step_start = std::chrono::steady_clock::now();
+      STRATA_ASSIGN_OR_RETURN(
+          LossResult r, model.TrainStep(images.data(), labels.data(), batch));
+      result.step_seconds.push_back(Since(step_start));
+      const double loss = r.loss_sum / batch;
+      result.losses.push_back(loss);
+      loss_sum += r.loss_sum;
+      ++summary.steps;
+      ++step;
+      if (on_step) {
+        on_step({.epoch = epoch,
+                 .epochs = options.epochs,
+                 .step_in_epoch = s + 1,
+                 .steps_per_epoch = steps_per_epoch,
+                 .step = step,
+                 .loss = loss,
+                 .seconds = Since(run_start)});
+      }
+      if (options.max_steps > 0 && step >= options.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    summary.seconds = Since(epoch_start);
+    result.train_seconds += summary.seconds;
+    summary.mean_loss = loss_sum / (summary.steps * batch);
+    summary.steps_per_second = summary.steps / summary.seconds;
+    if (options.evaluate) {
+      const auto eval_start = std::chrono::steady_clock::now();
+      STRATA_ASSIGN_OR_RETURN(Evaluation e, Evaluate(model, test, batch));
+      result.eval_seconds += Since(eval_start);
+      summary.test_accuracy = e.accuracy;
+      summary.test_loss = e.mean_loss;
+      result.test_accuracy = e.accuracy;
+    }
+    result.final_loss = summary.mean_loss;
+    result.epochs.push_back(summary);
+    if (on_epoch) on_epoch(summary);
+  }
+  return result;
+}
+
+}  // namespace strata::train
