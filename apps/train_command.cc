@@ -21,7 +21,9 @@
 #include "strata/store.h"
 #include "train/compute.h"
 #include "train/dataset.h"
+#include "train/lease_group.h"
 #include "train/model.h"
+#include "train/setup.h"
 #include "train/trainer.h"
 
 ABSL_FLAG(int64_t, width, 1024, "strata train: units per hidden layer.");
@@ -33,7 +35,10 @@ ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "strata train: stop after this many steps in all (then evaluate); "
           "0 = no limit.");
-ABSL_FLAG(double, lr, 1e-3, "strata train: Adam learning rate.");
+ABSL_FLAG(double, lr, 1e-3,
+          "strata train: Adam's peak learning rate (see --lr-schedule).");
+ABSL_FLAG(std::string, lr_schedule, "cosine",
+          "strata train: cosine (decay to 0 over the run) or constant.");
 ABSL_FLAG(uint64_t, seed, 1,
           "strata train: seed of the initial weights and the batch order; "
           "the same seed gives the same losses, bit for bit, whatever the "
@@ -82,6 +87,12 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
         "--epochs=%d --max-steps=%d: need epochs >= 1 and max-steps >= 0",
         o.epochs, o.max_steps));
   }
+  const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
+  if (schedule != "cosine" && schedule != "constant") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--lr-schedule=%s: use cosine or constant", schedule));
+  }
+  o.cosine_schedule = schedule == "cosine";
   const std::string act = absl::GetFlag(FLAGS_activation);
   if (act == "relu") {
     m.activation = train::Activation::kRelu;
@@ -101,21 +112,6 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
         absl::StrFormat("--optimizer-tier=%s: use host or device", opt));
   }
   return o;
-}
-
-// --resident: every tensor homed on the device, which holds them all.
-absl::Status MakeResident(train::TrainOptions& t, StoreOptions& s) {
-  t.model.home = Tier::kDevice;
-  t.model.optimizer_tier = Tier::kDevice;
-  STRATA_ASSIGN_OR_RETURN(train::ModelFootprint f,
-                          train::ComputeFootprint(t.model));
-  // Room for allocation rounding (256 B per tensor) and nothing else moves.
-  s.device.budget_bytes = f.total_bytes() + f.total_bytes() / 16 + 16 * kMiB;
-  // Host copies only stage writes: weights at start, input batches.
-  s.host.budget_bytes = 2 * f.largest_tensor_bytes + 32 * kMiB;
-  s.nvme.directories.clear();
-  s.nvme.budget_bytes = 0;
-  return absl::OkStatus();
 }
 
 // "[#########.........]" for a fraction in [0, 1].
@@ -199,6 +195,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"prefetch_hit_rate", PrefetchHitRate(st)},
       {"prefetch_issued", st.prefetch.issued},
       {"stall_seconds", st.stall_seconds},
+      {"lease_group_retries", train::LeaseGroup::retries()},
       {"step_seconds_median", Median(r.step_seconds)},
       {"steps", r.losses.size()},
       {"train_seconds", r.train_seconds},
@@ -213,6 +210,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
         {"epochs", t.epochs},
         {"max_steps", t.max_steps},
         {"lr", t.model.adam.lr},
+        {"lr_schedule", t.cosine_schedule ? "cosine" : "constant"},
         {"seed", t.model.seed},
         {"activation",
          t.model.activation == train::Activation::kRelu ? "relu" : "gelu"},
@@ -253,14 +251,6 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
               Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
 }
 
-absl::StatusOr<std::unique_ptr<train::Compute>> ComputeFor(const Stats& st,
-                                                           int cuda_device) {
-  if (st.device_backend.rfind("cuda", 0) == 0) {
-    return train::MakeCudaCompute(cuda_device);
-  }
-  return train::MakeCpuCompute();
-}
-
 }  // namespace
 
 void ApplyTrainDefaults() {
@@ -279,12 +269,10 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
   if (absl::GetFlag(FLAGS_resident)) {
-    if (absl::Status st = MakeResident(t, s); !st.ok()) {
+    if (absl::Status st = train::MakeResident(t, s); !st.ok()) {
       std::fprintf(stderr, "strata train: %s\n", st.ToString().c_str());
       return 2;
     }
-  } else {
-    t.model.home = s.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
   }
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
@@ -293,28 +281,18 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
                  data.status().ToString().c_str());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(s);
-  if (!store.ok()) {
+  absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
+      train::OpenTrainSetup(s, t);
+  if (!setup.ok()) {
     std::fprintf(stderr, "strata train: %s\n",
-                 store.status().ToString().c_str());
+                 setup.status().ToString().c_str());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<train::Compute>> compute =
-      ComputeFor((*store)->GetStats(), s.device.cuda_device);
-  if (!compute.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 compute.status().ToString().c_str());
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<train::Mlp>> model =
-      train::Mlp::Create(store->get(), compute->get(), t.model);
-  if (!model.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 model.status().ToString().c_str());
-    return 1;
-  }
-  const train::ModelFootprint& f = (*model)->footprint();
-  const Stats st0 = (*store)->GetStats();
+  Store* store = (*setup)->store.get();
+  train::Compute* compute = (*setup)->compute.get();
+  train::Mlp* model = (*setup)->model.get();
+  const train::ModelFootprint& f = model->footprint();
+  const Stats st0 = store->GetStats();
   absl::PrintF(
       "strata train: MLP 784 -> %lld x %d -> 10 (%s), %s of model state "
       "(%.1fx the device budget %s), host budget %s, NVMe budget %s; home "
@@ -328,11 +306,11 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
       FormatByteSize(st0.tiers[2].capacity_bytes),
       TierName(t.model.home), TierName(t.model.optimizer_tier),
       st0.device_backend,
-      (*compute)->name());
+      compute->name());
   std::fflush(stdout);
   ProgressLine progress;
   absl::StatusOr<train::TrainResult> result = train::Train(
-      **model, data->train, data->test, t,
+      *model, data->train, data->test, t,
       [&](const train::Progress& p) { progress.Update(p); },
       [&](const train::EpochSummary& e) {
         progress.Clear();
@@ -348,11 +326,11 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
                  result.status().ToString().c_str());
     return 1;
   }
-  const Stats st = (*store)->GetStats();
+  const Stats st = store->GetStats();
   PrintTable(f, *result, st);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << ReportJson(t, s, f, *result, st, (*compute)->name()).dump(2)
+    out << ReportJson(t, s, f, *result, st, compute->name()).dump(2)
         << "\n";
     if (!out) {
       std::fprintf(stderr, "strata train: cannot write --json=%s\n",
@@ -361,7 +339,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
     }
   }
   if (!timeline_path.empty()) {
-    if (absl::Status w = (*store)->WriteTimeline(timeline_path); !w.ok()) {
+    if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
       std::fprintf(stderr, "strata train: %s\n", w.ToString().c_str());
       return 1;
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything strata checks on a real GPU, in one run of a few
 # minutes: the GPU tests, `strata info` on the CUDA backend, the device link
-# bandwidth (raw cudaMemcpyAsync vs through the store) and, once `strata
-# train` exists, a short training run. Prints a short table last.
+# bandwidth (raw cudaMemcpyAsync vs through the store), the training kernels
+# against their CPU versions, and a short `strata train` run offloaded and
+# resident (their losses must be bitwise equal). Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
@@ -16,7 +17,8 @@ out="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
 bins=(apps/strata tests/cuda_device_test tests/store_gpu_test
-      tests/device_backend_test tests/host_arena_test bench/device_link_bench)
+      tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
+      bench/device_link_bench bench/train_bench)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -30,6 +32,7 @@ pack() {  # pack DIR: binaries + the shared libraries a bare machine may lack
   for b in "$dir"/bin/*; do
     ldd "$b" | awk '/=> \//{print $3}' |
       grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+      grep -vE '/libcublas(Lt)?\.so' |  # 600 MB: the GPU machine's CUDA has them
       xargs -r -I{} cp -Ln {} "$dir/lib/" 2>/dev/null
   done
   echo "packed $(ls "$dir/bin" | wc -l) binaries and $(ls "$dir/lib" | wc -l) libraries into $dir"
@@ -39,7 +42,7 @@ case "${1:-}" in
   --pack) pack "${2:?--pack DIR}"; exit 0 ;;
   --prebuilt)
     bindir="${2:?--prebuilt DIR}/bin"
-    export LD_LIBRARY_PATH="${2}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
+    export LD_LIBRARY_PATH="${2}/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
   "") build; bindir="" ;;
   *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
@@ -72,14 +75,32 @@ run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
   --host-budget=2GiB --json="$out/info.json"
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
   --json="$out/link.json"
-result[train]="not yet: strata train arrives with the training issue"
+run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
+# 200 steps offloaded (state 4.8x a 16 MiB device budget) and resident; the
+# losses must match bit for bit.
+run_step train "$(bin apps/strata)" train --device=cuda --nvme-dir="$nvme_dir" \
+  --max-steps=200 --json="$out/train.json"
+run_step train_resident "$(bin apps/strata)" train --device=cuda --resident \
+  --max-steps=200 --json="$out/train_resident.json"
+if ! command -v python3 >/dev/null; then
+  result[train_identity]="unchecked (no python3 to compare the JSON losses)"
+elif python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==200 else 1)" \
+    "$out/train.json" "$out/train_resident.json" 2>/dev/null; then
+  result[train_identity]="ok (200 losses bitwise equal)"
+else
+  result[train_identity]="FAILED (losses differ or missing)"
+fi
+run_step train_bench "$(bin bench/train_bench)" --device=cuda --nvme-dir="$nvme_dir" \
+  --steps=40 --json="$out/train_bench.json"
 
 echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
-for k in cuda_device_test store_gpu_test device_backend_test host_arena_test info link_bench train; do
+for k in cuda_device_test store_gpu_test device_backend_test host_arena_test \
+    compute_gpu_test info link_bench train train_resident train_identity train_bench; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
+grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench.log" 2>/dev/null
 for k in "${!result[@]}"; do [[ "${result[$k]}" == FAILED* ]] && exit 1; done
 exit 0

@@ -14,19 +14,49 @@ uint64_t ExtentAllocator::RoundUp(uint64_t bytes) const {
   return (bytes + alignment_ - 1) / alignment_ * alignment_;
 }
 
-std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes) {
+std::optional<std::pair<uint64_t, uint64_t>> ExtentAllocator::FindRange(
+    uint64_t want, Placement placement) const {
+  switch (placement) {
+    case Placement::kBestFit: {
+      // The first (smallest, then lowest offset) free range >= want.
+      auto fit = free_by_size_.lower_bound({want, 0});
+      if (fit == free_by_size_.end()) return std::nullopt;
+      return std::make_pair(fit->second, fit->first);
+    }
+    case Placement::kLow:
+      for (const auto& [offset, size] : free_by_offset_) {
+        if (size >= want) return std::make_pair(offset, size);
+      }
+      return std::nullopt;
+    case Placement::kHigh:
+      for (auto it = free_by_offset_.rbegin(); it != free_by_offset_.rend();
+           ++it) {
+        if (it->second >= want) return std::make_pair(it->first, it->second);
+      }
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes,
+                                                Placement placement) {
   if (bytes == 0 || bytes > capacity_) return std::nullopt;
   const uint64_t want = RoundUp(bytes);
-  // Best fit: the first (smallest, then lowest offset) free range >= want.
-  auto fit = free_by_size_.lower_bound({want, 0});
-  if (fit == free_by_size_.end()) return std::nullopt;
-  const auto [size, offset] = *fit;
+  const auto range = FindRange(want, placement);
+  if (!range) return std::nullopt;
+  const auto [offset, size] = *range;
   EraseFree(free_by_offset_.find(offset));
-  if (size > want) InsertFree(offset + want, size - want);
+  uint64_t at = offset;
+  if (placement == Placement::kHigh) {
+    at = offset + size - want;
+    if (size > want) InsertFree(offset, size - want);
+  } else if (size > want) {
+    InsertFree(offset + want, size - want);
+  }
   used_ += want;
   if (used_ > peak_) peak_ = used_;
   ++allocations_;
-  return Extent{offset, want};
+  return Extent{at, want};
 }
 
 void ExtentAllocator::Free(const Extent& extent) {

@@ -2,7 +2,10 @@
 // tier arenas.
 //
 // Policy: best fit (the smallest free range that holds the request, lowest
-// offset on ties), sizes rounded up to the tier's alignment (4 KiB for host and
+// offset on ties) by default, or packed against one end of the arena (the
+// lowest or highest free range that fits), so that tensors of different
+// lifetimes gather at opposite ends instead of splitting each other's free
+// space; sizes rounded up to the tier's alignment (4 KiB for host and
 // NVMe so extents can feed O_DIRECT; 256 B for device), and immediate
 // coalescing of a freed range with its free neighbours. Counters
 // (used/peak/allocations/frees) feed Stats.
@@ -19,6 +22,13 @@
 
 namespace strata {
 
+// Where Allocate places a request.
+enum class Placement : uint8_t {
+  kBestFit,  // the smallest free range that fits
+  kLow,      // the lowest-offset free range that fits, at its bottom
+  kHigh,     // the highest-offset free range that fits, at its top
+};
+
 struct Extent {
   uint64_t offset = 0;  // bytes from the arena base
   uint64_t bytes = 0;   // rounded size actually reserved
@@ -30,7 +40,8 @@ class ExtentAllocator {
   ExtentAllocator(uint64_t capacity, uint64_t alignment);
 
   // Reserves at least `bytes` (> 0). nullopt when no free range fits.
-  std::optional<Extent> Allocate(uint64_t bytes);
+  std::optional<Extent> Allocate(uint64_t bytes,
+                                 Placement placement = Placement::kBestFit);
   // Returns an extent from Allocate. Freeing anything else is a bug
   // (checked with assert in debug builds).
   void Free(const Extent& extent);
@@ -47,6 +58,9 @@ class ExtentAllocator {
   uint64_t frees() const { return frees_; }
 
  private:
+  // The free range (offset, size) Allocate takes `want` bytes from.
+  std::optional<std::pair<uint64_t, uint64_t>> FindRange(
+      uint64_t want, Placement placement) const;
   void InsertFree(uint64_t offset, uint64_t bytes);
   void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
 

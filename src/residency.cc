@@ -101,6 +101,27 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
   return std::nullopt;
 }
 
+namespace {
+
+// Large model state (parameters, gradients, optimizer states: at least a
+// sixteenth of the tier) packs against the top of the device and host arenas;
+// activations and small tensors against the bottom. Short-lived copies then do
+// not split the room a large weight needs while others are leased (the idea
+// of the small/large pools of PyTorch's caching allocator, by lifetime).
+// Leased copies cannot move, so this lowers the odds of a fragmented tier
+// rather than ruling it out. NVMe extents are reserved once per tensor: best
+// fit.
+Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
+  if (tier == Tier::kNvme) return Placement::kBestFit;
+  const bool state = spec.kind == TensorKind::kParameter ||
+                     spec.kind == TensorKind::kGradient ||
+                     spec.kind == TensorKind::kOptimizerState;
+  return state && spec.size_bytes >= capacity / 16 ? Placement::kHigh
+                                                   : Placement::kLow;
+}
+
+}  // namespace
+
 absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
                                              const TensorSpec& spec,
                                              uint64_t protect_within) {
@@ -112,7 +133,11 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
   }
   while (true) {
     if (closed_) return absl::FailedPreconditionError("the store is closed");
-    if (std::optional<Extent> e = alloc(tier).Allocate(bytes)) return *e;
+    if (std::optional<Extent> e =
+            alloc(tier).Allocate(
+                bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
+      return *e;
+    }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       if (!victim->has_contents || !victim->dirty(tier)) {
         DropCopy(*victim, tier, /*eviction=*/true);
@@ -197,7 +222,9 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
   // be made without I/O (dropping clean copies only), else write to NVMe.
   const uint64_t bytes = rec.spec.size_bytes;
   while (true) {
-    if (std::optional<Extent> e = alloc(Tier::kHost).Allocate(bytes)) {
+    if (std::optional<Extent> e = alloc(Tier::kHost).Allocate(
+            bytes, PlacementFor(Tier::kHost, rec.spec,
+                                alloc(Tier::kHost).capacity()))) {
       rec.copy(Tier::kHost).extent = *e;
       return Tier::kHost;
     }

@@ -49,6 +49,31 @@ TEST(ExtentAllocatorTest, BestFitPicksSmallestHole) {
   EXPECT_EQ(three->offset, 0u);
 }
 
+TEST(ExtentAllocatorTest, LowAndHighPackAgainstOppositeEnds) {
+  ExtentAllocator a(1024, 64);
+  const auto low1 = a.Allocate(64, Placement::kLow);
+  const auto high1 = a.Allocate(128, Placement::kHigh);
+  const auto low2 = a.Allocate(64, Placement::kLow);
+  const auto high2 = a.Allocate(256, Placement::kHigh);
+  ASSERT_TRUE(low1 && high1 && low2 && high2);
+  EXPECT_EQ(low1->offset, 0u);
+  EXPECT_EQ(low2->offset, 64u);
+  EXPECT_EQ(high1->offset, 1024u - 128);
+  EXPECT_EQ(high2->offset, 1024u - 128 - 256);
+  // Freeing low1 leaves a 64-byte hole at the bottom: kLow reuses it, kHigh
+  // takes the top of the middle range instead.
+  a.Free(*low1);
+  const auto high3 = a.Allocate(128, Placement::kHigh);
+  ASSERT_TRUE(high3);
+  EXPECT_EQ(high3->offset, 1024u - 128 - 256 - 128);
+  const auto low3 = a.Allocate(64, Placement::kLow);
+  ASSERT_TRUE(low3);
+  EXPECT_EQ(low3->offset, 0u);
+  // The free space between the two ends stays one range.
+  EXPECT_EQ(a.largest_free_bytes(), 1024u - 128 - 256 - 128 - 128);
+  EXPECT_EQ(a.used_bytes(), 128u + 128 + 256 + 128);
+}
+
 TEST(ExtentAllocatorTest, CoalescesBothNeighbours) {
   ExtentAllocator a(3 * 4096, 4096);
   auto x = *a.Allocate(4096);
@@ -76,7 +101,7 @@ TEST(ExtentAllocatorTest, RandomizedAgainstReference) {
   for (int step = 0; step < 20000; ++step) {
     if (live.empty() || rng() % 3 != 0) {
       const uint64_t bytes = 1 + rng() % (64 * kUnit);
-      auto e = a.Allocate(bytes);
+      auto e = a.Allocate(bytes, static_cast<Placement>(rng() % 3));
       if (!e) continue;
       ASSERT_EQ(e->offset % kUnit, 0u);
       ASSERT_GE(e->bytes, bytes);

@@ -91,10 +91,10 @@ class CpuCompute final : public Compute {
       std::copy(bias, bias + out, y + i * out);
     }
     if (batch == 0 || out == 0 || in == 0) return absl::OkStatus();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(batch),
-                static_cast<int>(out), static_cast<int>(in), 1.0f, x,
-                static_cast<int>(in), w, static_cast<int>(in), 1.0f, y,
-                static_cast<int>(out));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+                static_cast<int>(batch), static_cast<int>(out),
+                static_cast<int>(in), 1.0f, x, static_cast<int>(in), w,
+                static_cast<int>(in), 1.0f, y, static_cast<int>(out));
     return absl::OkStatus();
   }
 
@@ -152,9 +152,8 @@ class CpuCompute final : public Compute {
     // Checked up front so a bad batch leaves dlogits untouched.
     for (int64_t i = 0; i < batch; ++i) {
       if (labels[i] < 0 || labels[i] >= classes) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("label %d of row %d is outside [0, %d)", labels[i],
-                            i, classes));
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "label %d of row %d is outside [0, %d)", labels[i], i, classes));
       }
     }
     LossResult result;
@@ -191,18 +190,17 @@ class CpuCompute final : public Compute {
 
   // c[m x n] = op(a) op(b) with beta 0, row-major; an empty inner dimension
   // gives zeros (BLAS would not touch c for k == 0 on every implementation).
-  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
-                   int64_t n, int64_t k, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float* c, int64_t ldc) {
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                   int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
       std::fill(c, c + m * n, 0.0f);
       return;
     }
-    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-                static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
-                static_cast<int>(ldc));
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b,
+                static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
   }
 
   static absl::Status UnknownActivation(Activation act) {

@@ -95,9 +95,8 @@ absl::Status LaunchCheck(const char* kernel) {
   STRATA_RETURN_IF_ERROR(BlasCheck((call), #call))
 
 int Blocks(int64_t n) {
-  return static_cast<int>(
-      std::clamp<int64_t>((n + kBlockThreads - 1) / kBlockThreads, 1,
-                          kMaxBlocks));
+  return static_cast<int>(std::clamp<int64_t>(
+      (n + kBlockThreads - 1) / kBlockThreads, 1, kMaxBlocks));
 }
 
 __device__ int64_t GridIndex() {
@@ -347,8 +346,7 @@ absl::Status CudaCompute::Init() {
       cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
   // Full fp32: TF32 or emulated modes would break agreement with the CPU.
   STRATA_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
-  STRATA_CUDA_RETURN_IF_ERROR(
-      cudaMalloc(&result_device_, sizeof(BatchResult)));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&result_device_, sizeof(BatchResult)));
   STRATA_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(&result_host_, sizeof(BatchResult)));
   return absl::OkStatus();
@@ -368,10 +366,10 @@ absl::Status CudaCompute::Gemm(cublasOperation_t ta, cublasOperation_t tb,
     return absl::OkStatus();
   }
   const float alpha = 1.0f;
-  STRATA_CUBLAS_RETURN_IF_ERROR(cublasSgemm(
-      blas_, ta, tb, static_cast<int>(m), static_cast<int>(n),
-      static_cast<int>(k), &alpha, a, static_cast<int>(lda), b,
-      static_cast<int>(ldb), &beta, c, static_cast<int>(ldc)));
+  STRATA_CUBLAS_RETURN_IF_ERROR(
+      cublasSgemm(blas_, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                  static_cast<int>(k), &alpha, a, static_cast<int>(lda), b,
+                  static_cast<int>(ldb), &beta, c, static_cast<int>(ldc)));
   return absl::OkStatus();
 }
 
@@ -455,8 +453,7 @@ absl::Status CudaCompute::EnsureRowScratch(int64_t rows) {
   STRATA_CUDA_RETURN_IF_ERROR(cudaFree(rows_));
   rows_ = nullptr;
   rows_capacity_ = 0;
-  STRATA_CUDA_RETURN_IF_ERROR(
-      cudaMalloc(&rows_, sizeof(RowResult) * capacity));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&rows_, sizeof(RowResult) * capacity));
   rows_capacity_ = capacity;
   return absl::OkStatus();
 }
@@ -465,9 +462,8 @@ absl::Status CudaCompute::EnsureRowScratch(int64_t rows) {
 absl::StatusOr<int32_t> CudaCompute::FetchLabel(const int32_t* labels,
                                                 int64_t row) {
   int32_t label = 0;
-  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&label, labels + row,
-                                              sizeof(label),
-                                              cudaMemcpyDeviceToHost, stream_));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      &label, labels + row, sizeof(label), cudaMemcpyDeviceToHost, stream_));
   STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return label;
 }
@@ -509,8 +505,8 @@ absl::Status CudaCompute::Adam(const AdamParams& p, float* w, float* m,
                                float* v, const float* g, int64_t n) {
   if (n <= 0) return absl::OkStatus();
   STRATA_RETURN_IF_ERROR(SetDevice());
-  const AdamScalars s{p.lr,         p.beta1, p.beta2,         1.0f - p.beta1,
-                      1.0f - p.beta2, p.eps, p.correction1, p.correction2};
+  const AdamScalars s{p.lr,           p.beta1, p.beta2,       1.0f - p.beta1,
+                      1.0f - p.beta2, p.eps,   p.correction1, p.correction2};
   AdamKernel<<<Blocks(n), kBlockThreads, 0, stream_>>>(s, w, m, v, g, n);
   return LaunchCheck("AdamKernel");
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "src/byte_size.h"
 #include "strata/status.h"
+#include "train/lease_group.h"
 
 namespace strata::train {
 
@@ -120,7 +121,11 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
 
 Mlp::Mlp(Store* store, Compute* compute, const ModelConfig& config,
          const ModelFootprint& footprint)
-    : store_(store), compute_(compute), config_(config), footprint_(footprint) {}
+    : store_(store),
+      compute_(compute),
+      config_(config),
+      footprint_(footprint),
+      lr_(config.adam.lr) {}
 
 Mlp::~Mlp() {
   for (TensorId id : created_) store_->Destroy(id).IgnoreError();
@@ -240,32 +245,6 @@ absl::Status Mlp::InitWeights() {
   return absl::OkStatus();
 }
 
-namespace {
-
-// The leases of one operation, released together on the compute stream.
-class Leases {
- public:
-  Leases(Store* store, void* stream) : store_(store), stream_(stream) {}
-  absl::StatusOr<float*> Get(TensorId id, Tier tier, Access access) {
-    STRATA_ASSIGN_OR_RETURN(Lease lease,
-                            store_->Acquire(id, tier, access, stream_));
-    leases_.push_back(std::move(lease));
-    return static_cast<float*>(leases_.back().data());
-  }
-  absl::Status Release() {
-    absl::Status status;
-    for (Lease& lease : leases_) status.Update(lease.Release(stream_));
-    leases_.clear();
-    return status;
-  }
-
- private:
-  Store* store_;
-  void* stream_;
-  std::vector<Lease> leases_;
-};
-
-}  // namespace
 
 absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
                               int64_t rows) {
@@ -279,80 +258,70 @@ absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
 }
 
 absl::Status Mlp::Forward(int64_t rows) {
-  constexpr Tier D = Tier::kDevice;
   TensorId x_id = input_;
   for (const Layer& L : layers_) {
-    Leases leases(store_, compute_->stream());
-    STRATA_ASSIGN_OR_RETURN(float* x, leases.Get(x_id, D, Access::kRead));
-    STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(L.w, D, Access::kRead));
-    STRATA_ASSIGN_OR_RETURN(float* b, leases.Get(L.b, D, Access::kRead));
-    STRATA_ASSIGN_OR_RETURN(float* z, leases.Get(L.z, D, Access::kOverwrite));
-    STRATA_RETURN_IF_ERROR(
-        compute_->LinearForward(x, w, b, z, rows, L.in, L.out));
+    LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+    const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
+              b = g.Add(L.b, Access::kRead), z = g.Add(L.z, Access::kOverwrite);
+    const int a = L.hidden ? g.Add(L.a, Access::kOverwrite) : -1;
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+        g.data(x), g.data(w), g.data(b), g.data(z), rows, L.in, L.out));
     if (L.hidden) {
-      STRATA_ASSIGN_OR_RETURN(float* a,
-                              leases.Get(L.a, D, Access::kOverwrite));
       STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
-          config_.activation, z, a, rows * L.out));
+          config_.activation, g.data(z), g.data(a), rows * L.out));
       x_id = L.a;
     }
-    STRATA_RETURN_IF_ERROR(leases.Release());
+    STRATA_RETURN_IF_ERROR(g.Release());
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<LossResult> Mlp::Loss(int64_t rows, bool with_gradient) {
-  constexpr Tier D = Tier::kDevice;
-  Leases leases(store_, compute_->stream());
-  STRATA_ASSIGN_OR_RETURN(float* logits,
-                          leases.Get(layers_.back().z, D, Access::kRead));
-  STRATA_ASSIGN_OR_RETURN(float* labels, leases.Get(labels_, D, Access::kRead));
-  float* dlogits = nullptr;
-  if (with_gradient) {
-    STRATA_ASSIGN_OR_RETURN(dlogits, leases.Get(dlogits_, D, Access::kOverwrite));
-  }
+  LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+  const int logits = g.Add(layers_.back().z, Access::kRead);
+  const int labels = g.Add(labels_, Access::kRead);
+  const int dlogits = with_gradient ? g.Add(dlogits_, Access::kOverwrite) : -1;
+  STRATA_RETURN_IF_ERROR(g.Acquire());
   absl::StatusOr<LossResult> result = compute_->SoftmaxCrossEntropy(
-      logits, reinterpret_cast<const int32_t*>(labels), dlogits, rows,
-      config_.classes);
-  STRATA_RETURN_IF_ERROR(leases.Release());
+      g.data(logits), reinterpret_cast<const int32_t*>(g.data(labels)),
+      with_gradient ? g.data(dlogits) : nullptr, rows, config_.classes);
+  STRATA_RETURN_IF_ERROR(g.Release());
   return result;
 }
 
 absl::Status Mlp::Backward(int64_t rows) {
-  constexpr Tier D = Tier::kDevice;
   TensorId dy_id = dlogits_;
   for (int l = layers() - 1; l >= 0; --l) {
     const Layer& L = layers_[l];
     const TensorId x_id = l > 0 ? layers_[l - 1].a : input_;
     const TensorId dx_id = dact_[l % 2];  // never dy_id: that is dact_[!(l%2)]
     {
-      Leases leases(store_, compute_->stream());
-      STRATA_ASSIGN_OR_RETURN(float* x, leases.Get(x_id, D, Access::kRead));
-      STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(L.w, D, Access::kRead));
-      STRATA_ASSIGN_OR_RETURN(float* dy, leases.Get(dy_id, D, Access::kRead));
-      STRATA_ASSIGN_OR_RETURN(float* gw,
-                              leases.Get(L.gw, D, Access::kOverwrite));
-      STRATA_ASSIGN_OR_RETURN(float* gb,
-                              leases.Get(L.gb, D, Access::kOverwrite));
-      float* dx = nullptr;
-      if (l > 0) {
-        STRATA_ASSIGN_OR_RETURN(dx, leases.Get(dx_id, D, Access::kOverwrite));
-      }
-      STRATA_RETURN_IF_ERROR(compute_->LinearBackward(x, w, dy, gw, gb, dx,
-                                                      rows, L.in, L.out));
-      STRATA_RETURN_IF_ERROR(leases.Release());
+      LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+      const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
+                dy = g.Add(dy_id, Access::kRead),
+                gw = g.Add(L.gw, Access::kOverwrite),
+                gb = g.Add(L.gb, Access::kOverwrite);
+      const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
+      STRATA_RETURN_IF_ERROR(g.Acquire());
+      STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+          g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb),
+          l > 0 ? g.data(dx) : nullptr, rows, L.in, L.out));
+      STRATA_RETURN_IF_ERROR(g.Release());
     }
     STRATA_RETURN_IF_ERROR(store_->Discard(dy_id));
     if (l == 0) return store_->Discard(input_);
     // dx is the gradient of the previous layer's activation; through the
     // activation it becomes that layer's dy.
     const Layer& prev = layers_[l - 1];
-    Leases leases(store_, compute_->stream());
-    STRATA_ASSIGN_OR_RETURN(float* z, leases.Get(prev.z, D, Access::kRead));
-    STRATA_ASSIGN_OR_RETURN(float* dx, leases.Get(dx_id, D, Access::kWrite));
+    LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+    const int z = g.Add(prev.z, Access::kRead);
+    const int dx = g.Add(dx_id, Access::kWrite);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->ActivationBackward(
-        config_.activation, z, dx, dx, rows * prev.out));
-    STRATA_RETURN_IF_ERROR(leases.Release());
+        config_.activation, g.data(z), g.data(dx), g.data(dx),
+        rows * prev.out));
+    STRATA_RETURN_IF_ERROR(g.Release());
     STRATA_RETURN_IF_ERROR(store_->Discard(prev.z));
     STRATA_RETURN_IF_ERROR(store_->Discard(x_id));
     dy_id = dx_id;
@@ -364,24 +333,26 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
                          TensorId v_id, TensorId g_id) {
   const Tier T = config_.optimizer_tier;
   const bool on_device = T == Tier::kDevice;
-  Leases leases(store_, on_device ? compute_->stream() : nullptr);
-  STRATA_ASSIGN_OR_RETURN(float* g, leases.Get(g_id, T, Access::kRead));
-  STRATA_ASSIGN_OR_RETURN(float* w, leases.Get(w_id, T, Access::kWrite));
-  STRATA_ASSIGN_OR_RETURN(float* m, leases.Get(m_id, T, Access::kWrite));
-  STRATA_ASSIGN_OR_RETURN(float* v, leases.Get(v_id, T, Access::kWrite));
+  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr);
+  const int g = group.Add(g_id, Access::kRead), w = group.Add(w_id, Access::kWrite),
+            m = group.Add(m_id, Access::kWrite), v = group.Add(v_id, Access::kWrite);
+  STRATA_RETURN_IF_ERROR(group.Acquire());
   STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store_->GetSpec(w_id));
   const int64_t n = static_cast<int64_t>(spec.size_bytes / kF);
   if (on_device) {
-    STRATA_RETURN_IF_ERROR(compute_->Adam(p, w, m, v, g, n));
+    STRATA_RETURN_IF_ERROR(compute_->Adam(p, group.data(w), group.data(m),
+                                          group.data(v), group.data(g), n));
   } else {
-    AdamUpdateCpu(p, w, m, v, g, n);
+    AdamUpdateCpu(p, group.data(w), group.data(m), group.data(v),
+                  group.data(g), n);
   }
-  STRATA_RETURN_IF_ERROR(leases.Release());
+  STRATA_RETURN_IF_ERROR(group.Release());
   return store_->Discard(g_id);  // the gradient is dead until next backward
 }
 
 absl::Status Mlp::OptimizerStep() {
   AdamParams p = config_.adam;
+  p.lr = lr_;
   const double t = static_cast<double>(steps_ + 1);
   p.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, t)));
   p.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, t)));

@@ -95,6 +95,9 @@ class Mlp {
   // Copies layer `layer`'s weights (out x in floats) to `out`, for tests.
   absl::Status ReadWeights(int layer, std::vector<float>* out);
 
+  // The learning rate of the following steps (a schedule sets it per step).
+  void SetLearningRate(float lr) { lr_ = lr; }
+
   const ModelFootprint& footprint() const { return footprint_; }
   int layers() const { return static_cast<int>(layers_.size()); }
   int64_t steps() const { return steps_; }
@@ -133,6 +136,7 @@ class Mlp {
   TensorId dact_[2];  // activation gradients, ping-pong between layers
   std::vector<TensorId> created_;  // every tensor, for the destructor
   int64_t steps_ = 0;
+  float lr_;
 };
 
 }  // namespace strata::train

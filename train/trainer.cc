@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
@@ -28,6 +29,14 @@ absl::Status CheckData(const Dataset& data, const TrainOptions& o,
 }
 
 }  // namespace
+
+float ScheduledLearningRate(const TrainOptions& options, int64_t step,
+                            int64_t total) {
+  const float base = options.model.adam.lr;
+  if (!options.cosine_schedule || total <= 0) return base;
+  const double progress = std::min(1.0, double(step) / double(total));
+  return static_cast<float>(base * 0.5 * (1.0 + std::cos(M_PI * progress)));
+}
 
 absl::StatusOr<Evaluation> Evaluate(Mlp& model, const Dataset& data,
                                     int64_t batch) {
@@ -76,6 +85,10 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   std::vector<float> images(batch * train.features());
   std::vector<int32_t> labels(batch);
   const auto run_start = std::chrono::steady_clock::now();
+  int64_t total_steps = steps_per_epoch * options.epochs;
+  if (options.max_steps > 0) {
+    total_steps = std::min(total_steps, options.max_steps);
+  }
   int64_t step = 0;
   bool stop = false;
   for (int epoch = 1; epoch <= options.epochs && !stop; ++epoch) {
@@ -87,6 +100,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       GatherBatch(train, order, s * batch, batch, images.data(),
                   labels.data());
+      model.SetLearningRate(ScheduledLearningRate(options, step, total_steps));
       const auto step_start = std::chrono::steady_clock::now();
       STRATA_ASSIGN_OR_RETURN(
           LossResult r, model.TrainStep(images.data(), labels.data(), batch));

@@ -24,7 +24,15 @@ struct TrainOptions {
   // run). Default: true.
   bool evaluate = true;
   uint64_t shuffle_seed = 1;  // batch order; the same seed, the same order
+  // Cosine decay of the learning rate from model.adam.lr to 0 over the run
+  // (Loshchilov & Hutter, 2017, without restarts); false keeps it constant.
+  // Default: true.
+  bool cosine_schedule = true;
 };
+
+// The learning rate of step `step` (from 0) of a `total`-step run.
+float ScheduledLearningRate(const TrainOptions& options, int64_t step,
+                            int64_t total);
 
 struct EpochSummary {
   int epoch = 0;             // from 1

@@ -1,0 +1,40 @@
+// setup.h: everything one training run needs — the store, the compute that
+// matches its device, the model — opened in the right order, for
+// `strata train`, the training bench and tests.
+#ifndef STRATA_TRAIN_SETUP_H_
+#define STRATA_TRAIN_SETUP_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "strata/options.h"
+#include "strata/store.h"
+#include "train/compute.h"
+#include "train/model.h"
+#include "train/trainer.h"
+
+namespace strata::train {
+
+// Rewrites `store` and `train` for a fully resident run: every tensor homed
+// on a device budget that holds them all, Adam on the device, no NVMe tier;
+// the host keeps only staging room. InvalidArgument for a bad model config.
+absl::Status MakeResident(TrainOptions& train, StoreOptions& store);
+
+struct TrainSetup {
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Compute> compute;  // OpenBLAS, or cuBLAS on a real GPU
+  std::unique_ptr<Mlp> model;        // destroyed before the store
+  ~TrainSetup() { model.reset(); }
+};
+
+// Opens the store, picks the compute for its device backend (cuBLAS for
+// "cuda:...", OpenBLAS for the simulated device) and creates the model.
+// Unless `train.model.home` is kDevice, the home tier becomes NVMe when the
+// store has one and host otherwise. Errors: those of Store::Open,
+// MakeCudaCompute and Mlp::Create.
+absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
+    const StoreOptions& store, TrainOptions& train);
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_SETUP_H_
