@@ -89,8 +89,8 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
   }
   const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
   if (schedule != "cosine" && schedule != "constant") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--lr-schedule=%s: use cosine or constant", schedule));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr-schedule=%s: use cosine or constant", schedule));
   }
   o.cosine_schedule = schedule == "cosine";
   const std::string act = absl::GetFlag(FLAGS_activation);
@@ -193,7 +193,14 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"nvme_read_bytes", link(Link::kNvmeRead)},
       {"nvme_write_bytes", link(Link::kNvmeWrite)},
       {"prefetch_hit_rate", PrefetchHitRate(st)},
-      {"prefetch_issued", st.prefetch.issued},
+      {"prefetch",
+       {{"issued", st.prefetch.issued},
+        {"hit", st.prefetch.hit},
+        {"late", st.prefetch.late},
+        {"wasted", st.prefetch.wasted},
+        {"failed", st.prefetch.failed}}},
+      {"acquires", st.acquires},
+      {"stalled_acquires", st.stalled_acquires},
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
       {"step_seconds_median", Median(r.step_seconds)},
@@ -234,21 +241,24 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
   absl::PrintF("%-22s %.4f\n", "test accuracy", r.test_accuracy);
   absl::PrintF("%-22s %.4f\n", "final loss", r.final_loss);
   absl::PrintF("%-22s %s (%.1fx device budget)\n", "model state",
-              FormatByteSize(f.state_bytes()),
-              double(f.state_bytes()) / dev.capacity_bytes);
-  absl::PrintF("%-22s %s of %s\n", "peak device", FormatByteSize(dev.peak_used_bytes),
-              FormatByteSize(dev.capacity_bytes));
-  absl::PrintF("%-22s %s of %s\n", "peak host", FormatByteSize(host.peak_used_bytes),
-              FormatByteSize(host.capacity_bytes));
-  absl::PrintF("%-22s %s of %s\n", "peak nvme", FormatByteSize(nvme.peak_used_bytes),
-              FormatByteSize(nvme.capacity_bytes));
+               FormatByteSize(f.state_bytes()),
+               double(f.state_bytes()) / dev.capacity_bytes);
+  absl::PrintF("%-22s %s of %s\n", "peak device",
+               FormatByteSize(dev.peak_used_bytes),
+               FormatByteSize(dev.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak host",
+               FormatByteSize(host.peak_used_bytes),
+               FormatByteSize(host.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak nvme",
+               FormatByteSize(nvme.peak_used_bytes),
+               FormatByteSize(nvme.capacity_bytes));
   absl::PrintF("%-22s h2d %.2f  d2h %.2f  nvme read %.2f  nvme write %.2f\n",
-              "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
-              gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
+               "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
+               gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
   absl::PrintF("%-22s %.3f\n", "prefetch hit rate", PrefetchHitRate(st));
   absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
-              Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
+               Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
 }
 
 }  // namespace
@@ -261,8 +271,9 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   if (!topt.ok() || !sopt.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 (topt.ok() ? sopt.status() : topt.status()).ToString().c_str());
+    std::fprintf(
+        stderr, "strata train: %s\n",
+        (topt.ok() ? sopt.status() : topt.status()).ToString().c_str());
     return 2;
   }
   train::TrainOptions& t = *topt;
@@ -303,10 +314,8 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
       double(f.state_bytes()) / st0.tiers[0].capacity_bytes,
       FormatByteSize(st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[1].capacity_bytes),
-      FormatByteSize(st0.tiers[2].capacity_bytes),
-      TierName(t.model.home), TierName(t.model.optimizer_tier),
-      st0.device_backend,
-      compute->name());
+      FormatByteSize(st0.tiers[2].capacity_bytes), TierName(t.model.home),
+      TierName(t.model.optimizer_tier), st0.device_backend, compute->name());
   std::fflush(stdout);
   ProgressLine progress;
   absl::StatusOr<train::TrainResult> result = train::Train(
@@ -330,8 +339,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   PrintTable(f, *result, st);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << ReportJson(t, s, f, *result, st, compute->name()).dump(2)
-        << "\n";
+    out << ReportJson(t, s, f, *result, st, compute->name()).dump(2) << "\n";
     if (!out) {
       std::fprintf(stderr, "strata train: cannot write --json=%s\n",
                    json_path.c_str());

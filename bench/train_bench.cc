@@ -112,7 +112,8 @@ FashionMnist SyntheticData() {
     s->images.resize(s->count * 784);
     s->labels.resize(s->count);
     uint32_t x = 12345;
-    for (float& v : s->images) v = float((x = x * 1664525 + 1013904223) >> 8) / (1 << 24);
+    for (float& v : s->images)
+      v = float((x = x * 1664525 + 1013904223) >> 8) / (1 << 24);
     for (int64_t i = 0; i < s->count; ++i) s->labels[i] = int32_t(i % 10);
   }
   return d;
@@ -146,36 +147,39 @@ int Main() {
     results.push_back(*std::move(r));
   }
   const double base = results[0].step_ms;
-  const int64_t steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
+  const int64_t steps =
+      absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
   bool identical = true;
-  for (const ModeResult& r : results) identical &= r.losses == results[0].losses;
-  absl::PrintF("train_bench: width %d depth %d batch %d, %d timed steps, %s "
-               "data, device %s\n",
-               absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
-               absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
-               real ? "Fashion-MNIST" : "random",
-               results[1].stats.device_backend);
+  for (const ModeResult& r : results)
+    identical &= r.losses == results[0].losses;
+  absl::PrintF(
+      "train_bench: width %d depth %d batch %d, %d timed steps, %s "
+      "data, device %s\n",
+      absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
+      absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
+      real ? "Fashion-MNIST" : "random", results[1].stats.device_backend);
   absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s\n", "mode", "step_ms",
-               "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit", "stall_s");
+               "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit",
+               "stall_s");
   nlohmann::json json = nlohmann::json::array();
   for (const ModeResult& r : results) {
     const auto per_step = [&](Link l) {
       return r.stats.links[int(l)].bytes / 1e9 / steps;
     };
-    absl::PrintF("%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.2f\n",
-                 r.name, r.step_ms, r.step_ms / base, per_step(Link::kH2D),
+    absl::PrintF("%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.2f\n", r.name,
+                 r.step_ms, r.step_ms / base, per_step(Link::kH2D),
                  per_step(Link::kNvmeRead), per_step(Link::kNvmeWrite),
                  r.hit_rate, r.stats.stall_seconds);
-    json.push_back({{"mode", r.name},
-                    {"step_ms_median", r.step_ms},
-                    {"ratio_vs_resident", r.step_ms / base},
-                    {"h2d_bytes", r.stats.links[int(Link::kH2D)].bytes},
-                    {"d2h_bytes", r.stats.links[int(Link::kD2H)].bytes},
-                    {"nvme_read_bytes", r.stats.links[int(Link::kNvmeRead)].bytes},
-                    {"nvme_write_bytes",
-                     r.stats.links[int(Link::kNvmeWrite)].bytes},
-                    {"prefetch_hit_rate", r.hit_rate},
-                    {"stall_seconds", r.stats.stall_seconds}});
+    json.push_back(
+        {{"mode", r.name},
+         {"step_ms_median", r.step_ms},
+         {"ratio_vs_resident", r.step_ms / base},
+         {"h2d_bytes", r.stats.links[int(Link::kH2D)].bytes},
+         {"d2h_bytes", r.stats.links[int(Link::kD2H)].bytes},
+         {"nvme_read_bytes", r.stats.links[int(Link::kNvmeRead)].bytes},
+         {"nvme_write_bytes", r.stats.links[int(Link::kNvmeWrite)].bytes},
+         {"prefetch_hit_rate", r.hit_rate},
+         {"stall_seconds", r.stats.stall_seconds}});
   }
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");

@@ -133,9 +133,8 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
   }
   while (true) {
     if (closed_) return absl::FailedPreconditionError("the store is closed");
-    if (std::optional<Extent> e =
-            alloc(tier).Allocate(
-                bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
+    if (std::optional<Extent> e = alloc(tier).Allocate(
+            bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
       return *e;
     }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
@@ -222,13 +221,16 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
   // be made without I/O (dropping clean copies only), else write to NVMe.
   const uint64_t bytes = rec.spec.size_bytes;
   while (true) {
-    if (std::optional<Extent> e = alloc(Tier::kHost).Allocate(
-            bytes, PlacementFor(Tier::kHost, rec.spec,
-                                alloc(Tier::kHost).capacity()))) {
+    if (std::optional<Extent> e =
+            alloc(Tier::kHost)
+                .Allocate(bytes, PlacementFor(Tier::kHost, rec.spec,
+                                              alloc(Tier::kHost).capacity()))) {
       rec.copy(Tier::kHost).extent = *e;
       return Tier::kHost;
     }
-    TensorRecord* victim = PickVictim(Tier::kHost);
+    // Only copies needed later than this one: a write-back must not push
+    // out what a prefetch just brought for an earlier access.
+    TensorRecord* victim = PickVictim(Tier::kHost, NextUseDistance(rec));
     if (victim == nullptr ||
         (victim->has_contents && victim->dirty(Tier::kHost))) {
       return home;

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "src/store_core.h"
 
 namespace strata {
@@ -52,8 +53,16 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
   bool full[kNumTiers] = {false, false, false};
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
                                      LookaheadBytes(Tier::kHost), 0};
+  // Tensors a predicted access writes before the one being considered, and
+  // on which tier: a copy prefetched to another tier now would be stale by
+  // its use (e.g. next step's weights, before the optimizer updates them).
+  absl::flat_hash_map<TensorId, Tier> written;
   for (const AccessEvent& next : predictor_.Upcoming(kLookaheadEvents)) {
     const int t = static_cast<int>(next.tier);
+    const auto earlier_write = written.find(next.id);
+    const bool stale_by_use =
+        earlier_write != written.end() && earlier_write->second != next.tier;
+    if (next.access != Access::kRead) written[next.id] = next.tier;
     if (next.tier == Tier::kNvme || full[t]) continue;
     auto it = tensors_.find(next.id);
     if (it == tensors_.end()) continue;
@@ -66,6 +75,7 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
     window[t] += bytes;
     // An overwrite needs no contents; a copy below the home tier cannot exist.
     if (next.access == Access::kOverwrite || !rec.has_contents ||
+        stale_by_use ||
         static_cast<int>(next.tier) > static_cast<int>(rec.spec.home)) {
       continue;
     }

@@ -43,7 +43,8 @@ class LeaseGroupTest : public ::testing::Test {
   void SplitDeviceTier() {
     const TensorId big = Make(100 * kK, 1), small = Make(16 * kK, 2);
     for (TensorId id : {big, small}) {
-      absl::StatusOr<Lease> l = store_->Acquire(id, Tier::kDevice, Access::kRead);
+      absl::StatusOr<Lease> l =
+          store_->Acquire(id, Tier::kDevice, Access::kRead);
       ASSERT_TRUE(l.ok()) << l.status();
     }
     // Both leases are released at the end of the loop body, in order: big

@@ -30,7 +30,7 @@ Dataset SyntheticData(int64_t count, uint64_t seed) {
   d.rows = 4;
   d.cols = kFeatures / 4;
   d.classes = kClasses;
-  uint64_t s = 99;  // the teacher is the same for every split
+  uint64_t s = 99;    // the teacher is the same for every split
   auto next = [&s] {  // xorshift64*, uniform in [-1, 1)
     s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
     return ((s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-52 - 1.0;
@@ -45,7 +45,8 @@ Dataset SyntheticData(int64_t count, uint64_t seed) {
     for (float& v : x) v = static_cast<float>(next() + next());
     for (int c = 0; c < kClasses; ++c) {
       double score = 0;
-      for (int f = 0; f < kFeatures; ++f) score += teacher[c * kFeatures + f] * x[f];
+      for (int f = 0; f < kFeatures; ++f)
+        score += teacher[c * kFeatures + f] * x[f];
       if (score > best) best = score, label = c;
     }
     d.images.insert(d.images.end(), x.begin(), x.end());
@@ -96,7 +97,7 @@ struct RunResult {
 };
 
 RunResult TrainWith(const Budgets& b, TrainOptions job, const Dataset& train,
-              const Dataset& test) {
+                    const Dataset& test) {
   TempDir dir;
   StoreOptions so = SmallStoreOptions(dir.path(), b.device, b.host, b.nvme);
   if (b.nvme == 0) {
@@ -215,8 +216,7 @@ TEST_F(TrainTest, BudgetBelowWorkingSetIsAClearError) {
       Mlp::Create(store->get(), compute.get(), SmallJob().model);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(model.status().message().find("--device-budget"),
-            std::string::npos)
+  EXPECT_NE(model.status().message().find("--device-budget"), std::string::npos)
       << model.status();
   EXPECT_EQ((*store)->GetStats().tensors, 0u);  // nothing left behind
 }
@@ -247,9 +247,8 @@ TEST(TrainConfigTest, FootprintOfTheLargeConfiguration) {
   absl::StatusOr<ModelFootprint> f = ComputeFootprint(c);
   ASSERT_TRUE(f.ok());
   // 784*4096 + 15*4096^2 + 4096*10 weights, plus biases, in float32.
-  const uint64_t weights = (784ull * 4096 + 15ull * 4096 * 4096 + 4096 * 10 +
-                            16 * 4096 + 10) *
-                           4;
+  const uint64_t weights =
+      (784ull * 4096 + 15ull * 4096 * 4096 + 4096 * 10 + 16 * 4096 + 10) * 4;
   EXPECT_EQ(f->parameter_bytes, weights);
   EXPECT_EQ(f->state_bytes(), 4 * weights);
   EXPECT_GT(f->state_bytes(), 15 * (256 * kMiB));
@@ -257,7 +256,8 @@ TEST(TrainConfigTest, FootprintOfTheLargeConfiguration) {
 
 TEST(TrainRealDataTest, ShortRunOnFashionMnistLearns) {
   absl::StatusOr<FashionMnist> data = LoadFashionMnist();
-  if (!data.ok()) GTEST_SKIP() << "Fashion-MNIST not installed: " << data.status();
+  if (!data.ok())
+    GTEST_SKIP() << "Fashion-MNIST not installed: " << data.status();
   TrainOptions job;
   job.model.width = 128;
   job.model.depth = 2;

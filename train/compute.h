@@ -70,9 +70,8 @@ class Compute {
   // y[batch x out] = x[batch x in] * w^T + bias, where w is [out x in]
   // (PyTorch's nn.Linear layout) and bias[out] is added to every row.
   virtual absl::Status LinearForward(const float* x, const float* w,
-                                     const float* bias, float* y,
-                                     int64_t batch, int64_t in,
-                                     int64_t out) = 0;
+                                     const float* bias, float* y, int64_t batch,
+                                     int64_t in, int64_t out) = 0;
 
   // Gradients of LinearForward given dy[batch x out]:
   //   dw[out x in] = dy^T * x,  db[out] = column sums of dy (rows in order),
@@ -97,9 +96,11 @@ class Compute {
   // maximum) equals the label. Unless dlogits is null, writes
   // dlogits = (softmax(logits) - onehot(label)) / batch, the gradient of the
   // batch's mean loss. InvalidArgument for a label out of range.
-  virtual absl::StatusOr<LossResult> SoftmaxCrossEntropy(
-      const float* logits, const int32_t* labels, float* dlogits,
-      int64_t batch, int64_t classes) = 0;
+  virtual absl::StatusOr<LossResult> SoftmaxCrossEntropy(const float* logits,
+                                                         const int32_t* labels,
+                                                         float* dlogits,
+                                                         int64_t batch,
+                                                         int64_t classes) = 0;
 
   // AdamUpdateCpu's update on this compute's memory.
   virtual absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,

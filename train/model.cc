@@ -12,7 +12,6 @@
 
 namespace strata::train {
 
-
 namespace {
 
 constexpr uint64_t kF = sizeof(float);
@@ -131,8 +130,7 @@ Mlp::~Mlp() {
   for (TensorId id : created_) store_->Destroy(id).IgnoreError();
 }
 
-absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store,
-                                                 Compute* compute,
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
                                                  const ModelConfig& config) {
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
   const Stats stats = store->GetStats();
@@ -192,14 +190,21 @@ absl::Status Mlp::CreateTensors() {
     const std::string p = absl::StrFormat("layer%d.", l);
     const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
     using K = TensorKind;
-    STRATA_ASSIGN_OR_RETURN(L.w, make(p + "weight", K::kParameter, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.w,
+                            make(p + "weight", K::kParameter, f32, wshape));
     STRATA_ASSIGN_OR_RETURN(L.b, make(p + "bias", K::kParameter, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(L.gw, make(p + "weight.grad", K::kGradient, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.gb, make(p + "bias.grad", K::kGradient, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(L.mw, make(p + "weight.adam_m", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.vw, make(p + "weight.adam_v", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.mb, make(p + "bias.adam_m", K::kOptimizerState, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(L.vb, make(p + "bias.adam_v", K::kOptimizerState, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(L.gw,
+                            make(p + "weight.grad", K::kGradient, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.gb,
+                            make(p + "bias.grad", K::kGradient, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(
+        L.mw, make(p + "weight.adam_m", K::kOptimizerState, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(
+        L.vw, make(p + "weight.adam_v", K::kOptimizerState, f32, wshape));
+    STRATA_ASSIGN_OR_RETURN(
+        L.mb, make(p + "bias.adam_m", K::kOptimizerState, f32, bshape));
+    STRATA_ASSIGN_OR_RETURN(
+        L.vb, make(p + "bias.adam_v", K::kOptimizerState, f32, bshape));
     STRATA_ASSIGN_OR_RETURN(
         L.z, make(p + (L.hidden ? "pre_activation" : "logits"), K::kActivation,
                   f32, {batch, L.out}));
@@ -211,16 +216,16 @@ absl::Status Mlp::CreateTensors() {
   }
   const int64_t widest = std::max(config_.width, config_.classes);
   using K = TensorKind;
-  STRATA_ASSIGN_OR_RETURN(input_, make("input", K::kActivation, f32,
-                                       {batch, config_.inputs}));
-  STRATA_ASSIGN_OR_RETURN(labels_, make("labels", K::kActivation,
-                                        DType::kInt32, {batch}));
+  STRATA_ASSIGN_OR_RETURN(
+      input_, make("input", K::kActivation, f32, {batch, config_.inputs}));
+  STRATA_ASSIGN_OR_RETURN(
+      labels_, make("labels", K::kActivation, DType::kInt32, {batch}));
   STRATA_ASSIGN_OR_RETURN(dlogits_, make("logits.grad", K::kActivation, f32,
                                          {batch, config_.classes}));
   for (int i = 0; i < 2; ++i) {
     STRATA_ASSIGN_OR_RETURN(
-        dact_[i], make(absl::StrFormat("activation.grad%d", i),
-                       K::kActivation, f32, {batch, widest}));
+        dact_[i], make(absl::StrFormat("activation.grad%d", i), K::kActivation,
+                       f32, {batch, widest}));
   }
   return absl::OkStatus();
 }
@@ -230,8 +235,8 @@ absl::Status Mlp::CreateTensors() {
 absl::Status Mlp::InitWeights() {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    const double bound = L.hidden ? std::sqrt(6.0 / L.in)
-                                  : std::sqrt(3.0 / L.in);
+    const double bound =
+        L.hidden ? std::sqrt(6.0 / L.in) : std::sqrt(3.0 / L.in);
     uint64_t state = config_.seed * 0x100000001b3ULL + l;
     std::vector<float> w(L.in * L.out);
     for (float& x : w) {
@@ -244,7 +249,6 @@ absl::Status Mlp::InitWeights() {
   }
   return absl::OkStatus();
 }
-
 
 absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
                               int64_t rows) {
@@ -290,7 +294,7 @@ absl::StatusOr<LossResult> Mlp::Loss(int64_t rows, bool with_gradient) {
   return result;
 }
 
-absl::Status Mlp::Backward(int64_t rows) {
+absl::Status Mlp::Backward(int64_t rows, const AdamParams& adam) {
   TensorId dy_id = dlogits_;
   for (int l = layers() - 1; l >= 0; --l) {
     const Layer& L = layers_[l];
@@ -310,6 +314,12 @@ absl::Status Mlp::Backward(int64_t rows) {
       STRATA_RETURN_IF_ERROR(g.Release());
     }
     STRATA_RETURN_IF_ERROR(store_->Discard(dy_id));
+    // The layer's gradients are complete: update it now, so that its
+    // optimizer-state traffic (NVMe -> host loads, write-backs) overlaps the
+    // backward pass of the layers below, as in ZeRO-Offload. Nothing below
+    // reads this layer's weights, so the math is that of a separate step.
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.w, L.mw, L.vw, L.gw));
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.b, L.mb, L.vb, L.gb));
     if (l == 0) return store_->Discard(input_);
     // dx is the gradient of the previous layer's activation; through the
     // activation it becomes that layer's dy.
@@ -318,9 +328,9 @@ absl::Status Mlp::Backward(int64_t rows) {
     const int z = g.Add(prev.z, Access::kRead);
     const int dx = g.Add(dx_id, Access::kWrite);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->ActivationBackward(
-        config_.activation, g.data(z), g.data(dx), g.data(dx),
-        rows * prev.out));
+    STRATA_RETURN_IF_ERROR(
+        compute_->ActivationBackward(config_.activation, g.data(z), g.data(dx),
+                                     g.data(dx), rows * prev.out));
     STRATA_RETURN_IF_ERROR(g.Release());
     STRATA_RETURN_IF_ERROR(store_->Discard(prev.z));
     STRATA_RETURN_IF_ERROR(store_->Discard(x_id));
@@ -334,8 +344,10 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
   const Tier T = config_.optimizer_tier;
   const bool on_device = T == Tier::kDevice;
   LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr);
-  const int g = group.Add(g_id, Access::kRead), w = group.Add(w_id, Access::kWrite),
-            m = group.Add(m_id, Access::kWrite), v = group.Add(v_id, Access::kWrite);
+  const int g = group.Add(g_id, Access::kRead),
+            w = group.Add(w_id, Access::kWrite),
+            m = group.Add(m_id, Access::kWrite),
+            v = group.Add(v_id, Access::kWrite);
   STRATA_RETURN_IF_ERROR(group.Acquire());
   STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store_->GetSpec(w_id));
   const int64_t n = static_cast<int64_t>(spec.size_bytes / kF);
@@ -343,24 +355,20 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
     STRATA_RETURN_IF_ERROR(compute_->Adam(p, group.data(w), group.data(m),
                                           group.data(v), group.data(g), n));
   } else {
-    AdamUpdateCpu(p, group.data(w), group.data(m), group.data(v),
-                  group.data(g), n);
+    AdamUpdateCpu(p, group.data(w), group.data(m), group.data(v), group.data(g),
+                  n);
   }
   STRATA_RETURN_IF_ERROR(group.Release());
   return store_->Discard(g_id);  // the gradient is dead until next backward
 }
 
-absl::Status Mlp::OptimizerStep() {
+AdamParams Mlp::StepAdamParams() const {
   AdamParams p = config_.adam;
   p.lr = lr_;
   const double t = static_cast<double>(steps_ + 1);
   p.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, t)));
   p.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, t)));
-  for (const Layer& L : layers_) {
-    STRATA_RETURN_IF_ERROR(AdamOn(p, L.w, L.mw, L.vw, L.gw));
-    STRATA_RETURN_IF_ERROR(AdamOn(p, L.b, L.mb, L.vb, L.gb));
-  }
-  return absl::OkStatus();
+  return p;
 }
 
 absl::Status Mlp::DiscardActivations() {
@@ -373,8 +381,7 @@ absl::Status Mlp::DiscardActivations() {
 }
 
 absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
-                                          const int32_t* labels,
-                                          int64_t rows) {
+                                          const int32_t* labels, int64_t rows) {
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
     STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows));
@@ -382,8 +389,7 @@ absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
     STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(rows, true));
     STRATA_RETURN_IF_ERROR(store_->Discard(layers_.back().z));
     STRATA_RETURN_IF_ERROR(store_->Discard(labels_));
-    STRATA_RETURN_IF_ERROR(Backward(rows));
-    STRATA_RETURN_IF_ERROR(OptimizerStep());
+    STRATA_RETURN_IF_ERROR(Backward(rows, StepAdamParams()));
     STRATA_RETURN_IF_ERROR(compute_->Synchronize());
     return loss;
   }();

@@ -6,11 +6,12 @@
 // bias [out], their gradients, and their two Adam moments are store tensors of
 // their kind, as are the saved activations (layer inputs and pre-activations),
 // the labels and the activation gradients. A training step acquires them layer
-// by layer on the device tier — forward, loss, backward — then runs Adam where
-// the optimizer lives (host tier by default, as ZeRO-Offload's CPU Adam; Ren
-// et al., 2021), with BeginStep/EndStep around it so the store's scheduler
-// learns the order and prefetches ahead. Activations and gradients are
-// discarded after their last use, so dead bytes are never written back.
+// by layer on the device tier — forward, loss, backward — and runs Adam on each
+// layer as soon as its backward is done, where the optimizer lives (host tier
+// by default, as ZeRO-Offload's CPU Adam; Ren et al., 2021), with
+// BeginStep/EndStep around it so the store's scheduler learns the order and
+// prefetches ahead. Activations and gradients are discarded after their last
+// use, so dead bytes are never written back.
 //
 // The math never depends on where a tensor was: a run with tiny budgets gives
 // the same losses, bit for bit, as a run where everything stays resident.
@@ -28,14 +29,14 @@
 namespace strata::train {
 
 struct ModelConfig {
-  int64_t inputs = 784;   // features per sample (28 x 28 pixels)
-  int64_t width = 1024;   // units per hidden layer
-  int depth = 5;          // hidden layers; the model has depth + 1 Linears
-  int64_t classes = 10;   // output units
-  int64_t batch = 256;    // samples per step (the largest batch accepted)
+  int64_t inputs = 784;  // features per sample (28 x 28 pixels)
+  int64_t width = 1024;  // units per hidden layer
+  int depth = 5;         // hidden layers; the model has depth + 1 Linears
+  int64_t classes = 10;  // output units
+  int64_t batch = 256;   // samples per step (the largest batch accepted)
   Activation activation = Activation::kRelu;
-  uint64_t seed = 1;      // weight initialisation
-  AdamParams adam;        // lr, betas, eps (corrections are set per step)
+  uint64_t seed = 1;  // weight initialisation
+  AdamParams adam;    // lr, betas, eps (corrections are set per step)
   // Where Adam runs: kHost (CPU Adam on host-tier leases) or kDevice (the
   // Compute's Adam on device-tier leases).
   Tier optimizer_tier = Tier::kHost;
@@ -48,8 +49,8 @@ struct ModelConfig {
 struct ModelFootprint {
   uint64_t parameter_bytes = 0;  // weights and biases
   uint64_t gradient_bytes = 0;
-  uint64_t optimizer_bytes = 0;  // both Adam moments
-  uint64_t activation_bytes = 0; // inputs, labels, saved activations, grads
+  uint64_t optimizer_bytes = 0;   // both Adam moments
+  uint64_t activation_bytes = 0;  // inputs, labels, saved activations, grads
   // The most bytes one operation holds under device leases at once; the
   // device budget must exceed it.
   uint64_t device_working_set_bytes = 0;
@@ -121,8 +122,11 @@ class Mlp {
                            int64_t rows);
   absl::Status Forward(int64_t rows);
   absl::StatusOr<LossResult> Loss(int64_t rows, bool with_gradient);
-  absl::Status Backward(int64_t rows);
-  absl::Status OptimizerStep();
+  // Backward pass, each layer updated by Adam as soon as its gradients are
+  // complete.
+  absl::Status Backward(int64_t rows, const AdamParams& adam);
+  // Adam's parameters for this step: the learning rate, bias corrections.
+  AdamParams StepAdamParams() const;
   absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
                       TensorId g);
   absl::Status DiscardActivations();

@@ -12,8 +12,7 @@ namespace strata::train {
 namespace {
 
 double Since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -73,9 +72,9 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   const int64_t batch = options.model.batch;
   const int64_t steps_per_epoch = train.count / batch;
   if (steps_per_epoch < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--batch=%d is larger than the %d training samples", batch,
-        train.count));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--batch=%d is larger than the %d training samples",
+                        batch, train.count));
   }
   if (options.epochs < 1) {
     return absl::InvalidArgumentError(
@@ -98,8 +97,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     double loss_sum = 0;
     const auto epoch_start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      GatherBatch(train, order, s * batch, batch, images.data(),
-                  labels.data());
+      GatherBatch(train, order, s * batch, batch, images.data(), labels.data());
       model.SetLearningRate(ScheduledLearningRate(options, step, total_steps));
       const auto step_start = std::chrono::steady_clock::now();
       STRATA_ASSIGN_OR_RETURN(

@@ -60,8 +60,8 @@ struct Progress {
   int epochs = 0;
   int64_t step_in_epoch = 0;  // from 1
   int64_t steps_per_epoch = 0;
-  int64_t step = 0;  // from 1, over the whole run
-  double loss = 0;   // this step's
+  int64_t step = 0;    // from 1, over the whole run
+  double loss = 0;     // this step's
   double seconds = 0;  // since the run began
 };
 using ProgressFn = std::function<void(const Progress&)>;
