@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "src/byte_size.h"
+#include "strata/profile.h"
 
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{256 * strata::kMiB},
           "Device tier budget (bytes; units KiB/MiB/GiB accepted), reserved "
@@ -35,6 +37,10 @@ ABSL_FLAG(std::string, io_engine, "auto",
 ABSL_FLAG(double, sim_link_gbps, 0,
           "Simulated device only: host<->device link bandwidth in GB/s "
           "(1e9 bytes/s) that copies are held to; 0 = memcpy speed.");
+ABSL_FLAG(std::string, machine_profile, "",
+          "Take the NVMe block size and queue depth from a machine profile "
+          "`strata bench --profile=FILE` wrote (a --block-size or "
+          "--queue-depth other than its default still wins).");
 ABSL_FLAG(bool, prefetch, true,
           "Prefetch what the learned access trace predicts next (the "
           "scheduler); --noprefetch (or --prefetch=false) loads on demand.");
@@ -45,6 +51,18 @@ ABSL_FLAG(double, sim_latency_us, 0,
           "Simulated device only: latency added to every copy, microseconds.");
 
 namespace strata {
+
+namespace {
+
+// True when the flag's value differs from its default (set on the command
+// line to something else).
+template <typename T>
+bool Changed(const absl::Flag<T>& flag) {
+  const absl::CommandLineFlag& f = absl::GetFlagReflectionHandle(flag);
+  return f.CurrentValue() != f.DefaultValue();
+}
+
+}  // namespace
 
 void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
                        uint64_t nvme_bytes) {
@@ -64,6 +82,22 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
       o.nvme.directories.empty() ? 0 : absl::GetFlag(FLAGS_nvme_budget).bytes;
   o.nvme.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   o.nvme.block_size_bytes = absl::GetFlag(FLAGS_block_size).bytes;
+  if (const std::string path = absl::GetFlag(FLAGS_machine_profile);
+      !path.empty()) {
+    absl::StatusOr<MachineProfile> profile = LoadMachineProfile(path);
+    if (!profile.ok()) {
+      return absl::Status(
+          profile.status().code(),
+          absl::StrFormat("--machine-profile: %s", profile.status().message()));
+    }
+    ApplyMachineProfile(*profile, &o);
+    if (Changed(FLAGS_queue_depth)) {
+      o.nvme.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+    }
+    if (Changed(FLAGS_block_size)) {
+      o.nvme.block_size_bytes = absl::GetFlag(FLAGS_block_size).bytes;
+    }
+  }
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device == "auto") {
     o.device.backend = DeviceBackendKind::kAuto;

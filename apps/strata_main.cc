@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
 #include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -47,7 +48,8 @@ Flags accept --name=value or --name value; dashes and underscores are the same
 Examples:
   strata train
   strata train --width=4096 --depth=16 --device-budget=256MiB \
-      --host-budget=1GiB --nvme-budget=8GiB --max-steps=5
+      --host-budget=1GiB --nvme-budget=5GiB --max-steps=8 --lr=2e-5 \
+      --lr-schedule=constant   (3.8 GiB of state; deep wide nets need a low lr)
   strata train --resident --max-steps=50 --json=resident.json
   strata info
   strata info --device=simulated --nvme-dir=/mnt/nvme0,/mnt/nvme1 --json=info.json
@@ -109,6 +111,7 @@ std::string FirstPositional(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (WantsHelp(argc, argv)) {
+    absl::flags_internal::SetProgramInvocationName("strata");
     absl::flags_internal::FlagsHelp(
         std::cout, "apps/", absl::flags_internal::HelpFormat::kHumanReadable,
         kUsage);

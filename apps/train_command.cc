@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -216,7 +217,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
         {"batch", t.model.batch},
         {"epochs", t.epochs},
         {"max_steps", t.max_steps},
-        {"lr", t.model.adam.lr},
+        {"lr", absl::GetFlag(FLAGS_lr)},
         {"lr_schedule", t.cosine_schedule ? "cosine" : "constant"},
         {"seed", t.model.seed},
         {"activation",
@@ -261,6 +262,40 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
 }
 
+// Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.
+// A tier that fills up mid-run gets the flags that fix it.
+int Fail(const absl::Status& status) {
+  std::string hint;
+  if (status.code() == absl::StatusCode::kResourceExhausted &&
+      status.message().find("raise --") == absl::string_view::npos) {
+    hint =
+        "\n(the budgets are too tight for this model at this batch size: raise "
+        "--device-budget / --host-budget / --nvme-budget, or lower "
+        "--width/--batch)";
+  }
+  std::fprintf(stderr, "strata train: %s%s\n", status.ToString().c_str(),
+               hint.c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// Checks now that `path` can be written (it, or else its directory), so that
+// a report written at the end of a run cannot fail after hours of training.
+// Creates nothing. Empty: nothing to check.
+absl::Status CheckWritable(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  if (access(path.c_str(), F_OK) == 0) {
+    if (access(path.c_str(), W_OK) == 0) return absl::OkStatus();
+  } else {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : path.substr(0, slash);
+    if (access(dir.c_str(), W_OK) == 0) return absl::OkStatus();
+  }
+  return absl::ErrnoToStatus(
+      errno, absl::StrFormat("cannot write %s (--json / --timeline)", path));
+}
+
 }  // namespace
 
 void ApplyTrainDefaults() {
@@ -279,26 +314,29 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   train::TrainOptions& t = *topt;
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
+  // Fail before a long run, not after it.
+  for (const std::string& path : {json_path, timeline_path}) {
+    if (absl::Status w = CheckWritable(path); !w.ok()) return Fail(w);
+  }
   if (absl::GetFlag(FLAGS_resident)) {
-    if (absl::Status st = train::MakeResident(t, s); !st.ok()) {
-      std::fprintf(stderr, "strata train: %s\n", st.ToString().c_str());
-      return 2;
-    }
+    if (absl::Status st = train::MakeResident(t, s); !st.ok()) return Fail(st);
+    absl::PrintF(
+        "strata train: --resident: device budget %s, host budget %s, no NVMe "
+        "tier (the budget flags are overridden)\n",
+        FormatByteSize(s.device.budget_bytes),
+        FormatByteSize(s.host.budget_bytes));
   }
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
-  if (!data.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 data.status().ToString().c_str());
-    return 1;
+  if (!data.ok()) return Fail(data.status());
+  if (t.model.batch > data->train.count) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--batch=%d is larger than the %d training images",
+                        t.model.batch, data->train.count)));
   }
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
       train::OpenTrainSetup(s, t);
-  if (!setup.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 setup.status().ToString().c_str());
-    return 1;
-  }
+  if (!setup.ok()) return Fail(setup.status());
   Store* store = (*setup)->store.get();
   train::Compute* compute = (*setup)->compute.get();
   train::Mlp* model = (*setup)->model.get();
@@ -330,26 +368,21 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
         std::fflush(stdout);
       });
   progress.Clear();
-  if (!result.ok()) {
-    std::fprintf(stderr, "strata train: %s\n",
-                 result.status().ToString().c_str());
-    return 1;
-  }
+  if (!result.ok()) return Fail(result.status());
   const Stats st = store->GetStats();
   PrintTable(f, *result, st);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << ReportJson(t, s, f, *result, st, compute->name()).dump(2) << "\n";
+    out.close();
     if (!out) {
-      std::fprintf(stderr, "strata train: cannot write --json=%s\n",
-                   json_path.c_str());
-      return 1;
+      return Fail(absl::ErrnoToStatus(
+          errno, absl::StrFormat("cannot write --json=%s", json_path)));
     }
   }
   if (!timeline_path.empty()) {
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
-      std::fprintf(stderr, "strata train: %s\n", w.ToString().c_str());
-      return 1;
+      return Fail(w);
     }
   }
   return 0;

@@ -267,7 +267,7 @@ TEST(TrainRealDataTest, ShortRunOnFashionMnistLearns) {
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(SmallStoreOptions(dir.path(), 2 * kMiB, 2 * kMiB, 16 * kMiB));
   ASSERT_TRUE(store.ok()) << store.status();
-  std::unique_ptr<Compute> compute = MakeCpuCompute();
+  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
   absl::StatusOr<std::unique_ptr<Mlp>> model =
       Mlp::Create(store->get(), compute.get(), job.model);
   ASSERT_TRUE(model.ok()) << model.status();

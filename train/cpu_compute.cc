@@ -214,6 +214,12 @@ class CpuCompute final : public Compute {
 std::unique_ptr<Compute> MakeCpuCompute(int threads) {
   // OpenBLAS's thread count is process-wide: the last MakeCpuCompute with a
   // positive `threads` wins.
+#if defined(STRATA_TSAN)
+  // OpenBLAS's worker threads hand results back through spin-waits that
+  // ThreadSanitizer cannot see (the library is not instrumented), so every
+  // GEMM would look like a race: run it on the calling thread instead.
+  threads = 1;
+#endif
   if (threads > 0) openblas_set_num_threads(threads);
   return std::make_unique<CpuCompute>();
 }

@@ -118,6 +118,53 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   return f;
 }
 
+namespace {
+
+// The working set of the tier an operation runs on must fit with room to
+// spare: leased copies cannot move, so the next lease needs a free range
+// beside them (one largest tensor of slack), unless the tier is the home of
+// every tensor and the leased copies are the reserved ones.
+absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
+                       const ModelConfig& config, const ModelFootprint& f,
+                       const char* what) {
+  const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
+  const uint64_t slack = config.home == tier ? 0 : f.largest_tensor_bytes;
+  const uint64_t need = working_set + slack;
+  if (capacity >= need) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s budget %s is below the %s this model needs there (%s %s at "
+      "--batch=%d, plus %s to place them beside leased copies); raise "
+      "--%s-budget to at least %s, or lower --width/--batch",
+      TierName(tier), FormatByteSize(capacity), FormatByteSize(need), what,
+      FormatByteSize(working_set), config.batch, FormatByteSize(slack),
+      TierName(tier), FormatByteSize(need)));
+}
+
+absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
+                          const ModelFootprint& f) {
+  uint64_t device = f.device_working_set_bytes;
+  const char* what =
+      "one layer's working set (input, weights, gradients, outputs)";
+  if (config.optimizer_tier == Tier::kDevice &&
+      f.optimizer_working_set_bytes > device) {
+    device = f.optimizer_working_set_bytes;
+    what =
+        "the optimizer's working set (a weight, its gradient, two Adam "
+        "moments)";
+  }
+  STRATA_RETURN_IF_ERROR(
+      CheckTier(stats, Tier::kDevice, device, config, f, what));
+  if (config.optimizer_tier == Tier::kHost) {
+    STRATA_RETURN_IF_ERROR(CheckTier(
+        stats, Tier::kHost, f.optimizer_working_set_bytes, config, f,
+        "the optimizer's working set (a weight, its gradient, two Adam "
+        "moments)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Mlp::Mlp(Store* store, Compute* compute, const ModelConfig& config,
          const ModelFootprint& footprint)
     : store_(store),
@@ -133,25 +180,8 @@ Mlp::~Mlp() {
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
                                                  const ModelConfig& config) {
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
+  STRATA_RETURN_IF_ERROR(CheckBudgets(store->GetStats(), config, footprint));
   const Stats stats = store->GetStats();
-  const uint64_t device = stats.tiers[int(Tier::kDevice)].capacity_bytes;
-  if (device < footprint.device_working_set_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "device budget %s is below one layer's working set %s (its input, "
-        "weights, gradients and outputs at --batch=%d); raise "
-        "--device-budget or lower --width/--batch",
-        FormatByteSize(device),
-        FormatByteSize(footprint.device_working_set_bytes), config.batch));
-  }
-  const Tier opt = config.optimizer_tier;
-  const uint64_t opt_capacity = stats.tiers[int(opt)].capacity_bytes;
-  if (opt_capacity < footprint.optimizer_working_set_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s budget %s is below the optimizer's working set %s (a weight, its "
-        "gradient and two Adam moments); raise --%s-budget",
-        TierName(opt), FormatByteSize(opt_capacity),
-        FormatByteSize(footprint.optimizer_working_set_bytes), TierName(opt)));
-  }
   const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
   if (home < footprint.total_bytes()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
