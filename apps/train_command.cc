@@ -2,6 +2,7 @@
 // progress line and the report.
 #include "apps/train_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,9 +79,9 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   const double lr = absl::GetFlag(FLAGS_lr);
-  if (!(lr > 0 && lr < 1)) {
+  if (!(lr >= 1e-30 && lr < 1)) {  // a normal float, below 1
     return absl::InvalidArgumentError(
-        absl::StrFormat("--lr=%g: must be in (0, 1)", lr));
+        absl::StrFormat("--lr=%g: must be in [1e-30, 1)", lr));
   }
   m.adam.lr = static_cast<float>(lr);
   if (o.epochs < 1 || o.max_steps < 0) {
@@ -129,7 +130,10 @@ class ProgressLine {
   ProgressLine() : tty_(isatty(STDERR_FILENO) == 1) {}
   void Update(const train::Progress& p) {
     const int64_t quarter = std::max<int64_t>(1, p.steps_per_epoch / 4);
-    if (!tty_ && p.step_in_epoch % quarter != 0) return;
+    if (!tty_ && p.step_in_epoch % quarter != 0 &&
+        p.step_in_epoch != p.steps_per_epoch) {
+      return;
+    }
     std::fprintf(stderr, "%sepoch %d/%d %s %lld/%lld  loss %.4f  %.1f s%s",
                  tty_ ? "\r" : "", p.epoch, p.epochs,
                  Bar(double(p.step_in_epoch) / p.steps_per_epoch).c_str(),
@@ -283,7 +287,12 @@ int Fail(const absl::Status& status) {
 // Creates nothing. Empty: nothing to check.
 absl::Status CheckWritable(const std::string& path) {
   if (path.empty()) return absl::OkStatus();
-  if (access(path.c_str(), F_OK) == 0) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is a directory; --json / --timeline take a file name", path));
+    }
     if (access(path.c_str(), W_OK) == 0) return absl::OkStatus();
   } else {
     const size_t slash = path.rfind('/');

@@ -63,8 +63,10 @@ struct ModeResult {
 };
 
 double MedianMs(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2] * 1e3;
+  const size_t n = v.size();
+  return (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) * 1e3;
 }
 
 absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
@@ -91,10 +93,16 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
                           OpenTrainSetup(s, t));
   STRATA_ASSIGN_OR_RETURN(TrainResult r,
                           Train(*setup->model, data.train, data.test, t));
+  const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
+  if (r.step_seconds.size() <= warmup) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the run took %d steps, not more than --warmup=%d (one epoch at this "
+        "--batch is that short); lower --warmup or --batch",
+        r.step_seconds.size(), warmup));
+  }
   ModeResult m{.name = mode.name, .losses = r.losses};
-  const std::vector<double> timed(
-      r.step_seconds.begin() + absl::GetFlag(FLAGS_warmup),
-      r.step_seconds.end());
+  const std::vector<double> timed(r.step_seconds.begin() + warmup,
+                                  r.step_seconds.end());
   m.step_ms = MedianMs(timed);
   m.stats = setup->store->GetStats();
   const double needed = double(m.stats.prefetch.hit) + m.stats.stalled_acquires;

@@ -145,7 +145,9 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
       }
       continue;
     }
-    if (!TransfersInFlight(tier)) return TierFull(tier, bytes, spec);
+    if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
+      return TierFull(tier, bytes, spec);
+    }
     changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin
   }
 }
@@ -179,6 +181,21 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
     if (best == nullptr || key(*rec) > key(*best)) best = rec.get();
   }
   return best;
+}
+
+// A dirty copy on `tier` whose home copy is being filled (a write-back to a
+// lower tier in flight): PickVictim skips it now, but it becomes evictable
+// when that transfer ends, so an allocation should wait rather than fail.
+bool StoreCore::WriteBackInFlight(Tier tier) const {
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (c.state == CopyState::kValid && !c.leased() && rec->dirty(tier) &&
+        rec->has_contents && !rec->is_home(tier) &&
+        rec->copy(rec->spec.home).busy()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool StoreCore::TransfersInFlight(Tier tier) const {

@@ -48,7 +48,10 @@ uint64_t StoreCore::LookaheadBytes(Tier tier) const {
 
 void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
   predictor_.Observe({id, tier, access});
-  if (!options_.scheduler.prefetch || !predictor_.has_prediction()) return;
+  if (!options_.scheduler.prefetch || prefetch_paused_ ||
+      !predictor_.has_prediction()) {
+    return;
+  }
   uint64_t window[kNumTiers] = {0, 0, 0};
   bool full[kNumTiers] = {false, false, false};
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
@@ -81,6 +84,14 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
     }
     QueuePrefetch(rec, next.tier);
   }
+}
+
+void StoreCore::PausePrefetch(bool paused) {
+  MutexLock lock(&mu_);
+  prefetch_paused_ = paused;
+  // Pausing returns once no prefetch is moving bytes, so that the caller's
+  // next allocations see the tier as it will stay.
+  while (paused && prefetches_running_ > 0) changed_.Wait(&mu_);
 }
 
 void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {

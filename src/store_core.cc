@@ -255,11 +255,15 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
     CountLatePrefetch(copy);
     const bool only_copy = rec->dirty(tier);  // before the state changes
-    *stalled = true;
+    // An overwrite moves no bytes of its own; it stalls only if making room
+    // wrote something back.
+    const uint64_t write_backs_before = write_backs_;
+    const bool moves_bytes = access != Access::kOverwrite || user != nullptr;
     copy.state = CopyState::kLoading;
     rec->exclusive_pending = true;  // new readers wait; no conflict can arise
     absl::Status prepared =
         PrepareExclusive(*rec, tier, access, was_valid, only_copy, user);
+    if (moves_bytes || write_backs_ != write_backs_before) *stalled = true;
     rec->exclusive_pending = false;
     changed_.SignalAll();
     STRATA_RETURN_IF_ERROR(prepared);
@@ -446,16 +450,20 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   if (!copy.prefetch_pending || copy.state != CopyState::kAbsent) {
     return;  // an acquire got there first (and counted it late)
   }
-  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending) {
-    copy.prefetch_pending = false;  // nothing to load, or about to change
-    return;
+  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending ||
+      prefetch_paused_) {
+    copy.prefetch_pending = false;  // nothing to load, about to change, or
+    return;                         // paused (PausePrefetch)
   }
   copy.state = CopyState::kLoading;
   // Never push out a copy needed before this one: then the prefetch waits
   // for a later acquire instead (not a failure).
   const uint64_t protect =
       options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
+  ++prefetches_running_;
   absl::Status filled = FillCopy(rec, tier, Fill::kLoad, protect);
+  --prefetches_running_;
+  changed_.SignalAll();  // PausePrefetch may be waiting for this one
   if (!filled.ok()) {
     if (!absl::IsResourceExhausted(filled)) ++prefetch_.failed;
     copy.prefetch_pending = false;

@@ -72,6 +72,7 @@ class StoreCore : public internal::LeaseReleaser,
   absl::StatusOr<Residency> GetResidency(TensorId id) const;
   void BeginStep();
   void EndStep();
+  void PausePrefetch(bool paused);
   Stats GetStats() const;
   absl::Status WriteTimeline(const std::string& path) const;
   std::string DescribeTiers() const;
@@ -184,6 +185,7 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t NextUseDistance(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TransfersInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WriteBackInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes rec's dirty copy on `tier` to a slower tier, then frees it.
   absl::Status WriteBack(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -218,6 +220,8 @@ class StoreCore : public internal::LeaseReleaser,
   mutable Mutex mu_;
   CondVar changed_;  // signalled on every copy or lease state change
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool prefetch_paused_ ABSL_GUARDED_BY(mu_) = false;  // PausePrefetch
+  int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;    // moving bytes now
   absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_
       ABSL_GUARDED_BY(mu_);
   std::optional<ExtentAllocator> alloc_[kNumTiers] ABSL_GUARDED_BY(mu_);

@@ -55,6 +55,7 @@ class StoreHandle final : public Store {
   }
   void BeginStep() override { core_->BeginStep(); }
   void EndStep() override { core_->EndStep(); }
+  void PausePrefetch(bool paused) override { core_->PausePrefetch(paused); }
   Stats GetStats() const override { return core_->GetStats(); }
   absl::Status WriteTimeline(const std::string& path) const override {
     return core_->WriteTimeline(path);

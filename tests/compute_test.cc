@@ -63,7 +63,8 @@ class CpuComputeTest : public ::testing::Test {
 };
 
 TEST_F(CpuComputeTest, NameAndStream) {
-  EXPECT_EQ(compute_->name(), "openblas");
+  EXPECT_EQ(compute_->name().rfind("openblas:", 0), 0u) << compute_->name();
+  EXPECT_NE(compute_->name().find("-threads"), std::string::npos);
   EXPECT_EQ(compute_->stream(), nullptr);
   EXPECT_TRUE(compute_->Synchronize().ok());
 }

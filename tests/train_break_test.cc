@@ -1,5 +1,9 @@
-// train_break_test.cc: failing reproductions found while attacking train/
-// (each test states the expected behaviour; see the review report).
+// train_break_test.cc: regression tests from an adversarial review of train/
+// and the store changes it brought (budget checks, LeaseGroup, placement, the
+// loader on hostile files, stall accounting). Each test states the behaviour
+// it guards.
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -9,8 +13,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
 
 #include "gtest/gtest.h"
 #include "src/extent_allocator.h"
@@ -64,8 +66,9 @@ TEST(TrainBreakTest, FootprintCoversBackwardWhenClassesExceedWidth) {
   const uint64_t dact = r(c.batch * std::max(c.width, c.classes) * 4);
   // Backward of the last layer: x = layer1.activation, w, dy = logits.grad,
   // gw, gb, dx = activation.grad.
-  const uint64_t last = r(c.batch * c.width * 4) + 2 * r(c.classes * c.width * 4) +
-                        2 * r(c.classes * 4) + r(c.batch * c.classes * 4) + dact;
+  const uint64_t last = r(c.batch * c.width * 4) +
+                        2 * r(c.classes * c.width * 4) + 2 * r(c.classes * 4) +
+                        r(c.batch * c.classes * 4) + dact;
   // Backward of hidden layer 1: x, w, dy = activation.grad, gw, gb, dx.
   const uint64_t hidden = r(c.batch * c.width * 4) +
                           2 * r(c.width * c.width * 4) + 2 * r(c.width * 4) +
@@ -74,10 +77,9 @@ TEST(TrainBreakTest, FootprintCoversBackwardWhenClassesExceedWidth) {
   EXPECT_GE(f->device_working_set_bytes, hidden);
 }
 
-// A LeaseGroup that fails must leave every tensor's contents as they were
-// (lease_group_test checks this only for a kWrite member that was never
-// granted). A kOverwrite member granted before the failure has its valid
-// copies dropped and garbage marked as the contents.
+// A LeaseGroup takes its kOverwrite members last, so a group that fails on
+// the members it reads never touches the contents of the ones it would have
+// overwritten.
 TEST(TrainBreakTest, FailedGroupKeepsOverwriteMembersContents) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenStore(dir, 256 * kK, 2 * kMiB, 0, false);
@@ -150,16 +152,23 @@ Dataset Synthetic(int64_t count) {
 }
 
 // Opens a store with the smallest device and host budgets Mlp::Create
-// accepts for `c` (the working sets, or those plus Create's slack), creates
-// the model and trains `steps` steps on synthetic data.
+// accepts for `c` (the working sets, or those plus Create's slack of one
+// largest tensor), creates the model and trains `steps` steps on synthetic
+// data.
 absl::Status TrainAtSmallestAcceptedBudgets(const ModelConfig& c, int steps) {
   absl::StatusOr<ModelFootprint> f = ComputeFootprint(c);
   if (!f.ok()) return f.status();
+  const bool opt_device = c.optimizer_tier == Tier::kDevice;
+  const uint64_t device_ws = opt_device
+                                 ? std::max(f->device_working_set_bytes,
+                                            f->optimizer_working_set_bytes)
+                                 : f->device_working_set_bytes;
   for (uint64_t slack : {uint64_t{0}, f->largest_tensor_bytes}) {
     TempDir dir;
+    const uint64_t host =
+        opt_device ? 8 * kMiB : f->optimizer_working_set_bytes + slack;
     std::unique_ptr<Store> store =
-        OpenStore(dir, f->device_working_set_bytes + slack,
-                  f->optimizer_working_set_bytes + slack, 64 * kMiB, true);
+        OpenStore(dir, device_ws + slack, host, 256 * kMiB, true);
     if (store == nullptr) return absl::InternalError("store");
     std::unique_ptr<Compute> compute = MakeCpuCompute(1);
     absl::StatusOr<std::unique_ptr<Mlp>> model =
@@ -177,23 +186,26 @@ absl::Status TrainAtSmallestAcceptedBudgets(const ModelConfig& c, int steps) {
 }
 
 // Mlp::Create's budget check promises the run fits, so training on the
-// smallest accepted budgets must not fail. With the scheduler's prefetch on
-// (the default), the LeaseGroup retry is not on an emptied tier: prefetches
-// of later operations' tensors land between its leases, leave holes when
-// evicted, and the single retry fails.
+// smallest accepted budgets must not fail. With the scheduler's prefetch on,
+// prefetched copies can land between a group's leases and leave holes when
+// evicted; LeaseGroup's retry pauses prefetch and evicts the model's unleased
+// copies first. (Before that, ~8 of 10 runs of this config failed.)
 TEST(TrainBreakTest, TrainingAtTheAcceptedBudgetsDoesNotFail) {
   ModelConfig c;
-  c.width = 512;
-  c.depth = 4;
-  c.batch = 128;
-  const absl::Status status = TrainAtSmallestAcceptedBudgets(c, 15);
-  EXPECT_TRUE(status.ok()) << status;
+  c.width = 1800;
+  c.depth = 3;
+  c.batch = 48;
+  c.optimizer_tier = Tier::kDevice;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const absl::Status status = TrainAtSmallestAcceptedBudgets(c, 25);
+    ASSERT_TRUE(status.ok()) << "attempt " << attempt << ": " << status;
+  }
 }
 
-// LoadIdx documents that bytes after the promised data are rejected (DataLoss).
-// zlib's gzread stops at non-gzip bytes after a gzip member, so trailing junk
-// after a .gz stream is silently accepted.
-TEST(TrainBreakTest, TrailingJunkAfterGzipStreamIsRejected) {
+// Bytes after the end of a gzip stream are not IDX data: LoadIdx ignores
+// them, as zlib and gzip(1) do (documented in dataset.h). Bytes after the
+// promised data inside the stream are DataLoss (dataset_test).
+TEST(TrainBreakTest, TrailingBytesAfterGzipStreamAreIgnored) {
   TempDir dir;
   const std::string images = dir.path() + "/images.gz";
   const std::string labels = dir.path() + "/labels";
@@ -207,12 +219,14 @@ TEST(TrainBreakTest, TrailingJunkAfterGzipStreamIsRejected) {
   const char label_bytes[10] = {0, 0, 8, 1, 0, 0, 0, 2, 0, 1};
   std::ofstream(labels, std::ios::binary).write(label_bytes, 10);
   absl::StatusOr<Dataset> d = LoadIdx(images, labels);
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kDataLoss) << d.status();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->count, 2);
+  EXPECT_EQ(d->labels, (std::vector<int32_t>{0, 1}));
 }
 
 // strata train's prefetch_hit_rate is hit / (hit + stalled_acquires), "of
-// the acquires that needed bytes moved". But a kOverwrite acquire (nothing to
-// move) and every Store::Write count as stalled, diluting the rate.
+// the acquires that needed bytes moved": a kOverwrite acquire that moves
+// nothing must not count as a stall.
 TEST(TrainBreakTest, OverwriteAcquireMovesNothingButCountsAsStalled) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenStore(dir, 256 * kK, 2 * kMiB, 0, false);
@@ -231,7 +245,7 @@ TEST(TrainBreakTest, OverwriteAcquireMovesNothingButCountsAsStalled) {
 }
 
 // Randomised: mixed placements never overlap, stay inside the arena and keep
-// used_bytes exact. (Passes: kept as a regression guard.)
+// used_bytes exact.
 TEST(TrainBreakTest, PlacementsNeverOverlap) {
   std::mt19937_64 rng(5);
   for (uint64_t align : {uint64_t{256}, uint64_t{4096}}) {
@@ -269,10 +283,8 @@ TEST(TrainBreakTest, PlacementsNeverOverlap) {
   }
 }
 
-// ModelConfig{home = kDevice, optimizer_tier = kHost (the default)}: Create
-// accepts it, but Adam cannot lease a device-homed tensor on the slower host
-// tier, so the first TrainStep fails. CheckConfig should reject it (or Create
-// should move the optimizer to the device).
+// ModelConfig{home = kDevice, optimizer_tier = kHost}: Adam cannot lease a
+// device-homed tensor on the slower host tier, so Create refuses it.
 TEST(TrainBreakTest, DeviceHomeWithHostOptimizerIsRejectedAtCreate) {
   ModelConfig c;
   c.inputs = 8;
@@ -288,15 +300,11 @@ TEST(TrainBreakTest, DeviceHomeWithHostOptimizerIsRejectedAtCreate) {
   std::unique_ptr<Compute> compute = MakeCpuCompute(1);
   absl::StatusOr<std::unique_ptr<Mlp>> model =
       Mlp::Create(store.get(), compute.get(), c);
-  if (!model.ok()) {
-    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
-    return;
-  }
-  std::vector<float> images(c.batch * c.inputs, 0.5f);
-  std::vector<int32_t> labels(c.batch, 1);
-  absl::StatusOr<LossResult> r =
-      (*model)->TrainStep(images.data(), labels.data(), c.batch);
-  EXPECT_TRUE(r.ok()) << "Create accepted the config, then: " << r.status();
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("--optimizer-tier=device"),
+            std::string::npos)
+      << model.status();
 }
 
 }  // namespace

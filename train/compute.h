@@ -9,6 +9,8 @@
 // Determinism: each operation gives the same bits for the same inputs on the
 // same Compute, so a run whose tensors move between tiers produces exactly the
 // losses of a run where nothing moves (no atomics, fixed reduction orders).
+// Across machines it need not: OpenBLAS's results depend on its thread count
+// and CPU kernels, cuBLAS's on the GPU.
 #ifndef STRATA_TRAIN_COMPUTE_H_
 #define STRATA_TRAIN_COMPUTE_H_
 
@@ -60,7 +62,7 @@ class Compute {
  public:
   virtual ~Compute() = default;
 
-  // "openblas" or "cublas:<GPU name>".
+  // "openblas:<n>-threads" or "cublas:<GPU name>".
   virtual std::string name() const = 0;
   // The cudaStream_t work is issued on (null on the CPU). Pass it to
   // Store::Acquire and Lease::Release so the store orders its copies with

@@ -79,7 +79,12 @@ bool SoftmaxRow(const float* z, int32_t label, int64_t classes, int64_t batch,
 
 class CpuCompute final : public Compute {
  public:
-  std::string name() const override { return "openblas"; }
+  // The thread count is part of the name: OpenBLAS splits a GEMM's
+  // reductions by thread, so results are bitwise reproducible only at the
+  // same count.
+  std::string name() const override {
+    return absl::StrFormat("openblas:%d-threads", openblas_get_num_threads());
+  }
   void* stream() const override { return nullptr; }
 
   absl::Status LinearForward(const float* x, const float* w, const float* bias,

@@ -175,6 +175,15 @@ absl::Status CheckImageDims(const std::string& path, uint32_t count,
         "not a small-image data set — check the file",
         path, rows, cols, kMaxImageSide));
   }
+  // 2^40 pixels (a terabyte of floats) is far beyond any set this loads; the
+  // check also keeps count * rows * cols from overflowing.
+  constexpr uint64_t kMaxPixels = uint64_t{1} << 40;
+  if (uint64_t{rows} * cols > kMaxPixels / count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: header says %u images of %ux%u, more than 2^40 pixels in all — "
+        "check the file",
+        path, count, rows, cols));
+  }
   return absl::OkStatus();
 }
 

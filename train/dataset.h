@@ -47,10 +47,12 @@ inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 //   DataLoss         bad magic, a file shorter than its header promises,
 //                    bytes after the promised data (rejected: they mean the
 //                    header and the data disagree), or a corrupt gzip stream
-//                    (CRC or format error).
+//                    (CRC or format error). Bytes after the end of a gzip
+//                    stream are not data and are ignored, as zlib and gzip(1)
+//                    do.
 //   InvalidArgument  image and label counts differ, a label >= classes,
-//                    classes outside [1, 256], a zero dimension, or rows or
-//                    cols > 65536.
+//                    classes outside [1, 256], a zero dimension, rows or
+//                    cols > 65536, or more than 2^40 pixels in all.
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path,
                                 int classes = 10);

@@ -39,11 +39,17 @@ absl::Status LeaseGroup::AcquireOnce() {
       r.bytes = spec.size_bytes;
     }
   }
-  // Largest first: they need the longest free ranges.
+  // Contents kept first, overwrites last (a failure then costs them least);
+  // largest first within each: they need the longest free ranges.
   std::vector<size_t> order(requests_.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return requests_[a].bytes > requests_[b].bytes;
+    const Request& x = requests_[a];
+    const Request& y = requests_[b];
+    const bool xo = x.access == Access::kOverwrite;
+    const bool yo = y.access == Access::kOverwrite;
+    if (xo != yo) return yo;
+    return x.bytes > y.bytes;
   });
   for (size_t i : order) {
     Request& r = requests_[i];
@@ -58,24 +64,39 @@ absl::Status LeaseGroup::AcquireOnce() {
   return absl::OkStatus();
 }
 
-// Moves the group's copies one tier down, so the retry places them into a
-// tier holding nothing unleased. Copies on their home tier stay: they cannot
-// be evicted there (and their space was reserved at Create).
+// Moves copies one tier down, so the retry places the group into a tier
+// holding nothing unleased of the caller's. Copies on their home tier stay:
+// they cannot be evicted there (and their space was reserved at Create).
 void LeaseGroup::EvictFromTier() {
+  if (tier_ == Tier::kNvme) return;
   const Tier below = static_cast<Tier>(static_cast<int>(tier_) + 1);
-  for (const Request& r : requests_) {
-    absl::StatusOr<TensorSpec> spec = store_->GetSpec(r.id);
-    if (!spec.ok() || spec->home <= tier_ || tier_ == Tier::kNvme) continue;
-    store_->Evict(r.id, std::min(below, spec->home)).IgnoreError();
+  auto evict = [&](TensorId id) {
+    absl::StatusOr<TensorSpec> spec = store_->GetSpec(id);
+    if (!spec.ok() || spec->home <= tier_) return;
+    // FailedPrecondition for a copy someone leases: it stays, as it must.
+    // When the tier below has no room for a dirty copy, write it home.
+    if (!store_->Evict(id, std::min(below, spec->home)).ok()) {
+      store_->Evict(id, spec->home).IgnoreError();
+    }
+  };
+  if (retry_evictions_ != nullptr) {
+    for (TensorId id : *retry_evictions_) evict(id);
   }
+  for (const Request& r : requests_) evict(r.id);
 }
 
 absl::Status LeaseGroup::Acquire() {
   absl::Status status = AcquireOnce();
-  if (status.code() != absl::StatusCode::kResourceExhausted) return status;
-  g_retries.fetch_add(1);
-  EvictFromTier();
-  return AcquireOnce();
+  for (int attempt = 1; attempt < kAttempts &&
+                        status.code() == absl::StatusCode::kResourceExhausted;
+       ++attempt) {
+    g_retries.fetch_add(1);
+    store_->PausePrefetch(true);
+    EvictFromTier();
+    status = AcquireOnce();
+    store_->PausePrefetch(false);
+  }
+  return status;
 }
 
 }  // namespace strata::train

@@ -4,11 +4,15 @@
 // A layer's forward or backward pass holds several leases on one tier at once
 // (input, weight, bias, outputs). Leased copies cannot move, so with a tight
 // budget the tier can be fragmented by the group's own first leases: enough
-// bytes are free, but not in one range. LeaseGroup acquires the largest
-// tensors first (they need the longest free ranges) and, when a lease still
-// fails with ResourceExhausted, releases what it holds, evicts those tensors'
-// copies from the tier and tries once more on a tier that eviction has
-// emptied of everything unleased. On failure nothing stays leased.
+// bytes are free, but not in one range. LeaseGroup acquires the members that
+// keep contents first and the kOverwrite ones last, largest first within each
+// (they need the longest free ranges). When a lease still fails with
+// ResourceExhausted, it releases what it holds, pauses the store's prefetch
+// (so that no prefetched copy lands between its members), evicts from the
+// tier every tensor of the retry set that is not leased, and tries again — up
+// to kAttempts times in all. On failure nothing stays leased; members asked
+// for with kOverwrite may have lost their contents (the caller was about to
+// replace them).
 #ifndef STRATA_TRAIN_LEASE_GROUP_H_
 #define STRATA_TRAIN_LEASE_GROUP_H_
 
@@ -23,11 +27,20 @@ namespace strata::train {
 class LeaseGroup {
  public:
   // All leases are on `tier`; `stream` is passed to Acquire and Release.
-  LeaseGroup(Store* store, Tier tier, void* stream)
-      : store_(store), tier_(tier), stream_(stream) {}
+  // `retry_evictions` (not owned; may be null) are the tensors to evict from
+  // the tier before a retry — typically every tensor of the caller's model;
+  // the group's own are always evicted.
+  LeaseGroup(Store* store, Tier tier, void* stream,
+             const std::vector<TensorId>* retry_evictions = nullptr)
+      : store_(store),
+        tier_(tier),
+        stream_(stream),
+        retry_evictions_(retry_evictions) {}
   ~LeaseGroup() { Release().IgnoreError(); }
   LeaseGroup(const LeaseGroup&) = delete;
   LeaseGroup& operator=(const LeaseGroup&) = delete;
+
+  static constexpr int kAttempts = 3;
 
   // Adds a request; returns its index for data().
   int Add(TensorId id, Access access);
@@ -42,7 +55,7 @@ class LeaseGroup {
   // Releases every lease on the stream; the first error wins.
   absl::Status Release();
 
-  // How many groups needed the evict-and-retry, process-wide (for reports).
+  // How many evict-and-retry rounds groups needed, process-wide (reports).
   static uint64_t retries();
 
  private:
@@ -59,6 +72,7 @@ class LeaseGroup {
   const Tier tier_;
   void* const stream_;
   std::vector<Request> requests_;
+  const std::vector<TensorId>* const retry_evictions_;
 };
 
 }  // namespace strata::train

@@ -73,6 +73,12 @@ absl::Status CheckConfig(const ModelConfig& c) {
     return absl::InvalidArgumentError(
         "the optimizer runs on the host or the device tier, not on NVMe");
   }
+  if (c.optimizer_tier > c.home) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the optimizer cannot run on the %s tier when every tensor lives on "
+        "the faster %s tier: use --optimizer-tier=%s",
+        TierName(c.optimizer_tier), TierName(c.home), TierName(c.home)));
+  }
   return absl::OkStatus();
 }
 
@@ -82,7 +88,9 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   STRATA_RETURN_IF_ERROR(CheckConfig(c));
   ModelFootprint f;
   const uint64_t batch = c.batch;
-  uint64_t widest = c.inputs;
+  const uint64_t g = kDeviceGranule;
+  // The two activation-gradient tensors hold batch x max(width, classes).
+  const uint64_t dact = RoundUp(batch * std::max(c.width, c.classes) * kF, g);
   const auto shapes = LayerShapes(c);
   for (size_t l = 0; l < shapes.size(); ++l) {
     const auto [in, out] = shapes[l];
@@ -93,28 +101,32 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
     f.optimizer_bytes += 2 * (w + b);
     f.activation_bytes += batch * out * kF * (hidden ? 2 : 1);
     f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
-    const uint64_t g = kDeviceGranule;
+    // The leases of Forward and Backward (model.cc) for this layer.
     const uint64_t x_b = RoundUp(batch * in * kF, g);
     const uint64_t y_b = RoundUp(batch * out * kF, g);
-    const uint64_t forward = x_b + RoundUp(w, g) + RoundUp(b, g) + 2 * y_b;
+    const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
+    const uint64_t dx = l > 0 ? dact : 0;
+    const uint64_t forward =
+        x_b + RoundUp(w, g) + RoundUp(b, g) + (hidden ? 2 : 1) * y_b;
     const uint64_t backward =
-        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + y_b + x_b;
-    f.device_working_set_bytes =
-        std::max({f.device_working_set_bytes, forward, backward});
+        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + dy + dx;
+    const uint64_t activation_backward = l > 0 ? x_b + dact : 0;
+    f.device_working_set_bytes = std::max(
+        {f.device_working_set_bytes, forward, backward, activation_backward});
     const uint64_t granule =
         c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
     f.optimizer_working_set_bytes =
         std::max(f.optimizer_working_set_bytes, 4 * RoundUp(w, granule));
-    widest = std::max<uint64_t>(widest, out);
   }
   // The input batch, labels, logits' gradient and two activation gradients.
+  const uint64_t widest = std::max(c.width, c.classes);
   f.activation_bytes += batch * c.inputs * kF + batch * sizeof(int32_t) +
                         batch * c.classes * kF + 2 * batch * widest * kF;
-  const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, kDeviceGranule) +
-                        RoundUp(batch * sizeof(int32_t), kDeviceGranule);
+  const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, g) +
+                        RoundUp(batch * sizeof(int32_t), g);
   f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);
-  f.largest_tensor_bytes =
-      std::max(f.largest_tensor_bytes, batch * widest * kF);
+  f.largest_tensor_bytes = std::max(
+      {f.largest_tensor_bytes, batch * widest * kF, batch * c.inputs * kF});
   return f;
 }
 
@@ -294,7 +306,7 @@ absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
 absl::Status Mlp::Forward(int64_t rows) {
   TensorId x_id = input_;
   for (const Layer& L : layers_) {
-    LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+    LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
     const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
               b = g.Add(L.b, Access::kRead), z = g.Add(L.z, Access::kOverwrite);
     const int a = L.hidden ? g.Add(L.a, Access::kOverwrite) : -1;
@@ -312,7 +324,7 @@ absl::Status Mlp::Forward(int64_t rows) {
 }
 
 absl::StatusOr<LossResult> Mlp::Loss(int64_t rows, bool with_gradient) {
-  LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+  LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
   const int logits = g.Add(layers_.back().z, Access::kRead);
   const int labels = g.Add(labels_, Access::kRead);
   const int dlogits = with_gradient ? g.Add(dlogits_, Access::kOverwrite) : -1;
@@ -331,7 +343,7 @@ absl::Status Mlp::Backward(int64_t rows, const AdamParams& adam) {
     const TensorId x_id = l > 0 ? layers_[l - 1].a : input_;
     const TensorId dx_id = dact_[l % 2];  // never dy_id: that is dact_[!(l%2)]
     {
-      LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+      LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
       const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
                 dy = g.Add(dy_id, Access::kRead),
                 gw = g.Add(L.gw, Access::kOverwrite),
@@ -354,7 +366,7 @@ absl::Status Mlp::Backward(int64_t rows, const AdamParams& adam) {
     // dx is the gradient of the previous layer's activation; through the
     // activation it becomes that layer's dy.
     const Layer& prev = layers_[l - 1];
-    LeaseGroup g(store_, Tier::kDevice, compute_->stream());
+    LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
     const int z = g.Add(prev.z, Access::kRead);
     const int dx = g.Add(dx_id, Access::kWrite);
     STRATA_RETURN_IF_ERROR(g.Acquire());
@@ -373,7 +385,8 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
                          TensorId v_id, TensorId g_id) {
   const Tier T = config_.optimizer_tier;
   const bool on_device = T == Tier::kDevice;
-  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr);
+  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr,
+                   &created_);
   const int g = group.Add(g_id, Access::kRead),
             w = group.Add(w_id, Access::kWrite),
             m = group.Add(m_id, Access::kWrite),

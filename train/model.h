@@ -85,7 +85,9 @@ class Mlp {
 
   // One step of Adam on `rows` samples (1 <= rows <= batch): images
   // [rows x inputs] and labels [rows] in host memory. Returns the batch's
-  // summed loss and correct count.
+  // summed loss and correct count. On an error some layers may already have
+  // been updated (each is updated as soon as its gradients are complete):
+  // stop training rather than retry the step.
   absl::StatusOr<LossResult> TrainStep(const float* images,
                                        const int32_t* labels, int64_t rows);
 

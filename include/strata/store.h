@@ -120,6 +120,13 @@ class Store {
   virtual void BeginStep() = 0;
   virtual void EndStep() = 0;
 
+  // While paused, the scheduler starts no prefetch (queued ones are dropped);
+  // acquires are still observed, so the learned trace stays whole.
+  // PausePrefetch(true) returns once the prefetches already moving bytes have
+  // finished. For a caller about to place several large leases on a crowded
+  // tier, which prefetched copies would fragment. Never fails.
+  virtual void PausePrefetch(bool paused) = 0;
+
   virtual Stats GetStats() const = 0;
 
   // Writes the timeline of transfers and lease spans as Chrome trace-event
