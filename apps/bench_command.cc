@@ -1,58 +1,157 @@
+// bench_command.cc: the `strata bench` case table and its driver (see
+// bench_command.h).
 #include "apps/bench_command.h"
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "apps/link_bench.h"
 #include "apps/nvme_bench.h"
+#include "apps/output_path.h"
 #include "apps/scheduler_bench.h"
+#include "src/byte_size.h"
+#include "strata/profile.h"
 
 namespace strata {
 namespace {
 
+// What the cases share while they run: the request, the progress line, and
+// the machine profile they fill in.
+struct BenchContext {
+  const BenchRequest& request;
+  MachineProfile profile;
+  bool profiled = false;  // some case measured a part of the profile
+  int index = 0;          // the case running, from 1
+  int count = 0;          // cases selected
+  bool tty = isatty(STDERR_FILENO) == 1;
+
+  // "[2/5] nvme: read 64 MiB": redrawn in place on a terminal; only the
+  // case's first line otherwise, so logs stay short.
+  void Progress(const char* name, const std::string& what) const {
+    if (!tty) return;
+    std::fprintf(stderr, "\r[%d/%d] %s: %s\x1b[K", index, count, name,
+                 what.c_str());
+    std::fflush(stderr);
+  }
+  void ClearProgress() const {
+    if (tty) std::fputs("\r\x1b[K", stderr);
+  }
+};
+
 struct BenchCase {
   const char* name;
   const char* description;
-  // Runs the case, prints its table and fills `json`; false on failure.
-  std::function<bool(nlohmann::json& json)> run;
+  // Empty when the case applies here; otherwise why not.
+  std::function<std::string(const BenchRequest&)> why_not;
+  // Runs the case, prints its table and fills `json`.
+  std::function<absl::Status(BenchContext&, nlohmann::json&)> run;
 };
 
-std::string g_timeline_path;  // set by RunBench for the cases that record one
-NvmeBenchConfig g_nvme;  // directory, block size, queue depth from the flags
+std::string Always(const BenchRequest&) { return ""; }
 
-bool RunSchedulerCase(nlohmann::json& json) {
+std::string NeedsNvmeDir(const BenchRequest& r) {
+  return r.store.nvme.directories.empty()
+             ? "no NVMe directory (--nvme-dir is empty)"
+             : "";
+}
+
+nlohmann::json PointsJson(const std::vector<LinkBenchPoint>& points) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const LinkBenchPoint& p : points) {
+    j.push_back({{"bytes", p.bytes}, {"gbps", p.gbps}});
+  }
+  return j;
+}
+
+absl::Status RunLinkCase(BenchContext& ctx, nlohmann::json& json) {
+  LinkBenchConfig config;
+  config.device = ctx.request.store.device;
+  if (ctx.request.quick) {
+    config.sizes = {64 << 10, 1 << 20};
+    config.samples = 3;
+    config.min_sample_bytes = 4 << 20;
+  }
+  config.progress = [&](const std::string& what) {
+    ctx.Progress("link", what);
+  };
+  absl::StatusOr<LinkBenchResult> r = RunLinkBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF(
+      "link: %s; copies through the store's device backend, median of %d "
+      "samples, bytes verified; GB/s (1e9)\n",
+      r->device, config.samples);
+  absl::PrintF("  %-10s %11s %11s %13s %13s %9s\n", "size", "h2d pinned",
+               "d2h pinned", "h2d pageable", "d2h pageable", "d2d");
+  for (size_t i = 0; i < config.sizes.size(); ++i) {
+    absl::PrintF("  %-10s %11.2f %11.2f %13.2f %13.2f %9.2f\n",
+                 FormatByteSize(config.sizes[i]), r->h2d_pinned[i].gbps,
+                 r->d2h_pinned[i].gbps, r->h2d_pageable[i].gbps,
+                 r->d2h_pageable[i].gbps, r->d2d[i].gbps);
+  }
+  json = {{"device", r->device},
+          {"samples", config.samples},
+          {"h2d_pinned", PointsJson(r->h2d_pinned)},
+          {"d2h_pinned", PointsJson(r->d2h_pinned)},
+          {"h2d_pageable", PointsJson(r->h2d_pageable)},
+          {"d2h_pageable", PointsJson(r->d2h_pageable)},
+          {"d2d", PointsJson(r->d2d)}};
+  ctx.profile.device = r->device;
+  for (const LinkBenchPoint& p : r->h2d_pinned) {
+    ctx.profile.h2d.push_back({.bytes = p.bytes, .gbps = p.gbps});
+  }
+  for (const LinkBenchPoint& p : r->d2h_pinned) {
+    ctx.profile.d2h.push_back({.bytes = p.bytes, .gbps = p.gbps});
+  }
+  ctx.profiled = true;
+  return absl::OkStatus();
+}
+
+absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
   SchedulerBenchConfig config;
-  config.timeline_path = g_timeline_path;
-  std::printf(
-      "scheduler: %d layers x %llu MiB (model %llu MiB), device budget %llu "
-      "MiB, simulated link %.1f GB/s, %.1f ms compute per layer; %d steps\n",
-      config.layers, (unsigned long long)(config.layer_bytes >> 20),
-      (unsigned long long)((config.layers * config.layer_bytes) >> 20),
-      (unsigned long long)(config.device_budget_bytes >> 20), config.link_gbps,
+  config.timeline_path = ctx.request.timeline_path;
+  if (ctx.request.quick) {
+    config.layers = 6;
+    config.layer_bytes = 256 << 10;
+    config.device_budget_bytes = 1 << 20;
+    config.link_gbps = 1.0;
+    config.compute_seconds_per_layer = 0.0002;
+    config.steps = 4;
+  }
+  absl::PrintF(
+      "scheduler: %d layers x %s (model %s), device budget %s, simulated "
+      "link %.1f GB/s, %.1f ms compute per layer; %d steps\n",
+      config.layers, FormatByteSize(config.layer_bytes),
+      FormatByteSize(config.layers * config.layer_bytes),
+      FormatByteSize(config.device_budget_bytes), config.link_gbps,
       config.compute_seconds_per_layer * 1e3, config.steps);
   std::fflush(stdout);
+  ctx.Progress("scheduler", "scheduler, on demand, LRU runs");
   absl::StatusOr<SchedulerBenchResult> r = RunSchedulerBench(config);
-  if (!r.ok()) {
-    std::fprintf(stderr, "scheduler: %s\n", r.status().ToString().c_str());
-    return false;
-  }
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
   const double bound = std::max(r->compute_seconds, r->transfer_seconds);
-  std::printf("  %-28s %10s %10s\n", "run", "step ms", "vs bound");
+  absl::PrintF("  %-28s %10s %10s\n", "run", "step ms", "vs bound");
   auto row = [&](const char* name, double s) {
-    std::printf("  %-28s %10.1f %10.3f\n", name, s * 1e3, s / bound);
+    absl::PrintF("  %-28s %10.1f %10.3f\n", name, s * 1e3, s / bound);
   };
   row("scheduler (prefetch+Belady)", r->step_seconds);
   row("on demand (no prefetch)", r->step_seconds_on_demand);
   row("prefetch + LRU", r->step_seconds_lru);
-  std::printf("  compute %.1f ms, transfer %.1f ms, bound max() %.1f ms\n",
-              r->compute_seconds * 1e3, r->transfer_seconds * 1e3, bound * 1e3);
-  std::printf(
-      "  hit rate %.3f (static order), %.3f (one layer skipped per "
-      "step, %llu re-records)\n",
-      r->hit_rate, r->hit_rate_dynamic,
-      (unsigned long long)r->rerecords_dynamic);
+  absl::PrintF("  compute %.1f ms, transfer %.1f ms, bound max() %.1f ms\n",
+               r->compute_seconds * 1e3, r->transfer_seconds * 1e3,
+               bound * 1e3);
+  absl::PrintF(
+      "  hit rate %.3f (static order), %.3f (one layer skipped per step, %d "
+      "re-records)\n",
+      r->hit_rate, r->hit_rate_dynamic, r->rerecords_dynamic);
   json = {{"step_seconds", r->step_seconds},
           {"step_seconds_on_demand", r->step_seconds_on_demand},
           {"step_seconds_lru", r->step_seconds_lru},
@@ -66,35 +165,38 @@ bool RunSchedulerCase(nlohmann::json& json) {
           {"device_budget_bytes", config.device_budget_bytes},
           {"link_gbps", config.link_gbps},
           {"device", "simulated"}};
-  return true;
+  return absl::OkStatus();
 }
 
-bool RunNvmeCase(nlohmann::json& json) {
-  const NvmeBenchConfig config = g_nvme;
-  std::printf(
-      "nvme: sequential %llu MiB in %s, block %llu KiB, queue depth %u, "
-      "O_DIRECT (the page cache cannot flatter it), median of %d\n",
-      (unsigned long long)(config.size_bytes >> 20), config.directory.c_str(),
-      (unsigned long long)(config.block_bytes >> 10), config.queue_depth,
-      config.samples);
-  std::fflush(stdout);
-  absl::StatusOr<NvmeBenchResult> r = RunNvmeBench(config);
-  if (!r.ok()) {
-    std::fprintf(stderr, "nvme: %s\n", r.status().ToString().c_str());
-    return false;
+void PrintFioRow(const char* op, double ours, std::optional<double> fio) {
+  if (fio) {
+    absl::PrintF("  %-8s %12.2f %12.2f %8.3f\n", op, ours, *fio, ours / *fio);
+  } else {
+    absl::PrintF("  %-8s %12.2f %12s %8s\n", op, ours, "-", "-");
   }
-  std::printf("  %-8s %12s %12s %8s\n", "op", "strata GB/s", "fio GB/s",
-              "ratio");
-  auto row = [&](const char* op, double ours, std::optional<double> fio) {
-    if (fio) {
-      std::printf("  %-8s %12.2f %12.2f %8.3f\n", op, ours, *fio, ours / *fio);
-    } else {
-      std::printf("  %-8s %12.2f %12s %8s\n", op, ours, "-", "-");
-    }
-  };
-  row("read", r->read_gbps, r->fio_read_gbps);
-  row("write", r->write_gbps, r->fio_write_gbps);
-  if (!r->fio_note.empty()) std::printf("  fio: %s\n", r->fio_note.c_str());
+}
+
+absl::Status RunNvmeCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeBenchConfig config;
+  config.directory = ctx.request.store.nvme.directories.front();
+  config.block_bytes = ctx.request.store.nvme.block_size_bytes;
+  config.queue_depth = ctx.request.store.nvme.queue_depth;
+  config.size_bytes = ctx.request.quick ? 4 << 20 : ctx.request.nvme_bytes;
+  absl::PrintF(
+      "nvme: sequential %s in %s, block %s, queue depth %d, O_DIRECT (the "
+      "page cache cannot flatter it), median of %d\n",
+      FormatByteSize(config.size_bytes), config.directory,
+      FormatByteSize(config.block_bytes), config.queue_depth, config.samples);
+  std::fflush(stdout);
+  ctx.Progress("nvme", "read, write, then fio");
+  absl::StatusOr<NvmeBenchResult> r = RunNvmeBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-8s %12s %12s %8s\n", "op", "strata GB/s", "fio GB/s",
+               "ratio");
+  PrintFioRow("read", r->read_gbps, r->fio_read_gbps);
+  PrintFioRow("write", r->write_gbps, r->fio_write_gbps);
+  if (!r->fio_note.empty()) absl::PrintF("  fio: %s\n", r->fio_note);
   json = {{"read_gbps", r->read_gbps},
           {"write_gbps", r->write_gbps},
           {"engine", r->engine},
@@ -106,66 +208,130 @@ bool RunNvmeCase(nlohmann::json& json) {
     json["fio_read_gbps"] = *r->fio_read_gbps;
     json["fio_write_gbps"] = *r->fio_write_gbps;
   }
-  return true;
+  return absl::OkStatus();
 }
 
 const std::vector<BenchCase>& Cases() {
   static const std::vector<BenchCase> cases = {
+      {"link",
+       "host<->device copies from pinned and pageable memory, and "
+       "device-local copies, 64 KiB to 256 MiB",
+       Always, RunLinkCase},
+      {"link-um",
+       "unified-memory prefetch (cudaMemPrefetchAsync) of managed memory",
+       [](const BenchRequest&) {
+         return std::string(
+             "strata's unified-memory mode is not built yet (issue 4)");
+       },
+       nullptr},
+      {"nvme",
+       "sequential reads and writes through the store's own NVMe path at "
+       "--block-size and --queue-depth, next to fio with the same settings",
+       NeedsNvmeDir, RunNvmeCase},
       {"scheduler",
        "layered forward/backward workload on the simulated device: step time "
        "with the scheduler vs on demand vs LRU, prefetch hit rates",
-       RunSchedulerCase},
-      {"nvme",
-       "sequential 1 MiB reads and writes at queue depth 32 through the "
-       "store's NVMe path, next to fio with the same settings",
-       RunNvmeCase},
+       Always, RunSchedulerCase},
   };
   return cases;
 }
 
-}  // namespace
+bool Selected(const BenchCase& c, const std::string& selector) {
+  return std::string(c.name).rfind(selector, 0) == 0;
+}
 
-int RunBench(const std::string& selector, bool list,
-             const std::string& json_path, const std::string& timeline_path,
-             const StoreOptions& store) {
-  g_timeline_path = timeline_path;
-  if (!store.nvme.directories.empty()) {
-    g_nvme.directory = store.nvme.directories.front();
-  }
-  g_nvme.block_bytes = store.nvme.block_size_bytes;
-  g_nvme.queue_depth = store.nvme.queue_depth;
-  if (list) {
-    for (const BenchCase& c : Cases()) {
-      std::printf("%-12s %s\n", c.name, c.description);
-    }
-    return 0;
-  }
-  nlohmann::json report = nlohmann::json::object();
-  bool ran = false, ok = true;
+int List(const BenchRequest& request) {
   for (const BenchCase& c : Cases()) {
-    if (std::string(c.name).rfind(selector, 0) != 0) continue;
-    ran = true;
-    nlohmann::json result;
-    ok = c.run(result) && ok;
-    report[c.name] = result;
+    const std::string why = c.why_not(request);
+    absl::PrintF("%-12s %s%s\n", c.name, c.description,
+                 why.empty() ? "" : absl::StrFormat(" [not here: %s]", why));
   }
-  if (!ran) {
-    std::fprintf(stderr,
-                 "strata bench: no case named '%s'; `strata bench --list` "
-                 "lists them\n",
-                 selector.c_str());
-    return 2;
+  return 0;
+}
+
+absl::Status CheckOutputs(const BenchRequest& r) {
+  for (const auto& [path, flag] : {std::pair{r.json_path, "--json"},
+                                   std::pair{r.timeline_path, "--timeline"},
+                                   std::pair{r.profile_path, "--profile"},
+                                   std::pair{r.plot_path, "--plot"}}) {
+    if (absl::Status s = CheckWritable(path, flag); !s.ok()) return s;
   }
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
+  return absl::OkStatus();
+}
+
+// Writes what the run produced besides the table: JSON, profile.
+int WriteOutputs(const BenchContext& ctx, const nlohmann::json& report) {
+  const BenchRequest& r = ctx.request;
+  if (!r.json_path.empty()) {
+    std::ofstream out(r.json_path);
     out << report.dump(2) << "\n";
+    out.close();
     if (!out) {
-      std::fprintf(stderr, "strata bench: cannot write %s\n",
-                   json_path.c_str());
+      std::fprintf(stderr, "strata bench: cannot write --json=%s\n",
+                   r.json_path.c_str());
       return 1;
     }
   }
-  return ok ? 0 : 1;
+  if (!r.profile_path.empty()) {
+    if (!ctx.profiled) {
+      std::fprintf(stderr,
+                   "strata bench: --profile: no case that measures the "
+                   "machine profile ran (link, nvme-sweep)\n");
+      return 1;
+    }
+    if (absl::Status s = SaveMachineProfile(ctx.profile, r.profile_path);
+        !s.ok()) {
+      std::fprintf(stderr, "strata bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    absl::PrintF("profile written to %s (load it with --machine-profile)\n",
+                 r.profile_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunBench(const BenchRequest& request) {
+  if (request.list) return List(request);
+  if (absl::Status s = CheckOutputs(request); !s.ok()) {
+    std::fprintf(stderr, "strata bench: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  BenchContext ctx{.request = request};
+  for (const BenchCase& c : Cases()) ctx.count += Selected(c, request.selector);
+  if (ctx.count == 0) {
+    std::fprintf(stderr,
+                 "strata bench: no case named '%s'; `strata bench --list` "
+                 "lists them\n",
+                 request.selector.c_str());
+    return 2;
+  }
+  nlohmann::json report = nlohmann::json::object();
+  bool ok = true;
+  for (const BenchCase& c : Cases()) {
+    if (!Selected(c, request.selector)) continue;
+    ++ctx.index;
+    if (const std::string why = c.why_not(request); !why.empty()) {
+      absl::PrintF("%s: not run here: %s\n", c.name, why);
+      report[c.name] = {{"applies", false}, {"why_not", why}};
+      continue;
+    }
+    if (!ctx.tty) {
+      std::fprintf(stderr, "[%d/%d] %s ...\n", ctx.index, ctx.count, c.name);
+    }
+    nlohmann::json result;
+    if (absl::Status s = c.run(ctx, result); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", c.name, s.ToString().c_str());
+      report[c.name] = {{"applies", true}, {"error", s.ToString()}};
+      ok = false;
+      continue;
+    }
+    result["applies"] = true;
+    report[c.name] = result;
+  }
+  const int written = WriteOutputs(ctx, report);
+  return ok && written == 0 ? 0 : 1;
 }
 
 }  // namespace strata

@@ -1,23 +1,35 @@
 // bench_command.h: `strata bench` — named benchmark cases, each saying
-// whether it applies here, run by name or prefix, printed as a table and
-// optionally written as JSON.
+// whether it applies here and why not, run by name or prefix, printed as a
+// table with a progress line while they run, and optionally written as JSON,
+// as a machine profile (link GB/s, best NVMe setting) StoreOptions can load,
+// and as a plot.
 #ifndef STRATA_APPS_BENCH_COMMAND_H_
 #define STRATA_APPS_BENCH_COMMAND_H_
 
+#include <cstdint>
 #include <string>
 
 #include "strata/options.h"
 
 namespace strata {
 
-// Runs the cases whose name starts with `selector` (all when empty), or lists
-// them when `list`. Returns the process exit code (2 for an unknown case).
-// `timeline_path`, if set, receives the Chrome trace of the scheduler case.
-// The nvme case uses the first NVMe directory, the block size and the queue
-// depth of `store` (from the shared flags).
-int RunBench(const std::string& selector, bool list,
-             const std::string& json_path, const std::string& timeline_path,
-             const StoreOptions& store);
+struct BenchRequest {
+  std::string selector;       // case name or prefix; empty runs every case
+  bool list = false;          // list the cases (and whether they apply) instead
+  std::string json_path;      // every number measured, as JSON
+  std::string timeline_path;  // the scheduler case's Chrome trace
+  std::string profile_path;   // the machine profile (strata/profile.h)
+  std::string plot_path;      // PNG of the NVMe sweep (gnuplot)
+  // Device backend and link model, first NVMe directory, block size and
+  // queue depth (from the shared flags).
+  StoreOptions store;
+  uint64_t nvme_bytes = 256 << 20;  // bytes per NVMe pass (--bench-size)
+  bool quick = false;               // tiny sizes and few samples: a smoke test
+};
+
+// Runs the request; returns the process exit code: 0, 1 when a case failed,
+// 2 for bad input (an unknown case, an unwritable output path).
+int RunBench(const BenchRequest& request);
 
 }  // namespace strata
 

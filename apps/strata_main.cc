@@ -14,11 +14,27 @@
 #include "apps/info_command.h"
 #include "apps/store_flags.h"
 #include "apps/train_command.h"
+#include "src/byte_size.h"
 
 ABSL_FLAG(std::string, bench_case, "",
           "strata bench: run the cases whose name starts with this (also -t "
           "NAME); empty runs every case.");
-ABSL_FLAG(bool, list, false, "strata bench: list the cases and exit.");
+ABSL_FLAG(bool, list, false,
+          "strata bench: list the cases, and why one does not apply here, and "
+          "exit.");
+ABSL_FLAG(std::string, profile, "",
+          "strata bench: write the machine profile (link GB/s per direction "
+          "and size, the best NVMe block size and queue depth) to this JSON "
+          "file; other commands load it with --machine-profile.");
+ABSL_FLAG(std::string, plot, "",
+          "strata bench: draw NVMe bandwidth against block size (the "
+          "nvme-sweep case) into this PNG file with gnuplot.");
+ABSL_FLAG(strata::ByteSize, bench_size, strata::ByteSize{256 * strata::kMiB},
+          "strata bench: bytes each NVMe pass reads and writes (the "
+          "directory needs this much free space).");
+ABSL_FLAG(bool, quick, false,
+          "strata bench: tiny sizes and few samples, a smoke test of every "
+          "case in seconds (the numbers mean little).");
 ABSL_FLAG(std::string, timeline, "",
           "strata bench and train: write the timeline of transfers and leases "
           "as Chrome trace-event JSON (open in Perfetto) to this file.");
@@ -154,9 +170,17 @@ int main(int argc, char** argv) {
                    options.status().ToString().c_str());
       return 2;
     }
-    return strata::RunBench(
-        absl::GetFlag(FLAGS_bench_case), absl::GetFlag(FLAGS_list),
-        absl::GetFlag(FLAGS_json), absl::GetFlag(FLAGS_timeline), *options);
+    strata::BenchRequest request{
+        .selector = absl::GetFlag(FLAGS_bench_case),
+        .list = absl::GetFlag(FLAGS_list),
+        .json_path = absl::GetFlag(FLAGS_json),
+        .timeline_path = absl::GetFlag(FLAGS_timeline),
+        .profile_path = absl::GetFlag(FLAGS_profile),
+        .plot_path = absl::GetFlag(FLAGS_plot),
+        .store = *options,
+        .nvme_bytes = absl::GetFlag(FLAGS_bench_size).bytes,
+        .quick = absl::GetFlag(FLAGS_quick)};
+    return strata::RunBench(request);
   }
   std::fprintf(stderr, "strata: unknown command '%s'\n\n%s", command.c_str(),
                kUsage);

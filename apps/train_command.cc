@@ -2,7 +2,6 @@
 // progress line and the report.
 #include "apps/train_command.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "apps/output_path.h"
 #include "apps/store_flags.h"
 #include "src/byte_size.h"
 #include "strata/status.h"
@@ -282,29 +282,6 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-// Checks now that `path` can be written (it, or else its directory), so that
-// a report written at the end of a run cannot fail after hours of training.
-// Creates nothing. Empty: nothing to check.
-absl::Status CheckWritable(const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s is a directory; --json / --timeline take a file name", path));
-    }
-    if (access(path.c_str(), W_OK) == 0) return absl::OkStatus();
-  } else {
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                                       : path.substr(0, slash);
-    if (access(dir.c_str(), W_OK) == 0) return absl::OkStatus();
-  }
-  return absl::ErrnoToStatus(
-      errno, absl::StrFormat("cannot write %s (--json / --timeline)", path));
-}
-
 }  // namespace
 
 void ApplyTrainDefaults() {
@@ -324,8 +301,9 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
   // Fail before a long run, not after it.
-  for (const std::string& path : {json_path, timeline_path}) {
-    if (absl::Status w = CheckWritable(path); !w.ok()) return Fail(w);
+  for (const auto& [path, flag] : {std::pair{json_path, "--json"},
+                                   std::pair{timeline_path, "--timeline"}}) {
+    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
   }
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeResident(t, s); !st.ok()) return Fail(st);

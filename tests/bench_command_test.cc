@@ -1,0 +1,122 @@
+// bench_command_test.cc: `strata bench` end to end at tiny sizes — every case
+// that applies here runs and verifies its data, the JSON report parses and has
+// the documented keys, the machine profile round-trips into StoreOptions, and
+// bad input is refused before anything runs.
+#include "apps/bench_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "strata/profile.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::TempDir;
+
+BenchRequest QuickRequest(const TempDir& dir) {
+  BenchRequest r;
+  r.quick = true;
+  r.store.device.backend = DeviceBackendKind::kSimulated;
+  r.store.nvme.directories = {dir.path()};
+  r.store.nvme.block_size_bytes = 64 << 10;
+  r.store.nvme.queue_depth = 4;
+  r.json_path = dir.path() + "/bench.json";
+  return r;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+bool HasPoints(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].empty()) return false;
+  for (const auto& p : j[key]) {
+    if (p.at("bytes").get<uint64_t>() == 0 ||
+        !(p.at("gbps").get<double>() > 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(BenchCommandTest, EveryCaseRunsAndTheJsonHasItsKeys) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  ASSERT_EQ(RunBench(r), 0);
+  const nlohmann::json j = ReadJson(r.json_path);
+  ASSERT_TRUE(j.contains("link"));
+  EXPECT_TRUE(j["link"]["applies"].get<bool>());
+  EXPECT_EQ(j["link"]["device"], "simulated");
+  for (const char* key :
+       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "d2d"}) {
+    EXPECT_TRUE(HasPoints(j["link"], key)) << key;
+  }
+  ASSERT_TRUE(j.contains("link-um"));
+  EXPECT_FALSE(j["link-um"]["applies"].get<bool>());
+  EXPECT_FALSE(j["link-um"]["why_not"].get<std::string>().empty());
+  ASSERT_TRUE(j.contains("nvme"));
+  EXPECT_GT(j["nvme"]["read_gbps"].get<double>(), 0);
+  EXPECT_GT(j["nvme"]["write_gbps"].get<double>(), 0);
+  EXPECT_EQ(j["nvme"]["block_size_bytes"], 64 << 10);
+  EXPECT_EQ(j["nvme"]["queue_depth"], 4);
+  ASSERT_TRUE(j.contains("scheduler"));
+  EXPECT_GT(j["scheduler"]["step_seconds"].get<double>(), 0);
+  // Nothing is left in the NVMe directory but the report.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename(), "bench.json");
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(BenchCommandTest, ProfileRoundTripsIntoStoreOptions) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "link";
+  r.profile_path = dir.path() + "/profile.json";
+  ASSERT_EQ(RunBench(r), 0);
+  absl::StatusOr<MachineProfile> p = LoadMachineProfile(r.profile_path);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->device, "simulated");
+  ASSERT_EQ(p->h2d.size(), 2u);
+  EXPECT_EQ(p->h2d[0].bytes, 64u << 10);
+  EXPECT_GT(p->h2d[0].gbps, 0);
+  ASSERT_EQ(p->d2h.size(), 2u);
+  StoreOptions options;
+  ApplyMachineProfile(*p, &options);  // no NVMe sweep ran: NVMe untouched
+  EXPECT_EQ(options.nvme.block_size_bytes,
+            StoreOptions().nvme.block_size_bytes);
+}
+
+TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "no-such-case";
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.json_path = dir.path() + "/missing-dir/bench.json";
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.json_path = dir.path();  // a directory
+  EXPECT_EQ(RunBench(r), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/missing-dir"));
+}
+
+TEST(BenchCommandTest, ProfileWithoutAMeasuringCaseFails) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "link-um";  // does not apply: measures nothing
+  r.profile_path = dir.path() + "/profile.json";
+  EXPECT_EQ(RunBench(r), 1);
+  EXPECT_FALSE(std::filesystem::exists(r.profile_path));
+}
+
+}  // namespace
+}  // namespace strata
