@@ -8,12 +8,16 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "apps/bench_plot.h"
 #include "apps/link_bench.h"
 #include "apps/nvme_bench.h"
+#include "apps/nvme_device_bench.h"
+#include "apps/nvme_sweep.h"
 #include "apps/output_path.h"
 #include "apps/scheduler_bench.h"
 #include "src/byte_size.h"
@@ -28,8 +32,9 @@ struct BenchContext {
   const BenchRequest& request;
   MachineProfile profile;
   bool profiled = false;  // some case measured a part of the profile
-  int index = 0;          // the case running, from 1
-  int count = 0;          // cases selected
+  std::optional<NvmeSweepResult> sweep;  // for --plot
+  int index = 0;                         // the case running, from 1
+  int count = 0;                         // cases selected
   bool tty = isatty(STDERR_FILENO) == 1;
 
   // "[2/5] nvme: read 64 MiB": redrawn in place on a terminal; only the
@@ -211,6 +216,121 @@ absl::Status RunNvmeCase(BenchContext& ctx, nlohmann::json& json) {
   return absl::OkStatus();
 }
 
+absl::Status RunNvmeDeviceCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeDeviceBenchConfig config;
+  config.store = ctx.request.store;
+  if (ctx.request.quick) {
+    config.tensor_bytes = 1 << 20;
+    config.tensors = 2;
+  }
+  absl::PrintF(
+      "nvme-device: %d tensors x %s homed on NVMe, loaded to the device "
+      "through the store's pinned bounce chunks (block %s, queue depth %d), "
+      "median of %d, bytes verified\n",
+      config.tensors, FormatByteSize(config.tensor_bytes),
+      FormatByteSize(config.store.nvme.block_size_bytes),
+      config.store.nvme.queue_depth, config.samples);
+  std::fflush(stdout);
+  ctx.Progress("nvme-device", "loading");
+  absl::StatusOr<NvmeDeviceBenchResult> r = RunNvmeDeviceBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-22s %10s\n", "path", "GB/s");
+  absl::PrintF("  %-22s %10.2f\n", "NVMe -> device", r->nvme_to_device_gbps);
+  absl::PrintF("  %-22s %10.2f\n", "NVMe read (baseline)", r->nvme_read_gbps);
+  absl::PrintF("  ratio %.3f (device %s, %s)\n", r->ratio, r->device,
+               r->engine);
+  json = {{"nvme_to_device_gbps", r->nvme_to_device_gbps},
+          {"nvme_read_gbps", r->nvme_read_gbps},
+          {"ratio", r->ratio},
+          {"tensor_bytes", config.tensor_bytes},
+          {"tensors", config.tensors},
+          {"verified_bytes", r->verified_bytes},
+          {"device", r->device},
+          {"engine", r->engine}};
+  return absl::OkStatus();
+}
+
+// The sweep's grid: one row per block size, "read/write" GB/s per depth.
+void PrintSweep(const NvmeSweepConfig& c, const NvmeSweepResult& r) {
+  absl::PrintF("  %-10s", "block \\ QD");
+  for (uint32_t qd : c.queue_depths) absl::PrintF(" %11d", qd);
+  absl::PrintF("   (read/write GB/s)\n");
+  size_t i = 0;
+  for (uint64_t block : c.block_sizes) {
+    absl::PrintF("  %-10s", FormatByteSize(block));
+    for (size_t q = 0; q < c.queue_depths.size(); ++q, ++i) {
+      absl::PrintF(" %5.2f/%5.2f", r.points[i].read_gbps,
+                   r.points[i].write_gbps);
+    }
+    absl::PrintF("\n");
+  }
+  absl::PrintF("  best: block %s, queue depth %d: read %.2f, write %.2f GB/s\n",
+               FormatByteSize(r.best.block_bytes), r.best.queue_depth,
+               r.best.read_gbps, r.best.write_gbps);
+  if (r.fio_read_gbps && r.fio_write_gbps) {
+    absl::PrintF(
+        "  fio at the best point: read %.2f, write %.2f GB/s; strata/fio "
+        "%.3f read, %.3f write\n",
+        *r.fio_read_gbps, *r.fio_write_gbps,
+        r.best.read_gbps / *r.fio_read_gbps,
+        r.best.write_gbps / *r.fio_write_gbps);
+  } else if (!r.fio_note.empty()) {
+    absl::PrintF("  fio: %s\n", r.fio_note);
+  }
+}
+
+absl::Status RunNvmeSweepCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeSweepConfig config;
+  config.directory = ctx.request.store.nvme.directories.front();
+  config.engine = ctx.request.store.nvme.engine;
+  if (ctx.request.quick) {
+    config.block_sizes = {4 << 10, 64 << 10};
+    config.queue_depths = {1, 4};
+    config.bytes_per_point = 1 << 20;
+  }
+  config.progress = [&](int done, int total, const std::string& what) {
+    ctx.Progress("nvme-sweep", absl::StrFormat("%d/%d %s", done, total, what));
+  };
+  absl::PrintF(
+      "nvme-sweep: block size x queue depth in %s, O_DIRECT, up to %s per "
+      "pass, median of %d, bytes verified\n",
+      config.directory, FormatByteSize(config.bytes_per_point), config.samples);
+  std::fflush(stdout);
+  absl::StatusOr<NvmeSweepResult> r = RunNvmeSweep(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  PrintSweep(config, *r);
+  nlohmann::json points = nlohmann::json::array();
+  for (const NvmeSweepPoint& p : r->points) {
+    points.push_back({{"block_size_bytes", p.block_bytes},
+                      {"queue_depth", p.queue_depth},
+                      {"read_gbps", p.read_gbps},
+                      {"write_gbps", p.write_gbps},
+                      {"sample_bytes", p.sample_bytes}});
+  }
+  json = {{"points", points},
+          {"best",
+           {{"block_size_bytes", r->best.block_bytes},
+            {"queue_depth", r->best.queue_depth},
+            {"read_gbps", r->best.read_gbps},
+            {"write_gbps", r->best.write_gbps}}},
+          {"engine", r->engine},
+          {"directory", config.directory}};
+  if (r->fio_read_gbps && r->fio_write_gbps) {
+    json["fio_read_gbps"] = *r->fio_read_gbps;
+    json["fio_write_gbps"] = *r->fio_write_gbps;
+  }
+  ctx.profile.nvme_block_size_bytes = r->best.block_bytes;
+  ctx.profile.nvme_queue_depth = r->best.queue_depth;
+  ctx.profile.nvme_read_gbps = r->best.read_gbps;
+  ctx.profile.nvme_write_gbps = r->best.write_gbps;
+  ctx.profile.nvme_directory = config.directory;
+  ctx.profiled = true;
+  ctx.sweep = *std::move(r);
+  return absl::OkStatus();
+}
+
 const std::vector<BenchCase>& Cases() {
   static const std::vector<BenchCase> cases = {
       {"link",
@@ -228,6 +348,14 @@ const std::vector<BenchCase>& Cases() {
        "sequential reads and writes through the store's own NVMe path at "
        "--block-size and --queue-depth, next to fio with the same settings",
        NeedsNvmeDir, RunNvmeCase},
+      {"nvme-device",
+       "NVMe -> device through the store's pinned bounce-chunk pipeline, "
+       "next to the NVMe read it is built on",
+       NeedsNvmeDir, RunNvmeDeviceCase},
+      {"nvme-sweep",
+       "NVMe block size (4 KiB-16 MiB) x queue depth (1-128) sweep; reports "
+       "the best setting (--profile saves it), fio at that point",
+       NeedsNvmeDir, RunNvmeSweepCase},
       {"scheduler",
        "layered forward/backward workload on the simulated device: step time "
        "with the scheduler vs on demand vs LRU, prefetch hit rates",
@@ -272,6 +400,19 @@ int WriteOutputs(const BenchContext& ctx, const nlohmann::json& report) {
       return 1;
     }
   }
+  if (!r.plot_path.empty()) {
+    if (!ctx.sweep) {
+      std::fprintf(stderr,
+                   "strata bench: --plot draws the nvme-sweep case, which did "
+                   "not run (select it with -t nvme-sweep)\n");
+      return 1;
+    }
+    if (absl::Status s = PlotNvmeSweep(*ctx.sweep, r.plot_path); !s.ok()) {
+      std::fprintf(stderr, "strata bench: --plot: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    absl::PrintF("plot written to %s\n", r.plot_path);
+  }
   if (!r.profile_path.empty()) {
     if (!ctx.profiled) {
       std::fprintf(stderr,
@@ -304,6 +445,24 @@ int RunBench(const BenchRequest& request) {
     std::fprintf(stderr,
                  "strata bench: no case named '%s'; `strata bench --list` "
                  "lists them\n",
+                 request.selector.c_str());
+    return 2;
+  }
+  auto selects = [&](const char* name) {
+    return std::string(name).rfind(request.selector, 0) == 0;
+  };
+  if (!request.plot_path.empty() && !selects("nvme-sweep")) {
+    std::fprintf(stderr,
+                 "strata bench: --plot draws the nvme-sweep case, which '-t "
+                 "%s' does not select\n",
+                 request.selector.c_str());
+    return 2;
+  }
+  if (!request.profile_path.empty() && !selects("link") &&
+      !selects("nvme-sweep")) {
+    std::fprintf(stderr,
+                 "strata bench: --profile needs the link or nvme-sweep case, "
+                 "which '-t %s' does not select\n",
                  request.selector.c_str());
     return 2;
   }

@@ -1,22 +1,39 @@
+// nvme_bench.cc: the `nvme` bench case and the NVMe measurement, directory
+// check and fio run the other NVMe benches share.
+//
+// A measurement opens its own NvmeTier (an O_TMPFILE swap file, gone when the
+// tier closes), so the only named file any NVMe bench creates is fio's, which
+// RunFio removes as soon as fio exits, on every path.
 #include "apps/nvme_bench.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "strata/options.h"
+#include "apps/bench_pattern.h"
+#include "src/byte_size.h"
 #include "strata/status.h"
 #include "tiers/host/host_arena.h"
 #include "tiers/nvme/nvme_tier.h"
 
 namespace strata {
 namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 template <typename Fn>
 absl::StatusOr<double> MedianGbps(int samples, uint64_t bytes, Fn pass) {
@@ -25,79 +42,233 @@ absl::StatusOr<double> MedianGbps(int samples, uint64_t bytes, Fn pass) {
   for (int i = 0; i < samples; ++i) {
     const auto start = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(pass());
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count());
+    seconds.push_back(SecondsSince(start));
   }
   std::sort(seconds.begin(), seconds.end());
   return bytes / seconds[seconds.size() / 2] / 1e9;
 }
 
-// Runs fio once and returns its bandwidth in GB/s, or a reason it could not.
-absl::StatusOr<double> RunFio(const NvmeBenchConfig& c, const char* rw) {
-  const std::string file = c.directory + "/strata-bench-fio.tmp";
+absl::Status CheckMeasureConfig(const NvmeMeasureConfig& c,
+                                uint64_t buffer_bytes) {
+  if (c.bytes == 0 || c.bytes % kDirectIoAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe bench: %d bytes per pass is not a positive multiple of %d",
+        c.bytes, kDirectIoAlignment));
+  }
+  if (c.bytes > buffer_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe bench: %d bytes per pass exceed the %d-byte buffer", c.bytes,
+        buffer_bytes));
+  }
+  if (c.samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("NVMe bench: %d samples; at least 1", c.samples));
+  }
+  return absl::OkStatus();
+}
+
+// The bytes per pass for `c`: `c.bytes`, or what a probe write says moves in
+// about c.target_sample_seconds (see NvmeMeasureConfig).
+absl::StatusOr<uint64_t> ChooseSampleBytes(const NvmeMeasureConfig& c,
+                                           NvmeTier& tier,
+                                           const std::byte* data) {
+  if (c.target_sample_seconds <= 0) return c.bytes;
+  const uint64_t block = c.nvme.block_size_bytes;
+  const uint64_t full_queue =
+      std::max<uint64_t>(block * c.nvme.queue_depth, 1 * kMiB);
+  const uint64_t probe =
+      std::min(c.bytes, (full_queue + block - 1) / block * block);
+  // The first write of a fresh file also allocates its extents: time the
+  // second.
+  STRATA_RETURN_IF_ERROR(tier.Write(0, data, probe));
+  const auto start = std::chrono::steady_clock::now();
+  STRATA_RETURN_IF_ERROR(tier.Write(0, data, probe));
+  const double rate = probe / std::max(SecondsSince(start), 1e-9);
+  const double want = rate * c.target_sample_seconds;
+  if (want >= static_cast<double>(c.bytes)) return c.bytes;
+  const uint64_t blocks = static_cast<uint64_t>(want) / block;
+  return std::clamp(blocks * block, probe, c.bytes);
+}
+
+absl::Status CheckReadBack(const std::byte* data, uint64_t bytes,
+                           const NvmeOptions& o) {
+  const std::optional<uint64_t> bad = FindPatternMismatch(data, bytes, 0);
+  if (!bad) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "NVMe bench: byte %d of %d read back (block %s, queue depth %d) "
+      "differs from the byte written",
+      *bad, bytes, FormatByteSize(o.block_size_bytes), o.queue_depth));
+}
+
+// Single-quotes `s` for /bin/sh.
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (const char ch : s) {
+    if (ch == '\'') {
+      out += "'\\''";
+    } else {
+      out += ch;
+    }
+  }
+  return out + "'";
+}
+
+// fio reads ':' in --filename as a separator between files.
+std::string FioEscape(const std::string& path) {
+  std::string out;
+  for (const char ch : path) {
+    if (ch == ':') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// Runs fio once on `file` and returns its bandwidth in GB/s, or why not.
+absl::StatusOr<double> RunFioOnce(const std::string& file, uint64_t bytes,
+                                  uint64_t block_bytes, uint32_t queue_depth,
+                                  int loops, const char* rw) {
   const std::string cmd = absl::StrFormat(
       "fio --name=strata --filename=%s --size=%d --bs=%d --iodepth=%d "
       "--ioengine=io_uring --fixedbufs=1 --registerfiles=1 --direct=1 --rw=%s "
-      "--loops=%d --output-format=json "
-      "2>/dev/null",
-      file, c.size_bytes, c.block_bytes, c.queue_depth, rw, c.samples + 1);
+      "--loops=%d --output-format=json 2>/dev/null",
+      ShellQuote(FioEscape(file)), bytes, block_bytes, queue_depth, rw, loops);
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return absl::UnavailableError("cannot start fio");
   std::string out;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
   const int rc = pclose(pipe);
-  unlink(file.c_str());
-  if (rc != 0) return absl::UnavailableError("fio failed (is it installed?)");
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
+    return absl::UnavailableError("fio is not installed (apt-get install fio)");
+  }
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("fio --rw=%s failed (exit status %d)", rw, rc));
+  }
   nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
     return absl::UnavailableError("fio printed no JSON report");
   }
-  const char* side = std::strcmp(rw, "read") == 0 ? "read" : "write";
-  return j["jobs"][0][side]["bw_bytes"].get<double>() / 1e9;
+  return j["jobs"][0][rw]["bw_bytes"].get<double>() / 1e9;
 }
 
 }  // namespace
 
+absl::Status CheckBenchDirectory(const std::string& dir, uint64_t bytes_needed,
+                                 std::string_view size_flag) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrFormat(
+          "bench directory '%s' does not exist: create it or pass another "
+          "--nvme-dir",
+          dir));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrFormat("stat '%s'", dir));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "bench directory '%s' is not a directory: pass one with --nvme-dir",
+        dir));
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "bench directory '%s' is not writable by this user (%s): fix its "
+        "permissions or pass another --nvme-dir",
+        dir, std::strerror(errno)));
+  }
+  struct statvfs vfs;
+  if (statvfs(dir.c_str(), &vfs) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrFormat("statvfs '%s'", dir));
+  }
+  const uint64_t free_bytes =
+      static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t want = bytes_needed > UINT64_MAX - kBenchDiskMarginBytes
+                            ? UINT64_MAX
+                            : bytes_needed + kBenchDiskMarginBytes;
+  if (free_bytes >= want) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "bench directory '%s' has %s free; the bench needs %s plus a %s "
+      "margin: lower %s, free space or pass another --nvme-dir",
+      dir, FormatByteSize(free_bytes), FormatByteSize(bytes_needed),
+      FormatByteSize(kBenchDiskMarginBytes), size_flag));
+}
+
+absl::StatusOr<NvmeMeasurement> MeasureNvmeTier(const NvmeMeasureConfig& c,
+                                                std::byte* buffer,
+                                                uint64_t buffer_bytes) {
+  STRATA_RETURN_IF_ERROR(CheckMeasureConfig(c, buffer_bytes));
+  NvmeOptions o = c.nvme;
+  o.budget_bytes = c.bytes;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<NvmeTier> tier,
+      NvmeTier::Open(o, {{buffer, buffer_bytes}}, c.wrap_io));
+  NvmeMeasurement m;
+  m.engine = std::string(tier->engine_name());
+  STRATA_ASSIGN_OR_RETURN(m.sample_bytes, ChooseSampleBytes(c, *tier, buffer));
+  const uint64_t n = m.sample_bytes;
+  STRATA_ASSIGN_OR_RETURN(m.write_gbps, MedianGbps(c.samples, n, [&] {
+                            return tier->Write(0, buffer, n);
+                          }));
+  std::memset(buffer, 0, n);  // so the check sees what the reads brought
+  STRATA_ASSIGN_OR_RETURN(m.read_gbps, MedianGbps(c.samples, n, [&] {
+                            return tier->Read(0, buffer, n);
+                          }));
+  STRATA_RETURN_IF_ERROR(CheckReadBack(buffer, n, o));
+  return m;
+}
+
+FioRates RunFio(const std::string& directory, uint64_t bytes,
+                uint64_t block_bytes, uint32_t queue_depth, int loops) {
+  FioRates r;
+  std::string file = directory + "/.strata-bench-fio-XXXXXX";
+  const int fd = mkstemp(file.data());  // a private name fio then fills
+  if (fd < 0) {
+    r.note = absl::StrFormat("cannot create fio's file in '%s': %s", directory,
+                             std::strerror(errno));
+    return r;
+  }
+  close(fd);
+  absl::StatusOr<double> write =
+      RunFioOnce(file, bytes, block_bytes, queue_depth, loops, "write");
+  absl::StatusOr<double> read =
+      write.ok()
+          ? RunFioOnce(file, bytes, block_bytes, queue_depth, loops, "read")
+          : write.status();
+  unlink(file.c_str());
+  if (write.ok() && read.ok()) {
+    r.write_gbps = *write;
+    r.read_gbps = *read;
+  } else {
+    r.note = std::string((write.ok() ? read : write).status().message());
+  }
+  return r;
+}
+
 absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& c) {
-  NvmeOptions o;
-  o.directories = {c.directory};
-  o.budget_bytes = c.size_bytes;
-  o.block_size_bytes = c.block_bytes;
-  o.queue_depth = c.queue_depth;
+  STRATA_RETURN_IF_ERROR(CheckBenchDirectory(c.directory, c.size_bytes));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<HostArena> buffer,
                           HostArena::Create(c.size_bytes, false, nullptr));
-  const std::vector<iovec> buffers = {{buffer->base(), buffer->size_bytes()}};
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> tier,
-                          NvmeTier::Open(o, buffers));
-  std::byte* data = buffer->base();
-  for (uint64_t i = 0; i < c.size_bytes; ++i) data[i] = std::byte(i * 7 % 251);
+  FillBenchPattern(buffer->base(), c.size_bytes, 0);
+  NvmeMeasureConfig m;
+  m.nvme.directories = {c.directory};
+  m.nvme.block_size_bytes = c.block_bytes;
+  m.nvme.queue_depth = c.queue_depth;
+  m.nvme.engine = c.engine;
+  m.bytes = c.size_bytes;
+  m.samples = c.samples;
+  STRATA_ASSIGN_OR_RETURN(
+      const NvmeMeasurement measured,
+      MeasureNvmeTier(m, buffer->base(), buffer->size_bytes()));
   NvmeBenchResult r;
-  r.engine = std::string(tier->engine_name());
-  STRATA_ASSIGN_OR_RETURN(r.write_gbps,
-                          MedianGbps(c.samples, c.size_bytes, [&] {
-                            return tier->Write(0, data, c.size_bytes);
-                          }));
-  std::memset(data, 0, c.size_bytes);
-  STRATA_ASSIGN_OR_RETURN(r.read_gbps, MedianGbps(c.samples, c.size_bytes, [&] {
-                            return tier->Read(0, data, c.size_bytes);
-                          }));
-  for (uint64_t i = 0; i < c.size_bytes; i += 4093) {
-    if (data[i] != std::byte(i * 7 % 251)) {
-      return absl::DataLossError("NVMe bench read back different bytes");
-    }
-  }
-  tier.reset();  // frees the swap file's space before fio needs its own
-  absl::StatusOr<double> fio_write = RunFio(c, "write");
-  absl::StatusOr<double> fio_read = RunFio(c, "read");
-  if (fio_write.ok() && fio_read.ok()) {
-    r.fio_write_gbps = *fio_write;
-    r.fio_read_gbps = *fio_read;
-  } else {
-    r.fio_note = std::string(
-        (fio_write.ok() ? fio_read.status() : fio_write.status()).message());
-  }
+  r.read_gbps = measured.read_gbps;
+  r.write_gbps = measured.write_gbps;
+  r.engine = measured.engine;
+  FioRates fio = RunFio(c.directory, c.size_bytes, c.block_bytes, c.queue_depth,
+                        c.samples + 1);
+  r.fio_read_gbps = fio.read_gbps;
+  r.fio_write_gbps = fio.write_gbps;
+  r.fio_note = fio.note;
   return r;
 }
 

@@ -4,6 +4,7 @@
 // bad input is refused before anything runs.
 #include "apps/bench_command.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,10 @@ BenchRequest QuickRequest(const TempDir& dir) {
   r.store.nvme.directories = {dir.path()};
   r.store.nvme.block_size_bytes = 64 << 10;
   r.store.nvme.queue_depth = 4;
+  r.store.nvme.budget_bytes = 64 << 20;
+  r.store.device.budget_bytes = 16 << 20;
+  r.store.host.budget_bytes = 16 << 20;
+  r.store.host.lock_memory = false;
   r.json_path = dir.path() + "/bench.json";
   return r;
 }
@@ -65,6 +70,17 @@ TEST(BenchCommandTest, EveryCaseRunsAndTheJsonHasItsKeys) {
   EXPECT_GT(j["nvme"]["write_gbps"].get<double>(), 0);
   EXPECT_EQ(j["nvme"]["block_size_bytes"], 64 << 10);
   EXPECT_EQ(j["nvme"]["queue_depth"], 4);
+  ASSERT_TRUE(j.contains("nvme-device"));
+  EXPECT_GT(j["nvme-device"]["nvme_to_device_gbps"].get<double>(), 0);
+  EXPECT_GT(j["nvme-device"]["nvme_read_gbps"].get<double>(), 0);
+  EXPECT_EQ(j["nvme-device"]["verified_bytes"], 2 << 20);
+  ASSERT_TRUE(j.contains("nvme-sweep"));
+  ASSERT_EQ(j["nvme-sweep"]["points"].size(), 4u);  // {4, 64} KiB x QD {1, 4}
+  for (const auto& p : j["nvme-sweep"]["points"]) {
+    EXPECT_GT(p["read_gbps"].get<double>(), 0);
+    EXPECT_GT(p["write_gbps"].get<double>(), 0);
+  }
+  EXPECT_GT(j["nvme-sweep"]["best"]["read_gbps"].get<double>(), 0);
   ASSERT_TRUE(j.contains("scheduler"));
   EXPECT_GT(j["scheduler"]["step_seconds"].get<double>(), 0);
   // Nothing is left in the NVMe directory but the report.
@@ -95,6 +111,42 @@ TEST(BenchCommandTest, ProfileRoundTripsIntoStoreOptions) {
             StoreOptions().nvme.block_size_bytes);
 }
 
+TEST(BenchCommandTest, SweepSetsTheProfilesNvmeSettingAndPlots) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "nvme-sweep";
+  r.profile_path = dir.path() + "/profile.json";
+  const bool gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  if (gnuplot) r.plot_path = dir.path() + "/sweep.png";
+  ASSERT_EQ(RunBench(r), 0);
+  const nlohmann::json j = ReadJson(r.json_path);
+  absl::StatusOr<MachineProfile> p = LoadMachineProfile(r.profile_path);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->nvme_block_size_bytes,
+            j["nvme-sweep"]["best"]["block_size_bytes"].get<uint64_t>());
+  EXPECT_EQ(p->nvme_queue_depth,
+            j["nvme-sweep"]["best"]["queue_depth"].get<uint32_t>());
+  StoreOptions options;
+  ApplyMachineProfile(*p, &options);
+  EXPECT_EQ(options.nvme.block_size_bytes, p->nvme_block_size_bytes);
+  EXPECT_EQ(options.nvme.queue_depth, p->nvme_queue_depth);
+  if (gnuplot) {
+    std::ifstream png(r.plot_path, std::ios::binary);
+    char magic[8] = {};
+    png.read(magic, 8);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  }
+}
+
+TEST(BenchCommandTest, PlotWithoutTheSweepFails) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "link";
+  r.plot_path = dir.path() + "/sweep.png";
+  EXPECT_EQ(RunBench(r), 2);
+  EXPECT_FALSE(std::filesystem::exists(r.plot_path));
+}
+
 TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
   TempDir dir;
   BenchRequest r = QuickRequest(dir);
@@ -112,9 +164,11 @@ TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
 TEST(BenchCommandTest, ProfileWithoutAMeasuringCaseFails) {
   TempDir dir;
   BenchRequest r = QuickRequest(dir);
-  r.selector = "link-um";  // does not apply: measures nothing
+  r.selector = "scheduler";  // measures no part of the profile
   r.profile_path = dir.path() + "/profile.json";
-  EXPECT_EQ(RunBench(r), 1);
+  EXPECT_EQ(RunBench(r), 2);
+  r.selector = "link-um";  // not a case that measures it either
+  EXPECT_EQ(RunBench(r), 2);
   EXPECT_FALSE(std::filesystem::exists(r.profile_path));
 }
 
