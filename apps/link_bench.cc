@@ -3,7 +3,6 @@
 #include "apps/link_bench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -40,11 +39,6 @@ absl::StatusOr<Buffers> OpenBuffers(const LinkBenchConfig& c, uint64_t max) {
   return b;
 }
 
-double Seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // Median GB/s of `samples` samples; each repeats the copy until at least
 // min_sample_bytes have moved, after one warm-up copy.
 absl::StatusOr<double> Measure(const LinkBenchConfig& c, DeviceBackend& dev,
@@ -55,11 +49,9 @@ absl::StatusOr<double> Measure(const LinkBenchConfig& c, DeviceBackend& dev,
       std::max<uint64_t>(1, (c.min_sample_bytes + bytes - 1) / bytes);
   std::vector<double> gbps;
   for (int s = 0; s < c.samples; ++s) {
-    const auto start = std::chrono::steady_clock::now();
-    for (uint64_t r = 0; r < reps; ++r) {
-      STRATA_RETURN_IF_ERROR(dev.Copy(kind, dst, src, bytes));
-    }
-    gbps.push_back(double(reps * bytes) / Seconds(start) / 1e9);
+    STRATA_ASSIGN_OR_RETURN(const double seconds,
+                            dev.TimeCopies(kind, dst, src, bytes, reps));
+    gbps.push_back(double(reps * bytes) / seconds / 1e9);
   }
   std::sort(gbps.begin(), gbps.end());
   return gbps[gbps.size() / 2];

@@ -2,10 +2,11 @@
 // device's own memory deliver: H2D and D2H copies from pinned (page-locked,
 // registered) and from pageable host memory, and device-local copies, at a
 // range of sizes. Copies go through the store's own DeviceBackend (on a GPU,
-// cudaMemcpyAsync on the copy streams; on the simulated device, memcpy held to
-// its link model). Method as nvbandwidth: one warm-up, then each sample
-// repeats the copy until at least `min_sample_bytes` have moved, median of
-// `samples`; the bytes are verified after timing. GB = 1e9 bytes.
+// cudaMemcpyAsync on its copy streams, timed with CUDA events; on the
+// simulated device, memcpy held to its link model, wall-clock timed). Method
+// as nvbandwidth: one warm-up, then each sample repeats the copy until at
+// least `min_sample_bytes` have moved, median of `samples`; the bytes are
+// verified after timing. GB = 1e9 bytes.
 #ifndef STRATA_APPS_LINK_BENCH_H_
 #define STRATA_APPS_LINK_BENCH_H_
 

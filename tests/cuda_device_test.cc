@@ -64,6 +64,27 @@ TEST_F(CudaDeviceTest, NameAndMemInfo) {
   EXPECT_LE(info->free_bytes, info->total_bytes);
 }
 
+TEST_F(CudaDeviceTest, TimeCopiesMovesTheBytesAndTimesThemWithEvents) {
+  constexpr uint64_t kBytes = 8 * kMiB + 3;
+  std::byte* dev = Reserve(2 * 8 * kMiB + 512);
+  ASSERT_NE(dev, nullptr);
+  std::vector<std::byte> src(kBytes), back(kBytes);
+  FillPattern(src.data(), kBytes, 11);
+  absl::StatusOr<double> h2d =
+      device_->TimeCopies(CopyKind::kH2D, dev, src.data(), kBytes, 3);
+  ASSERT_TRUE(h2d.ok()) << h2d.status();
+  EXPECT_GT(*h2d, 0);
+  std::byte* dev2 = dev + 8 * kMiB + 256;
+  absl::StatusOr<double> d2d =
+      device_->TimeCopies(CopyKind::kD2D, dev2, dev, kBytes, 2);
+  ASSERT_TRUE(d2d.ok()) << d2d.status();
+  absl::StatusOr<double> d2h =
+      device_->TimeCopies(CopyKind::kD2H, back.data(), dev2, kBytes, 1);
+  ASSERT_TRUE(d2h.ok()) << d2h.status();
+  EXPECT_GT(*d2h, 0);
+  EXPECT_TRUE(MatchesPattern(back.data(), kBytes, 11));
+}
+
 TEST_F(CudaDeviceTest, RoundTripOfOddSizes) {
   std::byte* dev = Reserve(64 * kMiB);
   ASSERT_NE(dev, nullptr);

@@ -238,6 +238,41 @@ absl::Status CudaDevice::Copy(CopyKind kind, void* dst, const void* src,
   return status;
 }
 
+absl::StatusOr<double> CudaDevice::TimeCopies(CopyKind kind, void* dst,
+                                              const void* src, uint64_t bytes,
+                                              uint64_t repeats) {
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  cudaStream_t stream = kind == CopyKind::kD2H ? d2h_stream_ : h2d_stream_;
+  const cudaMemcpyKind memcpy_kind =
+      kind == CopyKind::kH2D   ? cudaMemcpyHostToDevice
+      : kind == CopyKind::kD2H ? cudaMemcpyDeviceToHost
+                               : cudaMemcpyDeviceToDevice;
+  cudaEvent_t start = nullptr, stop = nullptr;  // timing events
+  STRATA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  absl::Status status = Check(cudaEventCreate(&stop), "cudaEventCreate");
+  if (status.ok())
+    status = Check(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (uint64_t r = 0; r < repeats && status.ok(); ++r) {
+    status = Check(cudaMemcpyAsync(dst, src, bytes, memcpy_kind, stream),
+                   "cudaMemcpyAsync");
+  }
+  if (status.ok())
+    status = Check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  if (status.ok()) {
+    status = Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  }
+  float ms = 0;
+  if (status.ok()) {
+    status =
+        Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  }
+  if (!status.ok()) cudaStreamSynchronize(stream);  // no copy outlives us
+  cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  STRATA_RETURN_IF_ERROR(status);
+  return ms * 1e-3;
+}
+
 absl::Status CudaDevice::CopyChunks(CopyKind kind, cudaStream_t stream,
                                     std::byte* dst, const std::byte* src,
                                     uint64_t bytes,

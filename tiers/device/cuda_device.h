@@ -65,6 +65,9 @@ class CudaDevice : public DeviceBackend {
   // not).
   absl::Status Copy(CopyKind kind, void* dst, const void* src, uint64_t bytes,
                     DeviceEvent* after = nullptr) override;
+  // CUDA events around `repeats` whole-buffer copies on the copy stream.
+  absl::StatusOr<double> TimeCopies(CopyKind kind, void* dst, const void* src,
+                                    uint64_t bytes, uint64_t repeats) override;
   absl::StatusOr<std::shared_ptr<DeviceEvent>> RecordEvent(
       void* stream) override;
   absl::Status StreamWait(void* stream, DeviceEvent& event) override;

@@ -8,6 +8,7 @@
 // CUDA (STRATA_HAVE_CUDA), so this file links without the toolkit.
 #include "tiers/device/device_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -66,6 +67,18 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenCuda(
 }
 
 }  // namespace
+
+absl::StatusOr<double> DeviceBackend::TimeCopies(CopyKind kind, void* dst,
+                                                 const void* src,
+                                                 uint64_t bytes,
+                                                 uint64_t repeats) {
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t r = 0; r < repeats; ++r) {
+    STRATA_RETURN_IF_ERROR(Copy(kind, dst, src, bytes));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenDeviceBackend(
     const DeviceOptions& options, std::string* why) {

@@ -59,6 +59,13 @@ class DeviceBackend {
   virtual absl::Status Copy(CopyKind kind, void* dst, const void* src,
                             uint64_t bytes, DeviceEvent* after = nullptr) = 0;
 
+  // Seconds `repeats` back-to-back copies of `bytes` take, for bandwidth
+  // benchmarks. On a GPU: whole-buffer cudaMemcpyAsync calls on the copy
+  // stream timed with CUDA events (the nvbandwidth method); the default
+  // (simulated device): wall time around Copy. The copies are real.
+  virtual absl::StatusOr<double> TimeCopies(CopyKind kind, void* dst,
+                                            const void* src, uint64_t bytes,
+                                            uint64_t repeats);
   // Records an event on `stream` (cudaStream_t; null = legacy default stream).
   virtual absl::StatusOr<std::shared_ptr<DeviceEvent>> RecordEvent(
       void* stream) = 0;
