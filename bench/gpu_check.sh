@@ -76,6 +76,8 @@ run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
   --json="$out/link.json"
 run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
+run_step bench_link "$(bin apps/strata)" bench -t link --device=cuda \
+  --json="$out/bench_link.json"
 # 200 steps offloaded (state 4.8x a 16 MiB device budget) and resident; the
 # losses must match bit for bit.
 run_step train "$(bin apps/strata)" train --device=cuda --nvme-dir="$nvme_dir" \
@@ -97,7 +99,8 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test device_backend_test host_arena_test \
-    compute_gpu_test info link_bench train train_resident train_identity train_bench; do
+    compute_gpu_test bench_link info link_bench train train_resident train_identity \
+    train_bench; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
