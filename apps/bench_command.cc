@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -189,7 +191,7 @@ absl::Status RunNvmeCase(BenchContext& ctx, nlohmann::json& json) {
   config.size_bytes = ctx.request.quick ? 4 << 20 : ctx.request.nvme_bytes;
   absl::PrintF(
       "nvme: sequential %s in %s, block %s, queue depth %d, O_DIRECT (the "
-      "page cache cannot flatter it), median of %d\n",
+      "page cache cannot flatter it), median of %d, bytes verified\n",
       FormatByteSize(config.size_bytes), config.directory,
       FormatByteSize(config.block_bytes), config.queue_depth, config.samples);
   std::fflush(stdout);
@@ -223,6 +225,13 @@ absl::Status RunNvmeDeviceCase(BenchContext& ctx, nlohmann::json& json) {
     config.tensor_bytes = 1 << 20;
     config.tensors = 2;
   }
+  // Budgets for what this case moves, not the training defaults: the NVMe
+  // directory then needs only that much free space.
+  const uint64_t block = config.store.nvme.block_size_bytes;
+  const uint64_t all = config.tensors * config.tensor_bytes;
+  config.store.nvme.budget_bytes = (all + 2 * block) / block * block;
+  config.store.device.budget_bytes = config.tensor_bytes + (1 << 20);
+  config.store.host.budget_bytes = config.tensor_bytes + (1 << 20);
   absl::PrintF(
       "nvme-device: %d tensors x %s homed on NVMe, loaded to the device "
       "through the store's pinned bounce chunks (block %s, queue depth %d), "
@@ -378,11 +387,48 @@ int List(const BenchRequest& request) {
 }
 
 absl::Status CheckOutputs(const BenchRequest& r) {
-  for (const auto& [path, flag] : {std::pair{r.json_path, "--json"},
-                                   std::pair{r.timeline_path, "--timeline"},
-                                   std::pair{r.profile_path, "--profile"},
-                                   std::pair{r.plot_path, "--plot"}}) {
+  const std::pair<std::string, const char*> outputs[] = {
+      {r.json_path, "--json"},
+      {r.timeline_path, "--timeline"},
+      {r.profile_path, "--profile"},
+      {r.plot_path, "--plot"}};
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [path, flag] = outputs[i];
     if (absl::Status s = CheckWritable(path, flag); !s.ok()) return s;
+    for (size_t j = 0; j < i && !path.empty(); ++j) {
+      if (outputs[j].first == path) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s and %s both name %s; give each output its own file", flag,
+            outputs[j].second, path));
+      }
+    }
+  }
+  if (!r.plot_path.empty() &&
+      std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return absl::UnavailableError(
+        "--plot needs gnuplot, which is not installed (apt-get install "
+        "gnuplot-nox)");
+  }
+  return absl::OkStatus();
+}
+
+// The NVMe settings the cases will use, checked as the store checks them.
+absl::Status CheckNvmeSettings(const BenchRequest& r) {
+  const uint64_t block = r.store.nvme.block_size_bytes;
+  if (block == 0 || block % 4096 != 0 || block > 64 * kMiB) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--block-size=%d: must be a multiple of 4 KiB, at most 64 MiB", block));
+  }
+  const uint32_t depth = r.store.nvme.queue_depth;
+  if (depth == 0 || depth > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--queue-depth=%d: must be 1..4096", depth));
+  }
+  if (!r.quick && (r.nvme_bytes < block || r.nvme_bytes % block != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--bench-size=%s: must be a whole number of --block-size=%s requests "
+        "(at least one)",
+        FormatByteSize(r.nvme_bytes), FormatByteSize(block)));
   }
   return absl::OkStatus();
 }
@@ -435,7 +481,9 @@ int WriteOutputs(const BenchContext& ctx, const nlohmann::json& report) {
 
 int RunBench(const BenchRequest& request) {
   if (request.list) return List(request);
-  if (absl::Status s = CheckOutputs(request); !s.ok()) {
+  absl::Status checked = CheckOutputs(request);
+  if (checked.ok()) checked = CheckNvmeSettings(request);
+  if (absl::Status s = checked; !s.ok()) {
     std::fprintf(stderr, "strata bench: %s\n", s.ToString().c_str());
     return 2;
   }

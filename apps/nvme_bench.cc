@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -123,27 +125,78 @@ std::string FioEscape(const std::string& path) {
   return out;
 }
 
+// fio's file and process, for the interrupt handler: fio cannot use an
+// unnamed O_TMPFILE file like the store's, so an interrupted run must kill
+// fio and remove its file itself. One fio at a time.
+char g_fio_file[4096];
+volatile pid_t g_fio_pid = 0;
+
+void RemoveFioFileAndDie(int sig) {  // async-signal-safe calls only
+  if (g_fio_pid > 0) {
+    kill(g_fio_pid, SIGKILL);
+    waitpid(g_fio_pid, nullptr, 0);
+  }
+  if (g_fio_file[0] != '\0') unlink(g_fio_file);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Runs `cmd` with /bin/sh, its stdout into `out`; returns the wait status,
+// or -1 when it cannot start. The child's pid is in g_fio_pid meanwhile.
+int RunCommand(const std::string& cmd, std::string* out) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  g_fio_pid = pid;
+  close(fds[1]);
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_fio_pid = 0;
+  return status;
+}
+
 // Runs fio once on `file` and returns its bandwidth in GB/s, or why not.
 absl::StatusOr<double> RunFioOnce(const std::string& file, uint64_t bytes,
                                   uint64_t block_bytes, uint32_t queue_depth,
                                   int loops, const char* rw) {
+  // `exec` makes the shell become fio, so the pid RunCommand records is
+  // fio's own (the interrupt handler kills it before removing its file).
   const std::string cmd = absl::StrFormat(
-      "fio --name=strata --filename=%s --size=%d --bs=%d --iodepth=%d "
+      "exec fio --name=strata --filename=%s --size=%d --bs=%d --iodepth=%d "
       "--ioengine=io_uring --fixedbufs=1 --registerfiles=1 --direct=1 --rw=%s "
       "--loops=%d --output-format=json 2>/dev/null",
       ShellQuote(FioEscape(file)), bytes, block_bytes, queue_depth, rw, loops);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return absl::UnavailableError("cannot start fio");
   std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  const int rc = pclose(pipe);
+  const int rc = RunCommand(cmd, &out);
+  if (rc < 0) return absl::UnavailableError("cannot start fio");
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
     return absl::UnavailableError("fio is not installed (apt-get install fio)");
   }
   if (rc != 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("fio --rw=%s failed (exit status %d)", rw, rc));
+    return absl::UnavailableError(absl::StrFormat(
+        "fio --rw=%s failed (exit status %d; run it by hand with the same "
+        "--size=%d --bs=%d to see why)",
+        rw, WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, bytes, block_bytes));
   }
   nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
@@ -218,6 +271,30 @@ absl::StatusOr<NvmeMeasurement> MeasureNvmeTier(const NvmeMeasureConfig& c,
   return m;
 }
 
+namespace {
+
+// Installs the handler for SIGINT/SIGTERM/SIGHUP while fio's file exists.
+class FioFileGuard {
+ public:
+  explicit FioFileGuard(const std::string& path) {
+    std::snprintf(g_fio_file, sizeof g_fio_file, "%s", path.c_str());
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      old_[n_++] = {sig, signal(sig, RemoveFioFileAndDie)};
+    }
+  }
+  ~FioFileGuard() {
+    for (int i = 0; i < n_; ++i) signal(old_[i].first, old_[i].second);
+    unlink(g_fio_file);
+    g_fio_file[0] = '\0';
+  }
+
+ private:
+  std::pair<int, sighandler_t> old_[3];
+  int n_ = 0;
+};
+
+}  // namespace
+
 FioRates RunFio(const std::string& directory, uint64_t bytes,
                 uint64_t block_bytes, uint32_t queue_depth, int loops) {
   FioRates r;
@@ -229,13 +306,13 @@ FioRates RunFio(const std::string& directory, uint64_t bytes,
     return r;
   }
   close(fd);
+  const FioFileGuard guard(file);  // removed on return or on Ctrl-C
   absl::StatusOr<double> write =
       RunFioOnce(file, bytes, block_bytes, queue_depth, loops, "write");
   absl::StatusOr<double> read =
       write.ok()
           ? RunFioOnce(file, bytes, block_bytes, queue_depth, loops, "read")
           : write.status();
-  unlink(file.c_str());
   if (write.ok() && read.ok()) {
     r.write_gbps = *write;
     r.read_gbps = *read;

@@ -1,6 +1,7 @@
 // output_path.cc: see output_path.h.
 #include "apps/output_path.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,11 +21,14 @@ absl::Status CheckWritable(const std::string& path, const std::string& flag) {
     }
     if (access(path.c_str(), W_OK) == 0) return absl::OkStatus();
   } else {
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                                       : path.substr(0, slash);
-    if (access(dir.c_str(), W_OK) == 0) return absl::OkStatus();
+    // Create and remove it: the only test that also catches file systems
+    // that refuse new files whatever the permissions say (/proc, /sys).
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      close(fd);
+      unlink(path.c_str());
+      return absl::OkStatus();
+    }
   }
   return absl::ErrnoToStatus(
       errno, absl::StrFormat("%s=%s cannot be written", flag, path));

@@ -11,7 +11,8 @@ namespace strata {
 
 // OK when `path` is empty, or a writable file, or a new name in a writable
 // directory. InvalidArgument when it names a directory; an errno-based error
-// (NotFound, PermissionDenied) otherwise, naming `flag`. Creates nothing.
+// (NotFound, PermissionDenied) otherwise, naming `flag`. Leaves nothing
+// behind (a new file is created and removed at once to prove it can be).
 absl::Status CheckWritable(const std::string& path, const std::string& flag);
 
 }  // namespace strata

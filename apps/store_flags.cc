@@ -133,10 +133,11 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
   const double gbps = absl::GetFlag(FLAGS_sim_link_gbps);
   const double latency_us = absl::GetFlag(FLAGS_sim_latency_us);
   if (!(gbps >= 0) || !(latency_us >= 0) || !std::isfinite(gbps) ||
-      !std::isfinite(latency_us)) {
+      !std::isfinite(latency_us) || (gbps > 0 && gbps < 1e-3) ||
+      latency_us > 1e6) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--sim-link-gbps=%g --sim-latency-us=%g: must be finite and >= 0 "
-        "(0 = no link model)",
+        "--sim-link-gbps=%g --sim-latency-us=%g: the link must be 0 (no link "
+        "model) or at least 0.001 GB/s, the latency 0 to 1e6 us",
         gbps, latency_us));
   }
   o.device.sim_link_gbps = absl::GetFlag(FLAGS_sim_link_gbps);

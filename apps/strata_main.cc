@@ -55,9 +55,12 @@ Commands:
   info    Show the tiers strata finds here (device backend and why, host
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
-  bench   Run benchmark cases (-t NAME selects by name or prefix, --list
-          lists them, --json=FILE writes the numbers). Cases: scheduler,
-          nvme (in the first --nvme-dir, next to fio when installed).
+  bench   Measure each tier link here: host<->device (pinned, pageable,
+          device-local), the store's NVMe path next to fio, NVMe->device, a
+          block size x queue depth sweep, the scheduler. -t NAME selects by
+          name or prefix, --list says which cases apply, --json=FILE,
+          --profile=FILE (load with --machine-profile), --plot=FILE.png,
+          --quick for a smoke test.
 
 Flags accept --name=value or --name value; dashes and underscores are the same
 (--device-budget = --device_budget). Sizes take units: 64MiB, 2GiB.
@@ -80,6 +83,8 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv,
     const std::string arg = argv[i];
     if (arg == "-t" && i + 1 < argc) {  // strata bench -t NAME
       storage.push_back(std::string("--bench_case=") + argv[++i]);
+    } else if (arg.rfind("-t=", 0) == 0) {  // strata bench -t=NAME
+      storage.push_back("--bench_case=" + arg.substr(3));
     } else {
       storage.push_back(arg);
     }

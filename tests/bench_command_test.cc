@@ -158,6 +158,24 @@ TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
   r = QuickRequest(dir);
   r.json_path = dir.path();  // a directory
   EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.json_path = "/proc/strata-bench.json";  // a file system that refuses it
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.selector = "link";
+  r.profile_path = r.json_path;  // two outputs, one file
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.store.nvme.block_size_bytes = 4097;
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.store.nvme.queue_depth = 0;
+  EXPECT_EQ(RunBench(r), 2);
+  r = QuickRequest(dir);
+  r.quick = false;
+  r.selector = "nvme";
+  r.nvme_bytes = 5000;  // not a whole number of blocks
+  EXPECT_EQ(RunBench(r), 2);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/missing-dir"));
 }
 
