@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/compute_test_util.h"
 #include "train/compute.h"
 
 #if defined(STRATA_HAVE_CUDA)
@@ -21,6 +22,10 @@
 
 namespace strata::train {
 namespace {
+
+using ::strata::train::testing::Random;
+using ::strata::train::testing::RandomLabels;
+using ::strata::train::testing::SameBits;
 
 // A device copy of a host vector, freed on destruction. Uploads and
 // downloads wait for the whole device, since the compute's stream does not
@@ -70,30 +75,9 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<int32_t> RandomLabels(int64_t n, int32_t classes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, classes - 1);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = dist(rng);
-  return v;
-}
-
 // Poison for outputs, so an op that skips an element shows up.
 std::vector<float> Poison(int64_t n) {
   return std::vector<float>(n, std::nanf(""));
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // |got[i] - want[i]| <= rtol * scale[i] + atol, scale defaulting to |want|.

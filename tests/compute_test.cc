@@ -16,36 +16,20 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/compute_test_util.h"
 
 namespace strata::train {
 namespace {
+
+using ::strata::train::testing::Random;
+using ::strata::train::testing::RandomLabels;
+using ::strata::train::testing::SameBits;
 
 struct Shape {
   int64_t batch, in, out;
 };
 constexpr Shape kShapes[] = {{1, 1, 1},     {3, 5, 7}, {17, 33, 9},
                              {64, 100, 10}, {2, 0, 3}, {0, 4, 6}};
-
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<int32_t> RandomLabels(int64_t n, int32_t classes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, classes - 1);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = dist(rng);
-  return v;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // Element i of `got` is within rtol * |want| + atol of `want`.
 void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
