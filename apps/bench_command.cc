@@ -132,6 +132,10 @@ absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
     config.compute_seconds_per_layer = 0.0002;
     config.steps = 4;
   }
+  // The case has its own link model unless --sim-link-gbps names one.
+  if (ctx.request.store.device.sim_link_gbps > 0) {
+    config.link_gbps = ctx.request.store.device.sim_link_gbps;
+  }
   absl::PrintF(
       "scheduler: %d layers x %s (model %s), device budget %s, simulated "
       "link %.1f GB/s, %.1f ms compute per layer; %d steps\n",

@@ -112,6 +112,13 @@ absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path) {
     }
     if (j.contains("nvme")) {
       const nlohmann::json& n = j["nvme"];
+      for (const char* field : {"block_size_bytes", "queue_depth"}) {
+        if (n.contains(field) && !n[field].is_number_unsigned()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "profile %s: nvme.%s=%s: must be a whole number >= 0", path,
+              field, n[field].dump()));
+        }
+      }
       p.nvme_block_size_bytes = n.value("block_size_bytes", uint64_t{0});
       p.nvme_queue_depth = n.value("queue_depth", uint32_t{0});
       p.nvme_read_gbps = n.value("read_gbps", 0.0);

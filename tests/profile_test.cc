@@ -99,6 +99,17 @@ TEST(ProfileTest, BadFilesAreRefusedWithTheReason) {
   EXPECT_EQ(LoadMachineProfile(path).status().code(),
             absl::StatusCode::kInvalidArgument);
   WriteFile(path,
+            R"({"strata_machine_profile": 1,
+                "nvme": {"block_size_bytes": 65536.5, "queue_depth": 8}})");
+  s = LoadMachineProfile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("whole number"), std::string::npos) << s;
+  WriteFile(path,
+            R"({"strata_machine_profile": 1,
+                "nvme": {"block_size_bytes": -4096, "queue_depth": 8}})");
+  EXPECT_EQ(LoadMachineProfile(path).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  WriteFile(path,
             R"({"strata_machine_profile": 1, "nvme": {"queue_depth": "x"}})");
   EXPECT_EQ(LoadMachineProfile(path).status().code(),
             absl::StatusCode::kInvalidArgument);
