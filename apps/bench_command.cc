@@ -377,8 +377,8 @@ const std::vector<BenchCase>& Cases() {
   return cases;
 }
 
-bool Selected(const BenchCase& c, const std::string& selector) {
-  return std::string(c.name).rfind(selector, 0) == 0;
+bool Selected(const std::string& name, const std::string& selector) {
+  return name.rfind(selector, 0) == 0;
 }
 
 int List(const BenchRequest& request) {
@@ -492,7 +492,8 @@ int RunBench(const BenchRequest& request) {
     return 2;
   }
   BenchContext ctx{.request = request};
-  for (const BenchCase& c : Cases()) ctx.count += Selected(c, request.selector);
+  for (const BenchCase& c : Cases())
+    ctx.count += Selected(c.name, request.selector);
   if (ctx.count == 0) {
     std::fprintf(stderr,
                  "strata bench: no case named '%s'; `strata bench --list` "
@@ -500,18 +501,15 @@ int RunBench(const BenchRequest& request) {
                  request.selector.c_str());
     return 2;
   }
-  auto selects = [&](const char* name) {
-    return std::string(name).rfind(request.selector, 0) == 0;
-  };
-  if (!request.plot_path.empty() && !selects("nvme-sweep")) {
+  if (!request.plot_path.empty() && !Selected("nvme-sweep", request.selector)) {
     std::fprintf(stderr,
                  "strata bench: --plot draws the nvme-sweep case, which '-t "
                  "%s' does not select\n",
                  request.selector.c_str());
     return 2;
   }
-  if (!request.profile_path.empty() && !selects("link") &&
-      !selects("nvme-sweep")) {
+  if (!request.profile_path.empty() && !Selected("link", request.selector) &&
+      !Selected("nvme-sweep", request.selector)) {
     std::fprintf(stderr,
                  "strata bench: --profile needs the link or nvme-sweep case, "
                  "which '-t %s' does not select\n",
@@ -521,7 +519,7 @@ int RunBench(const BenchRequest& request) {
   nlohmann::json report = nlohmann::json::object();
   bool ok = true;
   for (const BenchCase& c : Cases()) {
-    if (!Selected(c, request.selector)) continue;
+    if (!Selected(c.name, request.selector)) continue;
     ++ctx.index;
     if (const std::string why = c.why_not(request); !why.empty()) {
       absl::PrintF("%s: not run here: %s\n", c.name, why);

@@ -24,6 +24,7 @@
 #include "train/compute.h"
 #include "train/dataset.h"
 #include "train/lease_group.h"
+#include "train/metrics.h"
 #include "train/model.h"
 #include "train/setup.h"
 #include "train/trainer.h"
@@ -150,20 +151,6 @@ class ProgressLine {
   bool tty_;
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Of the acquires that needed bytes moved, the fraction a prefetch had
-// already brought (1 when nothing ever had to move).
-double PrefetchHitRate(const Stats& s) {
-  const double needed = double(s.prefetch.hit) + s.stalled_acquires;
-  return needed > 0 ? s.prefetch.hit / needed : 1.0;
-}
-
 nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
                           const train::ModelFootprint& f,
                           const train::TrainResult& r, const Stats& st,
@@ -197,7 +184,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"d2h_bytes", link(Link::kD2H)},
       {"nvme_read_bytes", link(Link::kNvmeRead)},
       {"nvme_write_bytes", link(Link::kNvmeWrite)},
-      {"prefetch_hit_rate", PrefetchHitRate(st)},
+      {"prefetch_hit_rate", train::PrefetchHitRate(st)},
       {"prefetch",
        {{"issued", st.prefetch.issued},
         {"hit", st.prefetch.hit},
@@ -208,7 +195,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"stalled_acquires", st.stalled_acquires},
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
-      {"step_seconds_median", Median(r.step_seconds)},
+      {"step_seconds_median", train::Median(r.step_seconds)},
       {"steps", r.losses.size()},
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
@@ -260,10 +247,11 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
   absl::PrintF("%-22s h2d %.2f  d2h %.2f  nvme read %.2f  nvme write %.2f\n",
                "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
                gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
-  absl::PrintF("%-22s %.3f\n", "prefetch hit rate", PrefetchHitRate(st));
+  absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
   absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
-               Median(r.step_seconds) * 1e3, r.losses.size(), r.train_seconds);
+               train::Median(r.step_seconds) * 1e3, r.losses.size(),
+               r.train_seconds);
 }
 
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.

@@ -21,6 +21,7 @@
 #include "strata/status.h"
 #include "strata/store.h"
 #include "train/dataset.h"
+#include "train/metrics.h"
 #include "train/setup.h"
 #include "train/trainer.h"
 
@@ -62,13 +63,6 @@ struct ModeResult {
   double hit_rate = 1;
 };
 
-double MedianMs(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) * 1e3;
-}
-
 absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   StoreOptions s;
   const std::string device = absl::GetFlag(FLAGS_device);
@@ -103,10 +97,9 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   ModeResult m{.name = mode.name, .losses = r.losses};
   const std::vector<double> timed(r.step_seconds.begin() + warmup,
                                   r.step_seconds.end());
-  m.step_ms = MedianMs(timed);
+  m.step_ms = Median(timed) * 1e3;
   m.stats = setup->store->GetStats();
-  const double needed = double(m.stats.prefetch.hit) + m.stats.stalled_acquires;
-  m.hit_rate = needed > 0 ? m.stats.prefetch.hit / needed : 1.0;
+  m.hit_rate = PrefetchHitRate(m.stats);
   return m;
 }
 

@@ -112,6 +112,10 @@ class Compute {
   virtual absl::Status Synchronize() = 0;
 };
 
+// InvalidArgument unless batch, in and out are in [0, INT_MAX]: both BLAS
+// libraries take int dimensions, so anything wider is a caller bug.
+absl::Status CheckLinearDims(int64_t batch, int64_t in, int64_t out);
+
 // OpenBLAS on host memory. `threads` bounds OpenBLAS's threads (0: its
 // default).
 std::unique_ptr<Compute> MakeCpuCompute(int threads = 0);

@@ -8,7 +8,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -25,18 +24,6 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-
-// cblas takes int dimensions; anything negative or wider is a caller bug.
-absl::Status CheckDims(int64_t batch, int64_t in, int64_t out) {
-  for (int64_t dim : {batch, in, out}) {
-    if (dim < 0 || dim > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "linear layer dimensions batch=%d in=%d out=%d must be in [0, %d]",
-          batch, in, out, INT_MAX));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // GELU through erfc rather than 1 + erf: identical in exact arithmetic, but
 // for negative z the sum 1 + erf cancels to a few significant bits while
@@ -90,7 +77,7 @@ class CpuCompute final : public Compute {
   absl::Status LinearForward(const float* x, const float* w, const float* bias,
                              float* y, int64_t batch, int64_t in,
                              int64_t out) override {
-    STRATA_RETURN_IF_ERROR(CheckDims(batch, in, out));
+    STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
     // y = bias on every row, then y += x w^T.
     for (int64_t i = 0; i < batch; ++i) {
       std::copy(bias, bias + out, y + i * out);
@@ -106,7 +93,7 @@ class CpuCompute final : public Compute {
   absl::Status LinearBackward(const float* x, const float* w, const float* dy,
                               float* dw, float* db, float* dx, int64_t batch,
                               int64_t in, int64_t out) override {
-    STRATA_RETURN_IF_ERROR(CheckDims(batch, in, out));
+    STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
     ColumnSums(dy, db, batch, out);
     // dw[out x in] = dy^T x.
     Gemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in);

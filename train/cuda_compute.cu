@@ -254,18 +254,6 @@ __global__ void AdamKernel(AdamScalars s, float* w, float* m, float* v,
   }
 }
 
-absl::Status CheckLinearDims(int64_t batch, int64_t in, int64_t out) {
-  // cuBLAS takes int dimensions.
-  for (int64_t dim : {batch, in, out}) {
-    if (dim < 0 || dim > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "linear layer dimensions batch=%d in=%d out=%d must be in [0, %d]",
-          batch, in, out, INT32_MAX));
-    }
-  }
-  return absl::OkStatus();
-}
-
 class CudaCompute final : public Compute {
  public:
   CudaCompute(int device, std::string gpu_name)

@@ -51,6 +51,8 @@ class LeaseGroup {
 
   // Request `index`'s bytes on the tier, as float (valid after Acquire).
   float* data(int index) const;
+  // Request `index`'s size in bytes (valid after Acquire).
+  uint64_t bytes(int index) const { return requests_[index].bytes; }
 
   // Releases every lease on the stream; the first error wins.
   absl::Status Release();

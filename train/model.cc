@@ -192,8 +192,8 @@ Mlp::~Mlp() {
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
                                                  const ModelConfig& config) {
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
-  STRATA_RETURN_IF_ERROR(CheckBudgets(store->GetStats(), config, footprint));
   const Stats stats = store->GetStats();
+  STRATA_RETURN_IF_ERROR(CheckBudgets(stats, config, footprint));
   const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
   if (home < footprint.total_bytes()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -392,8 +392,7 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
             m = group.Add(m_id, Access::kWrite),
             v = group.Add(v_id, Access::kWrite);
   STRATA_RETURN_IF_ERROR(group.Acquire());
-  STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store_->GetSpec(w_id));
-  const int64_t n = static_cast<int64_t>(spec.size_bytes / kF);
+  const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
   if (on_device) {
     STRATA_RETURN_IF_ERROR(compute_->Adam(p, group.data(w), group.data(m),
                                           group.data(v), group.data(g), n));
