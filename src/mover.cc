@@ -53,13 +53,14 @@ absl::Status Drain(std::future<absl::Status>& pending) {
 
 Mover::Mover(DeviceBackend* device, std::byte* device_base,
              std::byte* host_base, NvmeTier* nvme, BouncePool* bounce,
-             Timeline* timeline)
+             Timeline* timeline, bool host_managed)
     : device_(device),
       device_base_(device_base),
       host_base_(host_base),
       nvme_(nvme),
       bounce_(bounce),
-      timeline_(timeline) {}
+      timeline_(timeline),
+      host_managed_(host_managed) {}
 
 Mover::~Mover() { pipeline_.join(); }
 
@@ -73,12 +74,9 @@ absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
                          std::string_view label) {
   const absl::Time start = absl::Now();
   absl::Status status = Dispatch(src, dst, bytes, checksum, after);
-  if (timeline_ != nullptr) {
-    timeline_->Record(
-        absl::StrFormat("%s%s", label, status.ok() ? "" : " (failed)"),
-        absl::StrFormat("%s -> %s", TierName(src.tier), TierName(dst.tier)),
-        start, absl::Now());
-  }
+  Span(label,
+       absl::StrFormat("%s -> %s", TierName(src.tier), TierName(dst.tier)),
+       start, status.ok());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (src.tier == Tier::kNvme)
     Count(Link::kNvmeRead, bytes, seconds, status.ok());
@@ -113,6 +111,14 @@ absl::Status Mover::Dispatch(const Place& src, const Place& dst, uint64_t bytes,
 absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
                                uint64_t bytes, uint64_t checksum) {
   std::byte* buf = Pointer(dst);
+  if (host_managed_) {
+    return StagedRead(
+        src, buf, bytes, checksum,
+        [](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
+          std::memcpy(to, from, n);
+          return absl::OkStatus();
+        });
+  }
   STRATA_RETURN_IF_ERROR(
       nvme_->Read(src.extent.offset, buf, RoundUpDirect(bytes)));
   if (XXH3_64bits(buf, bytes) != checksum) return ChecksumMismatch(src, bytes);
@@ -122,16 +128,42 @@ absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
 absl::Status Mover::HostToNvme(const Place& src, const Place& dst,
                                uint64_t bytes, uint64_t* checksum) {
   const std::byte* buf = Pointer(src);
+  if (host_managed_) {
+    return StagedWrite(
+        buf, dst, bytes, checksum,
+        [](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
+          std::memcpy(to, from, n);
+          return absl::OkStatus();
+        });
+  }
   *checksum = XXH3_64bits(buf, bytes);
   return nvme_->Write(dst.extent.offset, buf, RoundUpDirect(bytes));
 }
 
-// Reads chunk k+1 from NVMe while chunk k is copied host->device.
 absl::Status Mover::NvmeToDevice(const Place& src, const Place& dst,
                                  uint64_t bytes, uint64_t checksum) {
+  return StagedRead(
+      src, Pointer(dst), bytes, checksum,
+      [this](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
+        return device_->Copy(CopyKind::kH2D, to, from, n);
+      });
+}
+
+absl::Status Mover::DeviceToNvme(const Place& src, const Place& dst,
+                                 uint64_t bytes, uint64_t* checksum,
+                                 DeviceEvent* after) {
+  return StagedWrite(Pointer(src), dst, bytes, checksum,
+                     [this, after](std::byte* to, const std::byte* from,
+                                   uint64_t n, bool first) {
+                       return device_->Copy(CopyKind::kD2H, to, from, n,
+                                            first ? after : nullptr);
+                     });
+}
+
+absl::Status Mover::StagedRead(const Place& src, std::byte* dst, uint64_t bytes,
+                               uint64_t checksum, const ChunkCopy& copy) {
   std::unique_ptr<BouncePool::Pair> pair = bounce_->Acquire();
   const uint64_t chunk = bounce_->chunk_bytes();
-  std::byte* const device = Pointer(dst);
   StreamingChecksum sum;
   std::future<absl::Status> copying;
   for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
@@ -143,8 +175,8 @@ absl::Status Mover::NvmeToDevice(const Place& src, const Place& dst,
     STRATA_RETURN_IF_ERROR(read);
     STRATA_RETURN_IF_ERROR(copied);
     sum.Update(buf, n);
-    copying = Async(pipeline_, [this, device, done, buf, n] {
-      return device_->Copy(CopyKind::kH2D, device + done, buf, n);
+    copying = Async(pipeline_, [&copy, dst, done, buf, n, k] {
+      return copy(dst + done, buf, n, k == 0);
     });
   }
   STRATA_RETURN_IF_ERROR(Drain(copying));
@@ -152,20 +184,17 @@ absl::Status Mover::NvmeToDevice(const Place& src, const Place& dst,
   return absl::OkStatus();
 }
 
-// Copies chunk k+1 device->host while chunk k is written to NVMe.
-absl::Status Mover::DeviceToNvme(const Place& src, const Place& dst,
-                                 uint64_t bytes, uint64_t* checksum,
-                                 DeviceEvent* after) {
+absl::Status Mover::StagedWrite(const std::byte* src, const Place& dst,
+                                uint64_t bytes, uint64_t* checksum,
+                                const ChunkCopy& copy) {
   std::unique_ptr<BouncePool::Pair> pair = bounce_->Acquire();
   const uint64_t chunk = bounce_->chunk_bytes();
-  const std::byte* const device = Pointer(src);
   StreamingChecksum sum;
   std::future<absl::Status> writing;
   for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
     const uint64_t n = std::min(chunk, bytes - done);
     std::byte* buf = pair->chunk(static_cast<int>(k % 2));
-    absl::Status copied = device_->Copy(CopyKind::kD2H, buf, device + done, n,
-                                        k == 0 ? after : nullptr);
+    absl::Status copied = copy(buf, src + done, n, k == 0);
     absl::Status written = Drain(writing);
     STRATA_RETURN_IF_ERROR(copied);
     STRATA_RETURN_IF_ERROR(written);
@@ -178,6 +207,38 @@ absl::Status Mover::DeviceToNvme(const Place& src, const Place& dst,
   STRATA_RETURN_IF_ERROR(Drain(writing));
   *checksum = sum.Digest();
   return absl::OkStatus();
+}
+
+absl::Status Mover::Migrate(const ManagedRange& range, MemLocation to,
+                            bool discard, DeviceEvent* after,
+                            std::string_view label) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = device_->PrefetchManaged(
+      absl::MakeConstSpan(&range, 1), to, discard, after);
+  const bool up = to == MemLocation::kDevice;
+  Span(label, up ? "prefetch -> device" : "prefetch -> host", start,
+       status.ok());
+  // A discarding migration moves no bytes over the link.
+  Count(up ? Link::kH2D : Link::kD2H, discard ? 0 : range.bytes,
+        discard ? 0 : absl::ToDoubleSeconds(absl::Now() - start), status.ok());
+  return status;
+}
+
+absl::Status Mover::ServeFault(const ManagedRange& range,
+                               std::string_view label) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = device_->ServeFault(range);
+  Span(label, "fault -> device", start, status.ok());
+  Count(Link::kH2D, range.bytes, absl::ToDoubleSeconds(absl::Now() - start),
+        status.ok());
+  return status;
+}
+
+void Mover::Span(std::string_view label, std::string_view lane,
+                 absl::Time start, bool ok) {
+  if (timeline_ == nullptr) return;
+  timeline_->Record(absl::StrFormat("%s%s", label, ok ? "" : " (failed)"),
+                    std::string(lane), start, absl::Now());
 }
 
 absl::Status Mover::Zero(const Place& place, uint64_t bytes) {

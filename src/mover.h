@@ -7,7 +7,11 @@
 // NVMe<->device pipelined through BouncePool chunk pairs (chunk k+1 is read
 // while chunk k is copied). Every NVMe write computes an XXH3-64 checksum of
 // the logical bytes; every NVMe read verifies it (DataLoss on mismatch) before
-// the destination can be marked valid.
+// the destination can be marked valid. When the host tier is managed memory
+// (unified-memory mode), host<->NVMe runs through the bounce chunks too: the
+// driver migrates managed pages, so they cannot be pinned for O_DIRECT.
+// Unified memory also moves bytes by hints (Migrate, ServeFault), counted on
+// the H2D/D2H links like copies.
 //
 // Thread safety: Move may be called concurrently; the caller guarantees the
 // source is not modified and the destination not read meanwhile.
@@ -17,6 +21,7 @@
 #include <array>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -43,8 +48,10 @@ class Mover {
   // All pointers must outlive the Mover; `nvme` and `bounce` may be null when
   // there is no NVMe tier.
   // `timeline` (may be null) receives a span per transfer.
+  // `host_managed`: the host arena is managed memory (unified mode).
   Mover(DeviceBackend* device, std::byte* device_base, std::byte* host_base,
-        NvmeTier* nvme, BouncePool* bounce, Timeline* timeline = nullptr);
+        NvmeTier* nvme, BouncePool* bounce, Timeline* timeline = nullptr,
+        bool host_managed = false);
   ~Mover();
 
   // Copies the first `bytes` of `src` to `dst` (different tiers). When the
@@ -56,6 +63,14 @@ class Mover {
   absl::Status Move(const Place& src, const Place& dst, uint64_t bytes,
                     uint64_t* checksum, DeviceEvent* after,
                     std::string_view label = "");
+
+  // Unified memory: migrates `range` to `to` by a prefetch hint (discard:
+  // its contents are dead and nothing crosses), after `after`; returns when
+  // it is there. Counted on H2D (to the device) or D2H (to the host).
+  absl::Status Migrate(const ManagedRange& range, MemLocation to, bool discard,
+                       DeviceEvent* after, std::string_view label);
+  // Unified memory without hints: a device access faults `range` in.
+  absl::Status ServeFault(const ManagedRange& range, std::string_view label);
 
   // Fills `bytes` at `place` (device or host) with zeros.
   absl::Status Zero(const Place& place, uint64_t bytes);
@@ -77,6 +92,21 @@ class Mover {
                             uint64_t checksum);
   absl::Status DeviceToNvme(const Place& src, const Place& dst, uint64_t bytes,
                             uint64_t* checksum, DeviceEvent* after);
+  // Copies one chunk between a bounce chunk and a tier (`first`: the
+  // transfer's first chunk).
+  using ChunkCopy = std::function<absl::Status(
+      std::byte* dst, const std::byte* src, uint64_t n, bool first)>;
+  // NVMe -> `dst` through bounce chunks: chunk k+1 is read while chunk k is
+  // copied out with `copy`.
+  absl::Status StagedRead(const Place& src, std::byte* dst, uint64_t bytes,
+                          uint64_t checksum, const ChunkCopy& copy);
+  // `src` -> NVMe through bounce chunks: chunk k+1 is copied in with `copy`
+  // while chunk k is written.
+  absl::Status StagedWrite(const std::byte* src, const Place& dst,
+                           uint64_t bytes, uint64_t* checksum,
+                           const ChunkCopy& copy);
+  void Span(std::string_view label, std::string_view lane, absl::Time start,
+            bool ok);
   absl::Status ChecksumMismatch(const Place& src, uint64_t bytes);
   void Count(Link link, uint64_t bytes, double seconds, bool ok);
 
@@ -86,6 +116,7 @@ class Mover {
   NvmeTier* const nvme_;
   BouncePool* const bounce_;
   Timeline* const timeline_;
+  const bool host_managed_;
   // Runs the second stage of NVMe<->device pipelines.
   boost::asio::thread_pool pipeline_{4};
 

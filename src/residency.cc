@@ -42,8 +42,14 @@ std::string_view BudgetFlag(Tier tier) {
 }  // namespace
 
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                                 uint64_t protect_within) {
+                                 uint64_t protect_within, bool demand) {
   TierCopy& copy = rec.copy(tier);
+  if (unified() && tier == Tier::kDevice) {
+    STRATA_RETURN_IF_ERROR(
+        FillUnifiedDevice(rec, fill, protect_within, demand));
+    copy.last_use = ++tick_;
+    return absl::OkStatus();
+  }
   if (!copy.extent) {
     absl::StatusOr<Extent> extent =
         AllocateOn(tier, rec.spec.size_bytes, rec.spec, protect_within);
@@ -96,6 +102,8 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
                                                 {Tier::kDevice, Tier::kNvme},
                                                 {Tier::kHost, Tier::kDevice}};
   for (Tier src : kOrder[static_cast<int>(tier)]) {
+    // Unified memory: the device copy is the host copy, never a source.
+    if (unified() && src == Tier::kDevice) continue;
     if (rec.copy(src).state == CopyState::kValid) return src;
   }
   return std::nullopt;
@@ -138,6 +146,12 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
       return *e;
     }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
+      // Unified memory: a device victim ends its residency; a host victim
+      // first takes its pages off the device.
+      if (unified() && victim->copy(Tier::kDevice).state == CopyState::kValid) {
+        EvictUnified(*victim);
+        continue;
+      }
       if (!victim->has_contents || !victim->dirty(tier)) {
         DropCopy(*victim, tier, /*eviction=*/true);
       } else {
@@ -178,6 +192,15 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
       continue;
     }
     if (protect_within > 0 && NextUseDistance(*rec) < protect_within) continue;
+    // Unified memory: a host copy whose pages a device copy is using (being
+    // filled, leased or migrating back) stays.
+    const TierCopy& device = rec->copy(Tier::kDevice);
+    if (unified() && tier == Tier::kHost &&
+        device.state != CopyState::kAbsent &&
+        (device.state != CopyState::kValid || device.leased() ||
+         device.transfer_pins > 0)) {
+      continue;
+    }
     if (best == nullptr || key(*rec) > key(*best)) best = rec.get();
   }
   return best;
@@ -290,6 +313,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
   c.state = CopyState::kAbsent;
   c.prefetched = false;
   c.release_event.reset();
+  if (tier == Tier::kHost && !rec.is_home(tier)) ForgetReadMostly(rec);
   if (!rec.is_home(tier) && c.extent) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();
@@ -299,6 +323,8 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
 
 void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
   for (int t = 0; t < kNumTiers; ++t) {
+    // Unified memory: the host copy holds the device copy's bytes.
+    if (unified() && keep == Tier::kDevice && t == 1) continue;
     if (t != static_cast<int>(keep) &&
         rec.copies[t].state == CopyState::kValid) {
       DropCopy(rec, static_cast<Tier>(t), /*eviction=*/false);
@@ -309,6 +335,9 @@ void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
 void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
   TierCopy& c = rec.copy(tier);
   c.state = CopyState::kAbsent;
+  if (tier == Tier::kHost && !rec.is_home(tier) && c.extent) {
+    ForgetReadMostly(rec);
+  }
   if (!rec.is_home(tier) && c.extent) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();

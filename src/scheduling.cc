@@ -31,6 +31,11 @@ void StoreCore::BeginStep() {
 void StoreCore::EndStep() {
   MutexLock lock(&mu_);
   predictor_.EndStep();
+  if (!unified()) return;
+  for (auto& [id, rec] : tensors_) {  // for read-mostly advice
+    rec->written_last_step = rec->writes_this_step > 0;
+    rec->writes_this_step = 0;
+  }
 }
 
 uint64_t StoreCore::NextUseDistance(const TensorRecord& rec) const {
@@ -97,6 +102,8 @@ void StoreCore::PausePrefetch(bool paused) {
 void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
   TierCopy& copy = rec.copy(tier);
   if (copy.state != CopyState::kAbsent || copy.prefetch_pending) return;
+  // Unified memory without hints: pages reach the device by faults only.
+  if (unified() && !hints() && tier == Tier::kDevice) return;
   ++prefetch_.issued;
   copy.prefetch_pending = true;
   const TensorId id = rec.id;

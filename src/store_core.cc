@@ -69,7 +69,8 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   if (options_.timeline) timeline_ = std::make_unique<Timeline>();
   mover_ = std::make_unique<Mover>(tiers_.device.get(), tiers_.device_base,
                                    tiers_.host->base(), tiers_.nvme.get(),
-                                   tiers_.bounce.get(), timeline_.get());
+                                   tiers_.bounce.get(), timeline_.get(),
+                                   tiers_.host->managed());
   prefetch_pool_ =
       std::make_unique<boost::asio::thread_pool>(options_.prefetch_threads);
 }
@@ -153,6 +154,14 @@ absl::StatusOr<TensorId> StoreCore::Create(const TensorSpec& spec) {
         "(--nvme-dir and --nvme-budget) or choose another home",
         spec.name, TierName(spec.home), TierName(spec.home)));
   }
+  if (unified() && spec.home == Tier::kDevice) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' has home device, but in unified-memory mode every "
+        "tensor's pages live in managed host memory and migrate to the device "
+        "on use: give it home host (it is prefetched before each use), or "
+        "open the store with explicit copies",
+        spec.name));
+  }
   STRATA_ASSIGN_OR_RETURN(Extent home,
                           AllocateOn(spec.home, spec.size_bytes, spec));
   auto rec = std::make_unique<TensorRecord>();
@@ -178,6 +187,7 @@ absl::Status StoreCore::Destroy(TensorId id) {
         "tensor '%s' was leased meanwhile: release it before Destroy",
         rec->spec.name));
   }
+  ForgetReadMostly(*rec);
   for (int t = 0; t < kNumTiers; ++t) {
     TierCopy& c = rec->copies[t];
     if (c.extent) alloc(static_cast<Tier>(t)).Free(*c.extent);
@@ -220,6 +230,11 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
     STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, Access::kRead));
     TierCopy& copy = rec->copy(tier);
+    if (tier == Tier::kHost && ShouldEvictForHost(*rec) &&
+        !rec->exclusive_pending) {
+      EvictUnified(*rec);  // the CPU reads its pages where they are
+      continue;
+    }
     if (copy.state == CopyState::kValid && !rec->exclusive_pending) {
       return Grant(*rec, tier, Access::kRead, stream);
     }
@@ -248,6 +263,10 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     if (rec->any_busy() || rec->exclusive_pending) {
       *stalled = true;
       changed_.Wait(&mu_);
+      continue;
+    }
+    if (tier == Tier::kHost && ShouldEvictForHost(*rec)) {
+      EvictUnified(*rec);  // the CPU writes its pages where they are
       continue;
     }
     TierCopy& copy = rec->copy(tier);
@@ -373,6 +392,8 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
     DropOthers(rec, tier);
     rec.has_contents = true;
     copy.write_lease = true;
+    ++rec.writes_this_step;
+    ForgetReadMostly(rec);  // writes to read-mostly pages collapse duplicates
   }
   if (copy.read_leases + (copy.write_lease ? 1 : 0) == 1) {
     leased_bytes_[static_cast<int>(tier)] += copy.extent->bytes;
@@ -385,8 +406,7 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
   const uint64_t token = next_token_++;
   rec.leases.emplace(token, LeaseGrant{tier, access, absl::Now()});
   return MakeLease(weak_from_this(), rec.id, tier, access,
-                   mover_->Pointer({tier, *copy.extent}), rec.spec.size_bytes,
-                   token);
+                   DataPointer(rec, tier), rec.spec.size_bytes, token);
 }
 
 absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
@@ -461,7 +481,8 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   const uint64_t protect =
       options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
   ++prefetches_running_;
-  absl::Status filled = FillCopy(rec, tier, Fill::kLoad, protect);
+  absl::Status filled =
+      FillCopy(rec, tier, Fill::kLoad, protect, /*demand=*/false);
   --prefetches_running_;
   changed_.SignalAll();  // PausePrefetch may be waiting for this one
   if (!filled.ok()) {
@@ -491,6 +512,10 @@ absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
             rec->spec.name, TierName(static_cast<Tier>(t))));
       }
     }
+    if (to_tier != Tier::kDevice && ShouldEvictForHost(*rec)) {
+      EvictUnified(*rec);  // unified memory: pages back to the host first
+      continue;
+    }
     bool kept = !rec->has_contents;
     for (int t = static_cast<int>(to_tier); t < kNumTiers; ++t) {
       kept = kept || rec->copies[t].state == CopyState::kValid;
@@ -518,6 +543,12 @@ absl::Status StoreCore::Discard(TensorId id) {
   if (!rec->leases.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "tensor '%s' is leased: release it before Discard", rec->spec.name));
+  }
+  if (hints() && rec->copy(Tier::kDevice).state == CopyState::kValid) {
+    // Unified memory: the dead pages never cross the link again.
+    const ManagedRange range = RangeOf(*rec);
+    (void)tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
+    ++unified_.discards;
   }
   for (int t = 0; t < kNumTiers; ++t) {
     if (rec->copies[t].state == CopyState::kValid) {

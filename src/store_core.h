@@ -151,8 +151,9 @@ class StoreCore : public internal::LeaseReleaser,
   // `protect_within`: copies whose predicted next use is closer than this
   // many accesses are not evicted for it (a prefetch must not push out what
   // is needed before the tensor it fetches); 0 protects nothing.
+  // `demand`: an acquire waits for it (not a prefetch).
   absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                        uint64_t protect_within = 0)
+                        uint64_t protect_within = 0, bool demand = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,6 +171,37 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy on `tier` to evict next (EvictionPolicy), or null.
   TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- unified.cc: unified-memory mode, where a device copy is the host
+  // copy's managed pages resident on the GPU.
+  bool unified() const {
+    return options_.device.memory == DeviceMemory::kUnified;
+  }
+  bool hints() const { return unified() && options_.device.unified_hints; }
+  // Where a lease on `tier` points: in unified mode the host extent on both.
+  std::byte* DataPointer(const TensorRecord& rec, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FillCopy for the device tier in unified mode: makes the host copy valid
+  // (loading or zeroing it as `fill` says), reserves device residency, then
+  // migrates the pages (a prefetch hint, discarding when `fill` is kNone) or,
+  // without hints, charges a fault.
+  absl::Status FillUnifiedDevice(TensorRecord& rec, Fill fill,
+                                 uint64_t protect_within, bool demand)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends rec's device residency (valid, unleased, idle): a prefetch to host
+  // for live contents (none for read-mostly ones, whose host duplicate is
+  // valid), a discard for dead ones. A failed hint still ends the residency:
+  // managed memory stays coherent, so nothing is lost.
+  void EvictUnified(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a host acquire should first take rec's pages off the device.
+  bool ShouldEvictForHost(const TensorRecord& rec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Read-mostly advice for a tensor the last whole step did not write; and
+  // its removal before a write or when the range is freed.
+  void AdviseReadMostly(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetReadMostly(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ManagedRange RangeOf(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- scheduling.cc: the predictor's use in the store.
@@ -235,6 +267,7 @@ class StoreCore : public internal::LeaseReleaser,
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stalled_acquires_ ABSL_GUARDED_BY(mu_) = 0;
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
+  UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
 };
 

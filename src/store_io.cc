@@ -54,6 +54,8 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
   for (Tier tier : {Tier::kHost, Tier::kDevice}) {
     if (lease.status().code() != absl::StatusCode::kResourceExhausted) break;
     if (tier == Tier::kHost && spec.home == Tier::kDevice) continue;
+    // Unified memory: the host lease's pointer is the device copy's too.
+    if (tier == Tier::kDevice && unified()) continue;
     if (to_tensor) {
       // The bytes are copied in before the lease is granted, so a failed
       // copy leaves the previous contents intact.

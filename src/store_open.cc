@@ -80,7 +80,10 @@ uint64_t BounceChunkBytes(uint64_t block) {
 absl::Status CheckSimulatedFits(const DeviceBackend& device,
                                 const StoreOptions& o) {
   const uint64_t ram = PhysicalMemoryBytes();
-  const uint64_t total = o.device.budget_bytes + o.host.budget_bytes;
+  // Unified memory has no device arena: the host budget is all there is.
+  const bool unified = o.device.memory == DeviceMemory::kUnified;
+  const uint64_t total =
+      (unified ? 0 : o.device.budget_bytes) + o.host.budget_bytes;
   if (!device.is_simulated() || ram == 0 || total <= ram) {
     return absl::OkStatus();
   }
@@ -91,6 +94,21 @@ absl::Status CheckSimulatedFits(const DeviceBackend& device,
       FormatByteSize(o.device.budget_bytes),
       FormatByteSize(o.host.budget_bytes), FormatByteSize(total),
       FormatByteSize(ram)));
+}
+
+// Unified memory: the host tier is one managed allocation (refused above the
+// GPU's free memory less a margin), advised preferred-location host and
+// accessed-by device when hints are on.
+absl::StatusOr<std::unique_ptr<HostArena>> OpenManagedHost(
+    DeviceBackend& device, const StoreOptions& o) {
+  const uint64_t bytes = (o.host.budget_bytes + kDirectIoAlignment - 1) /
+                         kDirectIoAlignment * kDirectIoAlignment;
+  STRATA_ASSIGN_OR_RETURN(std::byte * base, device.ReserveManaged(bytes));
+  if (o.device.unified_hints) {
+    STRATA_RETURN_IF_ERROR(device.AdviseManaged(
+        {base, bytes}, ManagedAdvice::kPreferHostAccessedByDevice));
+  }
+  return HostArena::Managed(base, bytes);
 }
 
 }  // namespace
@@ -118,6 +136,12 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "simulated link latency %g s is negative: use --sim-latency-us >= 0",
         o.device.sim_latency_seconds));
+  }
+  if (static_cast<int>(o.device.memory) >
+      static_cast<int>(DeviceMemory::kUnified)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device memory mode %d is not kExplicitCopies or kUnified",
+        static_cast<int>(o.device.memory)));
   }
   if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
     return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");
@@ -165,31 +189,42 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
   if (seams.wrap_device)
     tiers.device = seams.wrap_device(std::move(tiers.device));
   STRATA_RETURN_IF_ERROR(CheckSimulatedFits(*tiers.device, rounded));
-  absl::StatusOr<std::byte*> arena =
-      tiers.device->ReserveArena(rounded.device.budget_bytes);
-  if (!arena.ok()) {
-    if (absl::StrContains(arena.status().message(), "--device-budget")) {
-      return arena.status();
+  const bool unified = options.device.memory == DeviceMemory::kUnified;
+  if (unified) {
+    STRATA_ASSIGN_OR_RETURN(tiers.host,
+                            OpenManagedHost(*tiers.device, options));
+  } else {
+    absl::StatusOr<std::byte*> arena =
+        tiers.device->ReserveArena(rounded.device.budget_bytes);
+    if (!arena.ok()) {
+      if (absl::StrContains(arena.status().message(), "--device-budget")) {
+        return arena.status();
+      }
+      return absl::Status(
+          arena.status().code(),
+          absl::StrCat("device budget: ", arena.status().message(),
+                       ": lower --device-budget"));
     }
-    return absl::Status(
-        arena.status().code(),
-        absl::StrCat("device budget: ", arena.status().message(),
-                     ": lower --device-budget"));
+    tiers.device_base = *arena;
+    STRATA_ASSIGN_OR_RETURN(
+        tiers.host,
+        HostArena::Create(options.host.budget_bytes, options.host.lock_memory,
+                          tiers.device.get()));
   }
-  tiers.device_base = *arena;
-  STRATA_ASSIGN_OR_RETURN(
-      tiers.host,
-      HostArena::Create(options.host.budget_bytes, options.host.lock_memory,
-                        tiers.device.get()));
   if (!options.nvme.directories.empty()) {
     STRATA_ASSIGN_OR_RETURN(
         tiers.bounce,
         BouncePool::Create(BounceChunkBytes(options.nvme.block_size_bytes),
                            /*pairs=*/2, options.host.lock_memory,
                            tiers.device.get()));
-    const std::vector<iovec> buffers = {
-        {tiers.host->base(), tiers.host->size_bytes()},
+    // Managed pages migrate, so they cannot be fixed I/O buffers: unified
+    // mode reaches NVMe through the bounce chunks only.
+    std::vector<iovec> buffers = {
         {tiers.bounce->base(), tiers.bounce->size_bytes()}};
+    if (!unified) {
+      buffers.insert(buffers.begin(),
+                     {tiers.host->base(), tiers.host->size_bytes()});
+    }
     STRATA_ASSIGN_OR_RETURN(
         tiers.nvme, NvmeTier::Open(options.nvme, buffers, seams.wrap_block_io));
   }

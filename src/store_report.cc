@@ -71,19 +71,34 @@ Stats StoreCore::GetStats() const {
   s.stall_seconds = stall_seconds_;
   s.stalled_acquires = stalled_acquires_;
   s.tensors = tensors_.size();
+  s.unified = unified_;
   s.device_backend = tiers_.device->name();
+  s.device_memory = !unified()                      ? "copies"
+                    : options_.device.unified_hints ? "unified"
+                                                    : "unified-no-hints";
   s.io_engine = tiers_.nvme ? std::string(tiers_.nvme->engine_name()) : "none";
   return s;
 }
 
 std::string StoreCore::DescribeTiers() const {
   std::string out =
-      absl::StrFormat("device: %s (%s), budget %s\n", tiers_.device->name(),
-                      tiers_.device_why, FormatByteSize(capacity_[0]));
-  absl::StrAppendFormat(
-      &out, "host:   pinned arena %s (mlock %s, %s)\n",
-      FormatByteSize(capacity_[1]), tiers_.host->locked() ? "ok" : "refused",
-      tiers_.host->registered() ? "registered with CUDA" : "not registered");
+      absl::StrFormat("device: %s (%s), budget %s%s\n", tiers_.device->name(),
+                      tiers_.device_why, FormatByteSize(capacity_[0]),
+                      !unified() ? ""
+                      : options_.device.unified_hints
+                          ? " resident; unified memory with prefetch hints"
+                          : " resident; unified memory, no hints (faults)");
+  if (tiers_.host->managed()) {
+    absl::StrAppendFormat(&out,
+                          "host:   managed memory %s (preferred location host, "
+                          "accessed by the device)\n",
+                          FormatByteSize(capacity_[1]));
+  } else {
+    absl::StrAppendFormat(
+        &out, "host:   pinned arena %s (mlock %s, %s)\n",
+        FormatByteSize(capacity_[1]), tiers_.host->locked() ? "ok" : "refused",
+        tiers_.host->registered() ? "registered with CUDA" : "not registered");
+  }
   if (!tiers_.nvme) {
     absl::StrAppend(&out, "nvme:   none (no --nvme-dir)\n");
     return out;

@@ -22,6 +22,7 @@ class FaultyDeviceTest : public ::testing::Test {
   void SetUp() override {
     DeviceOptions options;
     options.budget_bytes = 4 * kMiB;
+    options.sim_memory_bytes = 4 * kMiB;
     options.copy_chunk_bytes = 64 * 1024;
     auto inner = SimulatedDevice::Create(options);
     ASSERT_TRUE(inner.ok());

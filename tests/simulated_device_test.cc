@@ -64,7 +64,9 @@ TEST(SimulatedDeviceTest, ArenaAboveBudgetIsResourceExhausted) {
 }
 
 TEST(SimulatedDeviceTest, MemInfoCountsTheReservation) {
-  auto device = MakeDevice(Options(8 * kMiB, kMiB));
+  DeviceOptions options = Options(8 * kMiB, kMiB);
+  options.sim_memory_bytes = 8 * kMiB;  // the GPU memory it reports
+  auto device = MakeDevice(options);
   ASSERT_TRUE(device->ReserveArena(3 * kMiB).ok());
   auto info = device->GetMemInfo();
   ASSERT_TRUE(info.ok());

@@ -18,6 +18,20 @@ enum class DeviceBackendKind : uint8_t {
   kSimulated,  // host memory standing in for the device (tests, planning)
 };
 
+// How device-tier copies are made.
+enum class DeviceMemory : uint8_t {
+  // The device tier is one cudaMalloc; a device copy is a separate extent
+  // filled by cudaMemcpyAsync from the host tier (the default).
+  kExplicitCopies,
+  // Unified memory: the host tier is one managed allocation
+  // (cudaMallocManaged) and a tensor's device copy is its host pages
+  // migrated to the GPU by prefetch hints (cudaMemPrefetchAsync with a
+  // cudaMemLocation), so a lease's pointer is the same on both tiers. The
+  // device budget caps the bytes resident on the GPU. Store::Open refuses a
+  // host budget above the GPU's free memory less a margin.
+  kUnified,
+};
+
 struct DeviceOptions {
   // Device tier budget, reserved with one cudaMalloc (or one host allocation
   // on the simulated device). Default: 256 MiB.
@@ -35,6 +49,20 @@ struct DeviceOptions {
   // Copies are split into chunks of this size so that a large tensor does not
   // hold a copy engine while a small urgent one waits. Default: 4 MiB.
   uint64_t copy_chunk_bytes = 4 * kMiB;
+  // Default: kExplicitCopies.
+  DeviceMemory memory = DeviceMemory::kExplicitCopies;
+  // Unified memory only. true: the store prefetches ahead of use, evicts by
+  // prefetching to host, discards dead contents and advises every range
+  // (preferred location host, accessed by the device; read-mostly for
+  // tensors not written during a step). false: no hints at all; pages move
+  // by first-touch faults (the baseline hints are measured against).
+  // Default: true.
+  bool unified_hints = true;
+  // Simulated device only: the GPU memory it reports (cudaMemGetInfo's
+  // total), which caps the managed memory of unified-memory mode. 0 = this
+  // machine's physical memory, where the simulated device lives.
+  // Default: 0.
+  uint64_t sim_memory_bytes = 0;
 };
 
 struct HostOptions {

@@ -55,6 +55,21 @@ struct SchedulerStats {
   uint64_t rerecords = 0;  // traces replaced after a step diverged
 };
 
+// Unified-memory mode (DeviceOptions::memory == kUnified): how device
+// residency was made. Bytes the hints and faults move count on the H2D/D2H
+// links.
+struct UnifiedStats {
+  uint64_t prefetches = 0;   // hints that moved a tensor to the device
+  uint64_t evictions = 0;    // hints that moved a tensor back to the host
+  uint64_t discards = 0;     // dead contents dropped or overwritten with no
+                             // byte crossing the link
+  uint64_t read_mostly = 0;  // tensors advised read-mostly
+  // Device acquires that found the tensor not resident: served on demand at
+  // link speed (a prefetch with hints, page faults without).
+  uint64_t faults = 0;
+  uint64_t fault_bytes = 0;
+};
+
 struct Stats {
   std::array<TierStats, 3> tiers;          // indexed by Tier
   std::array<LinkStats, kNumLinks> links;  // indexed by Link
@@ -67,9 +82,12 @@ struct Stats {
   // in place (acquires - stalled_acquires = hits, prefetched or resident).
   uint64_t stalled_acquires = 0;
   uint64_t checksum_failures = 0;
-  uint64_t tensors = 0;        // current live tensors
+  uint64_t tensors = 0;  // current live tensors
+  UnifiedStats unified;
   std::string device_backend;  // "cuda:<name>" or "simulated"
-  std::string io_engine;       // "io_uring", "thread-pool" or "none"
+  // "copies", "unified" or "unified-no-hints" (DeviceOptions::memory)
+  std::string device_memory;
+  std::string io_engine;  // "io_uring", "thread-pool" or "none"
 };
 
 }  // namespace strata

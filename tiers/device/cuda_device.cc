@@ -137,6 +137,16 @@ absl::Status CudaDevice::Init() {
       cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
   STRATA_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&d2h_stream_, cudaStreamNonBlocking));
+  // The batch calls need concurrent managed access on every GPU.
+  int count = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  batched_ = count > 0;
+  for (int d = 0; d < count; ++d) {
+    int concurrent = 0;
+    STRATA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+        &concurrent, cudaDevAttrConcurrentManagedAccess, d));
+    batched_ = batched_ && concurrent != 0;
+  }
   return absl::OkStatus();
 }
 
@@ -151,6 +161,7 @@ CudaDevice::~CudaDevice() {
   MutexLock lock(&mu_);
   for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
   if (arena_ != nullptr) cudaFree(arena_);
+  if (managed_ != nullptr) cudaFree(managed_);
   cudaGetLastError();
 }
 
@@ -368,6 +379,149 @@ absl::StatusOr<DeviceMemInfo> CudaDevice::GetMemInfo() {
   size_t total_bytes = 0;
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   return DeviceMemInfo{free_bytes, total_bytes};
+}
+
+absl::StatusOr<std::byte*> CudaDevice::ReserveManaged(uint64_t bytes) {
+  if (bytes == 0) {
+    return absl::InvalidArgumentError("managed memory size must be > 0");
+  }
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  {
+    MutexLock lock(&mu_);
+    if (managed_ != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the managed memory on ", name(), " is already reserved"));
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(DeviceMemInfo info, GetMemInfo());
+  STRATA_RETURN_IF_ERROR(CheckManagedFits(bytes, info, device_name_));
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
+  if (err == cudaErrorMemoryAllocation) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cudaMallocManaged of the host budget (", bytes, " bytes) failed on ",
+        device_name_, " (", Describe(err), "): lower --host-budget"));
+  }
+  STRATA_RETURN_IF_ERROR(Check(err, "cudaMallocManaged"));
+  MutexLock lock(&mu_);
+  managed_ = p;
+  return static_cast<std::byte*>(p);
+}
+
+namespace {
+
+cudaMemLocation Location(MemLocation to, int ordinal) {
+  cudaMemLocation location{};
+  if (to == MemLocation::kDevice) {
+    location.type = cudaMemLocationTypeDevice;
+    location.id = ordinal;
+  } else {
+    location.type = cudaMemLocationTypeHost;
+    location.id = 0;  // ignored for the host
+  }
+  return location;
+}
+
+}  // namespace
+
+absl::Status CudaDevice::PrefetchManaged(absl::Span<const ManagedRange> ranges,
+                                         MemLocation to, bool discard,
+                                         DeviceEvent* after) {
+  if (ranges.empty()) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  cudaStream_t stream = to == MemLocation::kDevice ? h2d_stream_ : d2h_stream_;
+  if (after != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(CudaEvent * event, AsCudaEvent(after));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, event->event(), 0));
+  }
+  cudaMemLocation location = Location(to, options_.cuda_device);
+  absl::Status status;
+  if (batched_) {
+    std::vector<void*> ptrs;
+    std::vector<size_t> sizes;
+    for (const ManagedRange& r : ranges) {
+      ptrs.push_back(r.ptr);
+      sizes.push_back(r.bytes);
+    }
+    size_t first = 0;
+    status = discard ? Check(cudaMemDiscardAndPrefetchBatchAsync(
+                                 ptrs.data(), sizes.data(), ptrs.size(),
+                                 &location, &first, 1, 0, stream),
+                             "cudaMemDiscardAndPrefetchBatchAsync")
+                     : Check(cudaMemPrefetchBatchAsync(
+                                 ptrs.data(), sizes.data(), ptrs.size(),
+                                 &location, &first, 1, 0, stream),
+                             "cudaMemPrefetchBatchAsync");
+  } else {
+    for (const ManagedRange& r : ranges) {
+      if (!status.ok()) break;
+      status = Check(cudaMemPrefetchAsync(r.ptr, r.bytes, location, 0, stream),
+                     "cudaMemPrefetchAsync");
+    }
+  }
+  // Completion: an event after the prefetches, then wait for it.
+  cudaEvent_t done = nullptr;
+  if (status.ok()) {
+    absl::StatusOr<cudaEvent_t> taken = TakeEvent();
+    status = taken.status();
+    if (taken.ok()) done = *taken;
+  }
+  if (status.ok()) {
+    status = Check(cudaEventRecord(done, stream), "cudaEventRecord");
+  }
+  if (status.ok()) {
+    status = Check(cudaEventSynchronize(done), "cudaEventSynchronize");
+  }
+  if (done != nullptr) ReturnEvent(done);
+  if (!status.ok()) {
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+  }
+  return status;
+}
+
+absl::Status CudaDevice::DiscardManaged(absl::Span<const ManagedRange> ranges) {
+  if (ranges.empty() || !batched_) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  std::vector<void*> ptrs;
+  std::vector<size_t> sizes;
+  for (const ManagedRange& r : ranges) {
+    ptrs.push_back(r.ptr);
+    sizes.push_back(r.bytes);
+  }
+  // On the H2D stream: ordered before any later prefetch of the same ranges.
+  return Check(cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(),
+                                        0, h2d_stream_),
+               "cudaMemDiscardBatchAsync");
+}
+
+absl::Status CudaDevice::AdviseManaged(const ManagedRange& range,
+                                       ManagedAdvice advice) {
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  const cudaMemLocation device =
+      Location(MemLocation::kDevice, options_.cuda_device);
+  const cudaMemLocation host = Location(MemLocation::kHost, 0);
+  switch (advice) {
+    case ManagedAdvice::kPreferHostAccessedByDevice:
+      STRATA_CUDA_RETURN_IF_ERROR(cudaMemAdvise(
+          range.ptr, range.bytes, cudaMemAdviseSetPreferredLocation, host));
+      return Check(cudaMemAdvise(range.ptr, range.bytes,
+                                 cudaMemAdviseSetAccessedBy, device),
+                   "cudaMemAdvise(SetAccessedBy)");
+    case ManagedAdvice::kReadMostly:
+      return Check(cudaMemAdvise(range.ptr, range.bytes,
+                                 cudaMemAdviseSetReadMostly, device),
+                   "cudaMemAdvise(SetReadMostly)");
+    case ManagedAdvice::kUnsetReadMostly:
+      return Check(cudaMemAdvise(range.ptr, range.bytes,
+                                 cudaMemAdviseUnsetReadMostly, device),
+                   "cudaMemAdvise(UnsetReadMostly)");
+  }
+  return absl::InvalidArgumentError("unknown managed-memory advice");
+}
+
+absl::Status CudaDevice::ServeFault(const ManagedRange& /*range*/) {
+  return absl::OkStatus();
 }
 
 }  // namespace strata

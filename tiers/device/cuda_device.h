@@ -15,6 +15,13 @@
 // call, the error name and its description. Each method sets the calling
 // thread's current device first, since store threads differ.
 //
+// Unified memory: one cudaMallocManaged (ReserveManaged), refused above the
+// free memory less ManagedMarginBytes. Prefetches run on the copy stream of
+// their direction and are waited for with an event recorded after them;
+// several ranges go in one cudaMemPrefetchBatchAsync (or
+// cudaMemDiscardAndPrefetchBatchAsync) when every GPU reports concurrent
+// managed access, one cudaMemPrefetchAsync each otherwise.
+//
 // Thread safety: every method may be called concurrently.
 #ifndef STRATA_TIERS_DEVICE_CUDA_DEVICE_H_
 #define STRATA_TIERS_DEVICE_CUDA_DEVICE_H_
@@ -75,6 +82,17 @@ class CudaDevice : public DeviceBackend {
   absl::Status UnregisterHost(void* ptr, uint64_t bytes) override;
   absl::StatusOr<DeviceMemInfo> GetMemInfo() override;
 
+  absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes) override;
+  absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
+                               MemLocation to, bool discard,
+                               DeviceEvent* after = nullptr) override;
+  absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override;
+  absl::Status AdviseManaged(const ManagedRange& range,
+                             ManagedAdvice advice) override;
+  // Nothing: the kernel's page faults migrate the pages.
+  absl::Status ServeFault(const ManagedRange& range) override;
+  bool batched_prefetch() const override { return batched_; }
+
  private:
   CudaDevice(const DeviceOptions& options, std::string device_name);
   absl::Status Init();
@@ -92,9 +110,11 @@ class CudaDevice : public DeviceBackend {
   const std::string device_name_;
   CUstream_st* h2d_stream_ = nullptr;
   CUstream_st* d2h_stream_ = nullptr;
+  bool batched_ = false;  // every GPU has concurrent managed access
 
   Mutex mu_;
   void* arena_ ABSL_GUARDED_BY(mu_) = nullptr;
+  void* managed_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<CUevent_st*> free_events_ ABSL_GUARDED_BY(mu_);
 };
 

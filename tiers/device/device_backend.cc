@@ -8,6 +8,7 @@
 // CUDA (STRATA_HAVE_CUDA), so this file links without the toolkit.
 #include "tiers/device/device_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/byte_size.h"
 #include "strata/status.h"
 #include "tiers/device/simulated_device.h"
 #ifdef STRATA_HAVE_CUDA
@@ -104,6 +107,62 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenDeviceBackend(
   if (!absl::IsFailedPrecondition(device.status())) return device;
   SetWhy(why, std::string(device.status().message()));
   return OpenSimulated(options);
+}
+
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+absl::Status NoUnifiedMemory(const DeviceBackend& device) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the ", device.name(),
+      " device backend has no unified memory: use explicit copies"));
+}
+
+}  // namespace
+
+uint64_t ManagedMarginBytes(uint64_t total_bytes) {
+  return std::max<uint64_t>(256 * kMiB, total_bytes / 32);
+}
+
+absl::Status CheckManagedFits(uint64_t asked, const DeviceMemInfo& info,
+                              const std::string& device_name) {
+  const uint64_t margin = ManagedMarginBytes(info.total_bytes);
+  const uint64_t usable =
+      info.free_bytes > margin ? info.free_bytes - margin : 0;
+  if (asked <= usable) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "unified memory: asked for %s of managed memory (the host budget, which "
+      "holds every tensor's pages in this mode) but %s has %s free, less a %s "
+      "margin = %s usable: lower --host-budget to at most %s, or use "
+      "--memory=copies",
+      FormatByteSize(asked), device_name, FormatByteSize(info.free_bytes),
+      FormatByteSize(margin), FormatByteSize(usable), FormatByteSize(usable)));
+}
+
+absl::StatusOr<std::byte*> DeviceBackend::ReserveManaged(uint64_t /*bytes*/) {
+  return NoUnifiedMemory(*this);
+}
+
+absl::Status DeviceBackend::PrefetchManaged(
+    absl::Span<const ManagedRange> /*ranges*/, MemLocation /*to*/,
+    bool /*discard*/, DeviceEvent* /*after*/) {
+  return NoUnifiedMemory(*this);
+}
+
+absl::Status DeviceBackend::DiscardManaged(
+    absl::Span<const ManagedRange> /*ranges*/) {
+  return NoUnifiedMemory(*this);
+}
+
+absl::Status DeviceBackend::AdviseManaged(const ManagedRange& /*range*/,
+                                          ManagedAdvice /*advice*/) {
+  return NoUnifiedMemory(*this);
+}
+
+absl::Status DeviceBackend::ServeFault(const ManagedRange& /*range*/) {
+  return NoUnifiedMemory(*this);
 }
 
 }  // namespace strata

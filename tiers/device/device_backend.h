@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "strata/options.h"
 
 namespace strata {
@@ -35,6 +36,37 @@ struct DeviceMemInfo {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
 };
+
+// Unified memory: where managed pages should be.
+enum class MemLocation : uint8_t { kDevice, kHost };
+
+// A range of managed memory (from ReserveManaged).
+struct ManagedRange {
+  std::byte* ptr = nullptr;
+  uint64_t bytes = 0;
+};
+
+enum class ManagedAdvice : uint8_t {
+  // cudaMemAdviseSetPreferredLocation(host) + cudaMemAdviseSetAccessedBy
+  // (device): pages live on the host unless prefetched, and a device access
+  // to a page still there is served over the link instead of migrating it
+  // back and forth (thrashing).
+  kPreferHostAccessedByDevice,
+  // cudaMemAdviseSetReadMostly / UnsetReadMostly: a prefetch to the device
+  // makes a read-only duplicate; the host copy stays valid.
+  kReadMostly,
+  kUnsetReadMostly,
+};
+
+// Managed memory a store leaves free on the GPU: max(256 MiB, total / 32),
+// room for the CUDA context, cuBLAS workspaces and the user's own kernels.
+uint64_t ManagedMarginBytes(uint64_t total_bytes);
+
+// ResourceExhausted unless `asked` bytes of managed memory fit in `info`'s
+// free memory less ManagedMarginBytes; the message states what was asked,
+// what is free and the largest host budget that would fit.
+absl::Status CheckManagedFits(uint64_t asked, const DeviceMemInfo& info,
+                              const std::string& device_name);
 
 class DeviceBackend {
  public:
@@ -79,6 +111,38 @@ class DeviceBackend {
   virtual absl::Status UnregisterHost(void* ptr, uint64_t bytes) = 0;
 
   virtual absl::StatusOr<DeviceMemInfo> GetMemInfo() = 0;
+
+  // --- Unified memory (DeviceOptions::memory == kUnified). The defaults
+  // return Unimplemented.
+
+  // Allocates `bytes` (> 0) of managed memory (cudaMallocManaged), once; it
+  // is freed with the backend. ResourceExhausted (CheckManagedFits) when it
+  // would exceed the GPU's free memory less the margin.
+  virtual absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes);
+  // Migrates `ranges` to `to` and returns when they are there (completion
+  // tracked by an event recorded after the prefetch: the range attribute
+  // reports what was asked, not what finished). `discard`: the contents are
+  // dead, so no stale byte crosses the link
+  // (cudaMemDiscardAndPrefetchBatchAsync). Several ranges go in one batch
+  // call where batched_prefetch(), one call each otherwise. `after`: the
+  // migration starts after this event (kernels still reading). Internal on a
+  // CUDA error; the pages are then wherever the driver left them, with their
+  // contents intact (managed memory stays coherent).
+  virtual absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
+                                       MemLocation to, bool discard,
+                                       DeviceEvent* after = nullptr);
+  // Marks the contents of `ranges` dead (cudaMemDiscardBatchAsync): later
+  // migrations move no bytes for them. Without batch support, a no-op.
+  virtual absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges);
+  virtual absl::Status AdviseManaged(const ManagedRange& range,
+                                     ManagedAdvice advice);
+  // A device access to `range` while its pages are on the host, with no
+  // prefetch: on a GPU nothing to do (the kernel's page faults serve it); the
+  // simulated device charges the link time a fault-driven migration takes.
+  virtual absl::Status ServeFault(const ManagedRange& range);
+  // Whether PrefetchManaged/DiscardManaged use the batch calls (every GPU
+  // reports cudaDevAttrConcurrentManagedAccess).
+  virtual bool batched_prefetch() const { return false; }
 };
 
 // Opens the backend `options.backend` asks for; STRATA_DEVICE=cuda|simulated|

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "strata/status.h"
 #include "tiers/device/sim_copy_engine.h"
+#include "tiers/host/host_arena.h"
 
 namespace strata {
 namespace {
@@ -52,6 +53,7 @@ SimulatedDevice::~SimulatedDevice() {
   d2h_->Shutdown();
   MutexLock lock(&mu_);
   if (arena_ != nullptr) munmap(arena_, reserved_bytes_);
+  if (managed_ != nullptr) munmap(managed_, managed_bytes_);
 }
 
 absl::StatusOr<std::byte*> SimulatedDevice::ReserveArena(uint64_t bytes) {
@@ -148,9 +150,94 @@ absl::Status SimulatedDevice::UnregisterHost(void* /*ptr*/,
 absl::StatusOr<DeviceMemInfo> SimulatedDevice::GetMemInfo() {
   MutexLock lock(&mu_);
   DeviceMemInfo info;
-  info.total_bytes = options_.budget_bytes;
-  info.free_bytes = options_.budget_bytes - reserved_bytes_;
+  info.total_bytes = options_.sim_memory_bytes;
+  if (info.total_bytes == 0) info.total_bytes = PhysicalMemoryBytes();
+  if (info.total_bytes == 0) info.total_bytes = options_.budget_bytes;
+  const uint64_t used = reserved_bytes_ + managed_bytes_;
+  info.free_bytes = info.total_bytes > used ? info.total_bytes - used : 0;
   return info;
+}
+
+absl::StatusOr<std::byte*> SimulatedDevice::ReserveManaged(uint64_t bytes) {
+  if (bytes == 0) {
+    return absl::InvalidArgumentError("managed memory size must be > 0");
+  }
+  {
+    MutexLock lock(&mu_);
+    if (managed_ != nullptr) {
+      return absl::FailedPreconditionError(
+          "the simulated device's managed memory is already reserved");
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(DeviceMemInfo info, GetMemInfo());
+  STRATA_RETURN_IF_ERROR(CheckManagedFits(bytes, info, "the simulated device"));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", bytes, " bytes of simulated managed ",
+                     "memory: ", absl::ErrnoToStatus(errno, "mmap").message()));
+  }
+  MutexLock lock(&mu_);
+  managed_ = static_cast<std::byte*>(p);
+  managed_bytes_ = bytes;
+  return managed_;
+}
+
+absl::Status SimulatedDevice::CheckManagedRange(
+    const ManagedRange& range) const {
+  MutexLock lock(&mu_);
+  if (managed_ == nullptr || range.ptr < managed_ ||
+      range.ptr > managed_ + managed_bytes_ ||
+      range.bytes >
+          static_cast<uint64_t>(managed_ + managed_bytes_ - range.ptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("range [", absl::Hex(range.ptr), ", +", range.bytes,
+                     ") is not inside the simulated managed memory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::OccupyLink(MemLocation to,
+                                         const ManagedRange& range) {
+  const bool linked =
+      options_.sim_link_gbps > 0 || options_.sim_latency_seconds > 0;
+  if (!linked || range.bytes == 0) return absl::OkStatus();
+  // The engine copies the range onto itself (memmove: a no-op in effect)
+  // while holding the link for its bytes.
+  SimCopyEngine& engine = to == MemLocation::kDevice ? *h2d_ : *d2h_;
+  return engine.Copy(range.ptr, range.ptr, range.bytes);
+}
+
+absl::Status SimulatedDevice::PrefetchManaged(
+    absl::Span<const ManagedRange> ranges, MemLocation to, bool discard,
+    DeviceEvent* /*after*/) {
+  for (const ManagedRange& range : ranges) {
+    STRATA_RETURN_IF_ERROR(CheckManagedRange(range));
+  }
+  if (discard) return absl::OkStatus();  // dead contents: nothing crosses
+  for (const ManagedRange& range : ranges) {
+    STRATA_RETURN_IF_ERROR(OccupyLink(to, range));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::DiscardManaged(
+    absl::Span<const ManagedRange> ranges) {
+  for (const ManagedRange& range : ranges) {
+    STRATA_RETURN_IF_ERROR(CheckManagedRange(range));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::AdviseManaged(const ManagedRange& range,
+                                            ManagedAdvice /*advice*/) {
+  return CheckManagedRange(range);
+}
+
+absl::Status SimulatedDevice::ServeFault(const ManagedRange& range) {
+  STRATA_RETURN_IF_ERROR(CheckManagedRange(range));
+  return OccupyLink(MemLocation::kDevice, range);
 }
 
 }  // namespace strata

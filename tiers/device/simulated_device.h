@@ -14,6 +14,13 @@
 // to inflate the cost of small copies). Kernels are CPU code that has already
 // run, so events are complete at once.
 //
+// Unified memory: ReserveManaged maps one more host region; prefetch hints
+// move no bytes (host and "device" are the same memory) but occupy the link
+// for the bytes they migrate (H2D engine to the device, D2H engine to the
+// host), as does a fault (ServeFault); a discarding prefetch and advice cost
+// nothing. The reported GPU memory is DeviceOptions::sim_memory_bytes, or
+// this machine's physical memory.
+//
 // Thread safety: every method may be called concurrently.
 #ifndef STRATA_TIERS_DEVICE_SIMULATED_DEVICE_H_
 #define STRATA_TIERS_DEVICE_SIMULATED_DEVICE_H_
@@ -63,9 +70,23 @@ class SimulatedDevice : public DeviceBackend {
   absl::Status UnregisterHost(void* ptr, uint64_t bytes) override;
   absl::StatusOr<DeviceMemInfo> GetMemInfo() override;
 
+  // InvalidArgument for a range outside the managed region.
+  absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes) override;
+  absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
+                               MemLocation to, bool discard,
+                               DeviceEvent* after = nullptr) override;
+  absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override;
+  absl::Status AdviseManaged(const ManagedRange& range,
+                             ManagedAdvice advice) override;
+  absl::Status ServeFault(const ManagedRange& range) override;
+  bool batched_prefetch() const override { return true; }
+
  private:
   explicit SimulatedDevice(const DeviceOptions& options);
   absl::Status CheckDeviceRange(const void* ptr, uint64_t bytes) const;
+  absl::Status CheckManagedRange(const ManagedRange& range) const;
+  // Occupies the link toward `to` for `bytes` (no bytes move).
+  absl::Status OccupyLink(MemLocation to, const ManagedRange& range);
 
   // Constant after construction.
   static absl::Status Memcpy(void* dst, const void* src, uint64_t bytes);
@@ -77,6 +98,8 @@ class SimulatedDevice : public DeviceBackend {
   mutable Mutex mu_;
   std::byte* arena_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::byte* managed_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t managed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata

@@ -90,4 +90,47 @@ absl::StatusOr<DeviceMemInfo> FaultyDevice::GetMemInfo() {
   return inner_->GetMemInfo();
 }
 
+absl::StatusOr<std::byte*> FaultyDevice::ReserveManaged(uint64_t bytes) {
+  return inner_->ReserveManaged(bytes);
+}
+
+absl::Status FaultyDevice::InjectedHintFault(CopyKind kind, uint64_t ordinal,
+                                             std::string_view what) const {
+  return absl::InternalError(absl::StrCat(
+      "injected copy fault: ", kind == CopyKind::kH2D ? "H2D" : "D2H", " ",
+      std::string(what), " #", ordinal, " (nothing moved)"));
+}
+
+absl::Status FaultyDevice::PrefetchManaged(
+    absl::Span<const ManagedRange> ranges, MemLocation to, bool discard,
+    DeviceEvent* after) {
+  const CopyKind kind =
+      to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
+  uint64_t ordinal = 0;
+  bool copy_prefix = false;
+  if (ShouldFail(kind, &ordinal, &copy_prefix)) {
+    return InjectedHintFault(kind, ordinal, "prefetch");
+  }
+  return inner_->PrefetchManaged(ranges, to, discard, after);
+}
+
+absl::Status FaultyDevice::DiscardManaged(
+    absl::Span<const ManagedRange> ranges) {
+  return inner_->DiscardManaged(ranges);
+}
+
+absl::Status FaultyDevice::AdviseManaged(const ManagedRange& range,
+                                         ManagedAdvice advice) {
+  return inner_->AdviseManaged(range, advice);
+}
+
+absl::Status FaultyDevice::ServeFault(const ManagedRange& range) {
+  uint64_t ordinal = 0;
+  bool copy_prefix = false;
+  if (ShouldFail(CopyKind::kH2D, &ordinal, &copy_prefix)) {
+    return InjectedHintFault(CopyKind::kH2D, ordinal, "page fault");
+  }
+  return inner_->ServeFault(range);
+}
+
 }  // namespace strata

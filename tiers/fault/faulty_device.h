@@ -9,6 +9,9 @@
 // first half of its bytes when `copy_prefix` is set, so the destination holds
 // a mix of old and new data (callers must not trust it), then returns
 // Internal("injected copy fault ..."). The source is never touched.
+// Unified-memory prefetches (to the device: H2D; to the host: D2H) and
+// faults (H2D) are eligible too; a failing one moves nothing (managed memory
+// stays coherent, so there is nothing to tear).
 //
 // Thread safety: every method may be called concurrently, set_spec included.
 #ifndef STRATA_TIERS_FAULT_FAULTY_DEVICE_H_
@@ -70,8 +73,19 @@ class FaultyDevice : public DeviceBackend {
   absl::Status RegisterHost(void* ptr, uint64_t bytes) override;
   absl::Status UnregisterHost(void* ptr, uint64_t bytes) override;
   absl::StatusOr<DeviceMemInfo> GetMemInfo() override;
+  absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes) override;
+  absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
+                               MemLocation to, bool discard,
+                               DeviceEvent* after = nullptr) override;
+  absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override;
+  absl::Status AdviseManaged(const ManagedRange& range,
+                             ManagedAdvice advice) override;
+  absl::Status ServeFault(const ManagedRange& range) override;
+  bool batched_prefetch() const override { return inner_->batched_prefetch(); }
 
  private:
+  absl::Status InjectedHintFault(CopyKind kind, uint64_t ordinal,
+                                 std::string_view what) const;
   // Whether this copy fails; if so, its ordinal among eligible copies.
   bool ShouldFail(CopyKind kind, uint64_t* ordinal, bool* copy_prefix);
 

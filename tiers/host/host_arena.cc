@@ -82,8 +82,16 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(
   return arena;
 }
 
+std::unique_ptr<HostArena> HostArena::Managed(std::byte* base, uint64_t bytes) {
+  std::unique_ptr<HostArena> arena(new HostArena());
+  arena->base_ = base;
+  arena->size_ = bytes;
+  arena->managed_ = true;
+  return arena;
+}
+
 HostArena::~HostArena() {
-  if (base_ == nullptr) return;
+  if (base_ == nullptr || managed_) return;
   if (registered_) (void)device_->UnregisterHost(base_, size_);
   if (locked_) munlock(base_, size_);
   munmap(base_, map_bytes_);

@@ -27,7 +27,12 @@ class HostArena {
   // exceeds physical memory or the mmap fails.
   static absl::StatusOr<std::unique_ptr<HostArena>> Create(
       uint64_t bytes, bool lock_memory, DeviceBackend* device);
-  ~HostArena();  // unregisters, unlocks and unmaps
+  // Unified-memory mode: the host tier is `bytes` of managed memory from
+  // DeviceBackend::ReserveManaged (4 KiB-aligned, a multiple of 4 KiB), which
+  // the backend owns and frees. Neither locked nor registered: the driver
+  // migrates its pages, and NVMe I/O reaches it through pinned bounce chunks.
+  static std::unique_ptr<HostArena> Managed(std::byte* base, uint64_t bytes);
+  ~HostArena();  // unregisters, unlocks and unmaps (not managed memory)
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
@@ -35,6 +40,7 @@ class HostArena {
   uint64_t size_bytes() const { return size_; }
   bool locked() const { return locked_; }          // mlock succeeded
   bool registered() const { return registered_; }  // cudaHostRegister'd
+  bool managed() const { return managed_; }        // from ReserveManaged
 
  private:
   HostArena() = default;
@@ -43,6 +49,7 @@ class HostArena {
   uint64_t map_bytes_ = 0;
   bool locked_ = false;
   bool registered_ = false;
+  bool managed_ = false;
   DeviceBackend* device_ = nullptr;
 };
 

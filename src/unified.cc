@@ -1,0 +1,147 @@
+// unified.cc: StoreCore's unified-memory mode (DeviceOptions::memory ==
+// kUnified). The host tier is one managed allocation; a tensor's device copy
+// is not a second extent but its host copy's pages resident on the GPU, so a
+// lease hands out the same pointer on both tiers and the two copies always
+// hold the same bytes (a device copy is never dirty). The device allocator
+// only accounts residency against the device budget. Residency is driven by
+// hints: a prefetch to the device ahead of use (the scheduler's prefetches
+// and demand loads alike), a prefetch to the host to evict, a discard for
+// dead contents, and read-mostly advice for tensors a step only reads. With
+// hints off, pages move by faults alone (the baseline the hints beat).
+//
+// Invariant: a device copy that is not absent has a valid host copy, pinned
+// (transfer_pins) while the device copy is being filled and marked evicting
+// while its pages migrate back, so the host extent cannot be freed under it.
+#include "absl/strings/str_format.h"
+#include "src/store_core.h"
+#include "strata/status.h"
+
+namespace strata {
+
+ManagedRange StoreCore::RangeOf(const TensorRecord& rec) const {
+  return {mover_->Pointer({Tier::kHost, *rec.copy(Tier::kHost).extent}),
+          rec.spec.size_bytes};
+}
+
+std::byte* StoreCore::DataPointer(const TensorRecord& rec, Tier tier) const {
+  if (unified() && tier == Tier::kDevice) return RangeOf(rec).ptr;
+  return mover_->Pointer({tier, *rec.copy(tier).extent});
+}
+
+absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
+                                          uint64_t protect_within,
+                                          bool demand) {
+  TierCopy& host = rec.copy(Tier::kHost);
+  // The device copy is the host copy's pages: they must be there first.
+  while (host.state == CopyState::kLoading ||
+         host.state == CopyState::kEvicting) {
+    changed_.Wait(&mu_);
+  }
+  bool host_filled = false;  // holds no contents of the tensor yet
+  if (host.state == CopyState::kAbsent) {
+    host.state = CopyState::kLoading;
+    absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within);
+    if (!loaded.ok()) {
+      AbandonCopy(rec, Tier::kDevice);
+      return loaded;
+    }
+    host.state = CopyState::kValid;
+    host_filled = fill != Fill::kLoad;
+    changed_.SignalAll();
+  }
+  auto abandon = [&] {
+    AbandonCopy(rec, Tier::kDevice);
+    if (host_filled) AbandonCopy(rec, Tier::kHost);
+  };
+  ++host.transfer_pins;
+  absl::StatusOr<Extent> residency =
+      AllocateOn(Tier::kDevice, rec.spec.size_bytes, rec.spec, protect_within);
+  if (!residency.ok()) {
+    --host.transfer_pins;
+    abandon();
+    return residency.status();
+  }
+  rec.copy(Tier::kDevice).extent = *residency;
+  const ManagedRange range = RangeOf(rec);
+  // Dead contents (an overwrite) need not cross the link, with hints.
+  const bool discard = fill == Fill::kNone;
+  mu_.Unlock();
+  absl::Status moved = hints()
+                           ? mover_->Migrate(range, MemLocation::kDevice,
+                                             discard, nullptr, rec.spec.name)
+                           : mover_->ServeFault(range, rec.spec.name);
+  mu_.Lock();
+  --host.transfer_pins;
+  changed_.SignalAll();
+  if (!moved.ok()) {
+    abandon();
+    return absl::Status(
+        moved.code(),
+        absl::StrFormat("moving tensor '%s' to the device (unified memory): %s",
+                        rec.spec.name, moved.message()));
+  }
+  if (hints()) {
+    unified_.prefetches += discard ? 0 : 1;
+    unified_.discards += discard ? 1 : 0;
+  }
+  if (demand && (!hints() || !discard)) {
+    ++unified_.faults;
+    unified_.fault_bytes += rec.spec.size_bytes;
+  }
+  AdviseReadMostly(rec);
+  return absl::OkStatus();
+}
+
+void StoreCore::EvictUnified(TensorRecord& rec) {
+  TierCopy& device = rec.copy(Tier::kDevice);
+  if (hints() && !rec.has_contents) {
+    // Dead contents: nothing to migrate. A discard is enqueued, not waited.
+    const ManagedRange range = RangeOf(rec);
+    (void)tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
+    ++unified_.discards;
+  } else if (hints() && !rec.read_mostly) {
+    device.state = CopyState::kEvicting;
+    ++rec.copy(Tier::kHost).transfer_pins;
+    const ManagedRange range = RangeOf(rec);
+    std::shared_ptr<DeviceEvent> after = device.release_event;
+    mu_.Unlock();
+    // A failure is counted on the D2H link and otherwise ignored: the pages
+    // stay coherent wherever the driver left them.
+    const absl::Status moved =
+        mover_->Migrate(range, MemLocation::kHost,
+                        /*discard=*/false, after.get(), rec.spec.name);
+    mu_.Lock();
+    --rec.copy(Tier::kHost).transfer_pins;
+    device.state = CopyState::kValid;
+    if (moved.ok()) ++unified_.evictions;
+  }
+  DropCopy(rec, Tier::kDevice, /*eviction=*/true);
+}
+
+bool StoreCore::ShouldEvictForHost(const TensorRecord& rec) const {
+  const TierCopy& device = rec.copy(Tier::kDevice);
+  return unified() && device.state == CopyState::kValid && !device.leased() &&
+         device.transfer_pins == 0;
+}
+
+void StoreCore::AdviseReadMostly(TensorRecord& rec) {
+  if (!hints() || rec.read_mostly || rec.written_last_step ||
+      rec.writes_this_step > 0) {
+    return;
+  }
+  // Best effort: advice only changes how fast, never what is read.
+  if (tiers_.device->AdviseManaged(RangeOf(rec), ManagedAdvice::kReadMostly)
+          .ok()) {
+    rec.read_mostly = true;
+    ++unified_.read_mostly;
+  }
+}
+
+void StoreCore::ForgetReadMostly(TensorRecord& rec) {
+  if (!rec.read_mostly) return;
+  rec.read_mostly = false;
+  (void)tiers_.device->AdviseManaged(RangeOf(rec),
+                                     ManagedAdvice::kUnsetReadMostly);
+}
+
+}  // namespace strata
