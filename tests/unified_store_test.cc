@@ -1,0 +1,307 @@
+// Unified-memory mode on the simulated device: a device copy is the host
+// copy's managed pages, moved by prefetch hints (or, without hints, by
+// faults); the lease pointer is the same on both tiers; the managed-memory
+// cap refuses oversubscription; a failed hint loses nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "src/store_open.h"
+#include "strata/store.h"
+#include "tests/test_util.h"
+#include "tiers/fault/faulty_device.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::FillPattern;
+using ::strata::testing::MatchesPattern;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kKiB = 1024;
+
+class UnifiedStoreTest : public ::testing::Test {
+ protected:
+  void Open(bool hints = true, uint64_t device_bytes = 1 * kMiB) {
+    StoreOptions o = ::strata::testing::SmallStoreOptions(
+        dir_.path(), device_bytes, 4 * kMiB, 32 * kMiB);
+    o.device.memory = DeviceMemory::kUnified;
+    o.device.unified_hints = hints;
+    StoreSeams seams;
+    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
+      auto f = std::make_unique<FaultyDevice>(std::move(d));
+      faults_ = f.get();
+      return f;
+    };
+    auto store = OpenStore(o, seams);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  TensorId Make(uint64_t bytes, uint64_t seed, Tier home = Tier::kHost) {
+    auto id = store_->Create({.name = "t", .size_bytes = bytes, .home = home});
+    EXPECT_TRUE(id.ok()) << id.status();
+    std::vector<std::byte> data(bytes);
+    FillPattern(data.data(), bytes, seed);
+    EXPECT_TRUE(store_->Write(*id, data.data(), bytes).ok());
+    return *id;
+  }
+
+  // Acquires on `tier` for reading and releases; returns the pointer.
+  void* Touch(TensorId id, Tier tier) {
+    auto lease = store_->Acquire(id, tier, Access::kRead);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok()) return nullptr;
+    void* p = lease->data();
+    EXPECT_TRUE(lease->Release().ok());
+    return p;
+  }
+
+  bool Holds(TensorId id, uint64_t bytes, uint64_t seed) {
+    std::vector<std::byte> out(bytes);
+    absl::Status st = store_->Read(id, out.data(), bytes);
+    EXPECT_TRUE(st.ok()) << st;
+    return st.ok() && MatchesPattern(out.data(), bytes, seed);
+  }
+
+  uint64_t LinkBytes(Link link) {
+    return store_->GetStats().links[static_cast<int>(link)].bytes;
+  }
+
+  ::strata::testing::TempDir dir_;
+  FaultyDevice* faults_ = nullptr;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(UnifiedStoreTest, LeasePointerIsTheSameOnBothTiers) {
+  Open();
+  const TensorId id = Make(64 * kKiB, 1);
+  void* on_device = Touch(id, Tier::kDevice);
+  void* on_host = Touch(id, Tier::kHost);
+  EXPECT_EQ(on_device, on_host);
+  EXPECT_TRUE(Holds(id, 64 * kKiB, 1));
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.device_memory, "unified");
+  EXPECT_THAT(store_->DescribeTiers(), HasSubstr("managed memory"));
+}
+
+TEST_F(UnifiedStoreTest, DeviceAcquireIsAPrefetchHintAndADemandFault) {
+  Open();
+  const uint64_t size = 96 * kKiB + 5;
+  const TensorId id = Make(size, 2);
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.unified.prefetches, 1u);
+  EXPECT_EQ(stats.unified.faults, 1u);
+  EXPECT_EQ(stats.unified.fault_bytes, size);
+  EXPECT_EQ(stats.links[static_cast<int>(Link::kH2D)].bytes, size);
+  auto residency = store_->GetResidency(id);
+  ASSERT_TRUE(residency.ok());
+  EXPECT_EQ(residency->tiers[0], Residency::State::kClean);
+  EXPECT_NE(residency->tiers[1], Residency::State::kAbsent);
+  // Resident now: a second acquire moves nothing.
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  EXPECT_EQ(LinkBytes(Link::kH2D), size);
+}
+
+TEST_F(UnifiedStoreTest, EvictionIsAPrefetchToHostAndKeepsTheData) {
+  Open();
+  constexpr uint64_t kSize = 512 * kKiB;
+  std::vector<TensorId> ids;
+  for (uint64_t i = 0; i < 3; ++i) ids.push_back(Make(kSize, 10 + i));
+  for (TensorId id : ids) ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  const Stats stats = store_->GetStats();
+  // A 1 MiB device holds two: the third evicted one.
+  EXPECT_EQ(stats.unified.evictions, 1u);
+  EXPECT_EQ(stats.links[static_cast<int>(Link::kD2H)].bytes, kSize);
+  EXPECT_EQ(stats.tiers[0].used_bytes, 2 * kSize);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(Holds(ids[i], kSize, 10 + i));
+}
+
+TEST_F(UnifiedStoreTest, OverwriteMovesNoBytesAndDiscardIsAHint) {
+  Open();
+  constexpr uint64_t kSize = 128 * kKiB;
+  const TensorId id = Make(kSize, 3);
+  {
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    FillPattern(lease->data(), kSize, 4);
+    ASSERT_TRUE(lease->Release().ok());
+  }
+  Stats stats = store_->GetStats();
+  EXPECT_EQ(LinkBytes(Link::kH2D), 0u);  // dead contents never crossed
+  EXPECT_EQ(stats.unified.discards, 1u);
+  EXPECT_EQ(stats.unified.prefetches, 0u);
+  EXPECT_EQ(stats.unified.faults, 0u);
+  EXPECT_TRUE(Holds(id, kSize, 4));
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  ASSERT_TRUE(store_->Discard(id).ok());
+  stats = store_->GetStats();
+  EXPECT_EQ(stats.unified.discards, 2u);
+  EXPECT_EQ(stats.tiers[0].used_bytes, 0u);
+  auto residency = store_->GetResidency(id);
+  ASSERT_TRUE(residency.ok());
+  EXPECT_FALSE(residency->has_contents);
+}
+
+TEST_F(UnifiedStoreTest, WithoutHintsPagesMoveByFaultsOnly) {
+  Open(/*hints=*/false);
+  constexpr uint64_t kSize = 512 * kKiB;
+  std::vector<TensorId> ids;
+  for (uint64_t i = 0; i < 3; ++i) ids.push_back(Make(kSize, 20 + i));
+  for (TensorId id : ids) ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.device_memory, "unified-no-hints");
+  EXPECT_EQ(stats.unified.prefetches, 0u);
+  EXPECT_EQ(stats.unified.evictions, 0u);
+  EXPECT_EQ(stats.unified.faults, 3u);
+  EXPECT_EQ(stats.unified.fault_bytes, 3 * kSize);
+  EXPECT_EQ(LinkBytes(Link::kH2D), 3 * kSize);
+  EXPECT_EQ(LinkBytes(Link::kD2H), 0u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(Holds(ids[i], kSize, 20 + i));
+}
+
+// Waits (at most a second) for `id`'s device copy to be there: "compute"
+// long enough for a prefetch to land. Returns at once when none is coming.
+void AwaitPrefetch(Store& store, TensorId id) {
+  for (int i = 0; i < 1000; ++i) {
+    auto r = store.GetResidency(id);
+    if (!r.ok() || r->tiers[0] == Residency::State::kClean ||
+        store.GetStats().prefetch.issued == 0) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Four 256 KiB layers through a 512 KiB device, step after step: the
+// scheduler's prefetches are hints that arrive before their acquires.
+uint64_t RunLayers(Store& store, const std::vector<TensorId>& layers,
+                   int steps) {
+  for (int s = 0; s < steps; ++s) {
+    store.BeginStep();
+    for (size_t i = 0; i < layers.size(); ++i) {
+      auto lease = store.Acquire(layers[i], Tier::kDevice, Access::kRead);
+      EXPECT_TRUE(lease.ok()) << lease.status();
+      if (!lease.ok()) return 0;
+      if (s > 0) AwaitPrefetch(store, layers[(i + 1) % layers.size()]);
+      EXPECT_TRUE(lease->Release().ok());
+    }
+    store.EndStep();
+  }
+  return store.GetStats().prefetch.hit;
+}
+
+TEST_F(UnifiedStoreTest, SchedulerPrefetchesAreHintsThatHit) {
+  Open(/*hints=*/true, /*device_bytes=*/512 * kKiB);
+  std::vector<TensorId> layers;
+  for (uint64_t i = 0; i < 4; ++i) layers.push_back(Make(256 * kKiB, 30 + i));
+  const uint64_t hits = RunLayers(*store_, layers, 4);
+  const Stats stats = store_->GetStats();
+  EXPECT_GT(hits, 0u);
+  EXPECT_GT(stats.unified.prefetches, stats.unified.faults);
+  EXPECT_EQ(stats.prefetch.failed, 0u);
+}
+
+TEST_F(UnifiedStoreTest, WithoutHintsTheSchedulerDoesNotPrefetchToTheDevice) {
+  Open(/*hints=*/false, /*device_bytes=*/512 * kKiB);
+  std::vector<TensorId> layers;
+  for (uint64_t i = 0; i < 4; ++i) layers.push_back(Make(256 * kKiB, 40 + i));
+  const uint64_t stalled_writes = store_->GetStats().stalled_acquires;
+  EXPECT_EQ(RunLayers(*store_, layers, 4), 0u);
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.prefetch.issued, 0u);
+  // Every acquire that found its layer gone faulted it in (Belady keeps
+  // some resident across steps).
+  EXPECT_EQ(stats.unified.faults, stats.stalled_acquires - stalled_writes);
+  EXPECT_GE(stats.unified.faults, 8u);
+}
+
+TEST_F(UnifiedStoreTest, ReadMostlyOnlyForTensorsAStepDoesNotWrite) {
+  Open();
+  constexpr uint64_t kSize = 128 * kKiB;
+  const TensorId weight = Make(kSize, 50);
+  const TensorId grad = Make(kSize, 51);
+  // Step 1 includes Make's writes, so the weight is first "read only" in
+  // step 2 and advised when step 3 loads it.
+  for (int step = 0; step < 3; ++step) {
+    store_->BeginStep();
+    ASSERT_NE(Touch(weight, Tier::kDevice), nullptr);
+    auto lease = store_->Acquire(grad, Tier::kDevice, Access::kWrite);
+    ASSERT_TRUE(lease.ok());
+    FillPattern(lease->data(), kSize, 52 + step);
+    ASSERT_TRUE(lease->Release().ok());
+    store_->EndStep();
+    // Off the device, so the next step loads (and advises) them again.
+    ASSERT_TRUE(store_->Evict(weight, Tier::kHost).ok());
+    ASSERT_TRUE(store_->Evict(grad, Tier::kHost).ok());
+  }
+  Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.unified.read_mostly, 1u);  // the weight, in step 3
+  // Its host duplicate is valid: the eviction after step 3 moved nothing,
+  // while the gradient's three and the weight's first two did.
+  EXPECT_EQ(stats.unified.evictions, 5u);
+  EXPECT_EQ(LinkBytes(Link::kD2H), 5 * kSize);
+  EXPECT_TRUE(Holds(weight, kSize, 50));
+  EXPECT_TRUE(Holds(grad, kSize, 54));
+}
+
+TEST_F(UnifiedStoreTest, ManagedMemoryCapRefusesOversubscription) {
+  StoreOptions o =
+      ::strata::testing::SmallStoreOptions(dir_.path(), kMiB, kGiB, 32 * kMiB);
+  o.device.memory = DeviceMemory::kUnified;
+  o.device.sim_memory_bytes = kGiB;  // a 1 GiB GPU cannot hold 1 GiB managed
+  auto refused = Store::Open(o);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("asked for 1 GiB of managed memory"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("1 GiB free, less a 256 MiB margin = 768 MiB usable"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("lower --host-budget to at most 768 MiB"));
+  o.host.budget_bytes = 768 * kMiB;  // exactly what fits: accepted
+  EXPECT_TRUE(Store::Open(o).ok());
+}
+
+TEST_F(UnifiedStoreTest, DeviceHomeIsRefused) {
+  Open();
+  auto id = store_->Create(
+      {.name = "pinned", .size_bytes = 4096, .home = Tier::kDevice});
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(id.status().message(), HasSubstr("unified-memory mode"));
+}
+
+TEST_F(UnifiedStoreTest, FailedPrefetchHintLosesNothing) {
+  Open();
+  constexpr uint64_t kSize = 200 * kKiB;
+  const TensorId id = Make(kSize, 60);
+  faults_->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(lease.status().message(), HasSubstr("injected copy fault"));
+  auto residency = store_->GetResidency(id);
+  ASSERT_TRUE(residency.ok());
+  EXPECT_EQ(residency->tiers[0], Residency::State::kAbsent);
+  EXPECT_EQ(store_->GetStats().tiers[0].used_bytes, 0u);
+  EXPECT_TRUE(Holds(id, kSize, 60));
+  EXPECT_NE(Touch(id, Tier::kDevice), nullptr);  // the next one succeeds
+}
+
+TEST_F(UnifiedStoreTest, NvmeHomedTensorRoundTripsThroughManagedHost) {
+  Open();
+  constexpr uint64_t kSize = 300 * kKiB + 7;
+  const TensorId id = Make(kSize, 70, Tier::kNvme);
+  ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  EXPECT_GE(LinkBytes(Link::kNvmeWrite), kSize);
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(MatchesPattern(lease->data(), kSize, 70));
+  ASSERT_TRUE(lease->Release().ok());
+  EXPECT_GE(LinkBytes(Link::kNvmeRead), kSize);
+}
+
+}  // namespace
+}  // namespace strata
