@@ -22,8 +22,10 @@
 #include "apps/nvme_sweep.h"
 #include "apps/output_path.h"
 #include "apps/scheduler_bench.h"
+#include "apps/um_link_bench.h"
 #include "src/byte_size.h"
 #include "strata/profile.h"
+#include "tiers/device/device_backend.h"
 
 namespace strata {
 namespace {
@@ -67,6 +69,22 @@ std::string NeedsNvmeDir(const BenchRequest& r) {
   return r.store.nvme.directories.empty()
              ? "no NVMe directory (--nvme-dir is empty)"
              : "";
+}
+
+// Unified-memory link speeds mean something only on a GPU: on the simulated
+// device a prefetch is its link model (the unified case shows that).
+std::string NeedsGpu(const BenchRequest& r) {
+  DeviceOptions options = r.store.device;
+  options.budget_bytes = 256;  // probing only
+  std::string why;
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> device =
+      OpenDeviceBackend(options, &why);
+  if (!device.ok()) return std::string(device.status().message());
+  if (!(*device)->is_simulated()) return "";
+  return absl::StrFormat(
+      "needs a GPU (%s); on the simulated device a prefetch is just its link "
+      "model: see -t unified",
+      why);
 }
 
 nlohmann::json PointsJson(const std::vector<LinkBenchPoint>& points) {
@@ -121,7 +139,10 @@ absl::Status RunLinkCase(BenchContext& ctx, nlohmann::json& json) {
   return absl::OkStatus();
 }
 
-absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
+// The layered workload of the scheduler and unified cases, as the request
+// sizes it; prints its one-line description after `name`.
+SchedulerBenchConfig LayeredWorkload(const BenchContext& ctx,
+                                     const char* name) {
   SchedulerBenchConfig config;
   config.timeline_path = ctx.request.timeline_path;
   if (ctx.request.quick) {
@@ -137,13 +158,109 @@ absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
     config.link_gbps = ctx.request.store.device.sim_link_gbps;
   }
   absl::PrintF(
-      "scheduler: %d layers x %s (model %s), device budget %s, simulated "
+      "%s: %d layers x %s (model %s), device budget %s, simulated "
       "link %.1f GB/s, %.1f ms compute per layer; %d steps\n",
-      config.layers, FormatByteSize(config.layer_bytes),
+      name, config.layers, FormatByteSize(config.layer_bytes),
       FormatByteSize(config.layers * config.layer_bytes),
       FormatByteSize(config.device_budget_bytes), config.link_gbps,
       config.compute_seconds_per_layer * 1e3, config.steps);
   std::fflush(stdout);
+  return config;
+}
+
+absl::Status RunUnifiedCase(BenchContext& ctx, nlohmann::json& json) {
+  const SchedulerBenchConfig config = LayeredWorkload(ctx, "unified");
+  ctx.Progress("unified", "explicit copies, unified with and without hints");
+  absl::StatusOr<UnifiedBenchResult> r = RunUnifiedBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-30s %9s %9s %9s %10s %10s %9s\n", "residency", "step ms",
+               "vs bound", "hit rate", "h2d MB/st", "d2h MB/st", "faults/st");
+  auto row = [&](const char* name, const ResidencyRun& run) {
+    absl::PrintF("  %-30s %9.1f %9.3f %9.3f %10.1f %10.1f %9.1f\n", name,
+                 run.step_seconds * 1e3, run.step_seconds / r->bound_seconds,
+                 run.hit_rate, run.h2d_bytes_per_step / 1e6,
+                 run.d2h_bytes_per_step / 1e6, run.faults_per_step);
+  };
+  row("explicit copies (scheduler)", r->copies);
+  row("unified memory, prefetch hints", r->unified_hints);
+  row("unified memory, no hints", r->unified_faults);
+  absl::PrintF(
+      "  bound max(compute %.1f ms, copies' transfer) %.1f ms; faults are "
+      "served at link speed here (on a GPU they are slower)\n",
+      r->compute_seconds * 1e3, r->bound_seconds * 1e3);
+  auto run_json = [](const ResidencyRun& run) {
+    return nlohmann::json{{"step_seconds", run.step_seconds},
+                          {"hit_rate", run.hit_rate},
+                          {"h2d_bytes_per_step", run.h2d_bytes_per_step},
+                          {"d2h_bytes_per_step", run.d2h_bytes_per_step},
+                          {"faults_per_step", run.faults_per_step}};
+  };
+  json = {{"copies", run_json(r->copies)},
+          {"unified_hints", run_json(r->unified_hints)},
+          {"unified_no_hints", run_json(r->unified_faults)},
+          {"hints_vs_copies",
+           r->unified_hints.step_seconds / r->copies.step_seconds},
+          {"no_hints_vs_hints",
+           r->unified_faults.step_seconds / r->unified_hints.step_seconds},
+          {"compute_seconds", r->compute_seconds},
+          {"bound_seconds", r->bound_seconds},
+          {"model_bytes", uint64_t(config.layers) * config.layer_bytes},
+          {"device_budget_bytes", config.device_budget_bytes},
+          {"link_gbps", config.link_gbps},
+          {"device", "simulated"}};
+  return absl::OkStatus();
+}
+
+absl::Status RunLinkUmCase(BenchContext& ctx, nlohmann::json& json) {
+  UnifiedLinkBenchConfig config;
+  config.cuda_device = ctx.request.store.device.cuda_device;
+  config.bytes = ctx.request.quick ? 64 << 20 : ctx.request.nvme_bytes;
+  config.progress = [&](const std::string& what) {
+    ctx.Progress("link-um", what);
+  };
+  absl::PrintF(
+      "link-um: %s managed buffer (cudaMallocManaged), on the host before "
+      "each sample; median of %d event-timed samples; GB/s (1e9)\n",
+      FormatByteSize(config.bytes), config.samples);
+  std::fflush(stdout);
+  absl::StatusOr<UnifiedLinkBenchResult> r = RunUnifiedLinkBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  auto row = [&](const char* what, double gbps) {
+    if (gbps > 0) {
+      absl::PrintF("  %-46s %8.2f %8.3f\n", what, gbps,
+                   gbps / r->pinned_copy_gbps);
+    } else {
+      absl::PrintF("  %-46s %8s %8s\n", what, "n/a", "-");
+    }
+  };
+  absl::PrintF("  %-46s %8s %8s\n", "mechanism", "GB/s", "vs pinned");
+  row("first-touch faults (streaming kernel)", r->fault_gbps);
+  row("cudaMemPrefetchAsync -> device", r->prefetch_gbps);
+  row("cudaMemPrefetchBatchAsync, 2 MiB chunks", r->batch_prefetch_gbps);
+  row("cudaMemDiscardAndPrefetchBatchAsync (dead data)",
+      r->discard_prefetch_gbps);
+  row("cudaMemPrefetchAsync -> host (eviction)", r->evict_gbps);
+  row("pinned cudaMemcpyAsync (ceiling)", r->pinned_copy_gbps);
+  absl::PrintF("  %s; %s verified after the prefetches\n", r->device,
+               FormatByteSize(r->verified_bytes));
+  json = {{"device", r->device},
+          {"bytes", r->bytes},
+          {"fault_gbps", r->fault_gbps},
+          {"prefetch_gbps", r->prefetch_gbps},
+          {"batch_prefetch_gbps", r->batch_prefetch_gbps},
+          {"discard_prefetch_gbps", r->discard_prefetch_gbps},
+          {"evict_gbps", r->evict_gbps},
+          {"pinned_copy_gbps", r->pinned_copy_gbps},
+          {"batched", r->batched},
+          {"verified_bytes", r->verified_bytes},
+          {"samples", config.samples}};
+  return absl::OkStatus();
+}
+
+absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
+  const SchedulerBenchConfig config = LayeredWorkload(ctx, "scheduler");
   ctx.Progress("scheduler", "scheduler, on demand, LRU runs");
   absl::StatusOr<SchedulerBenchResult> r = RunSchedulerBench(config);
   ctx.ClearProgress();
@@ -351,12 +468,9 @@ const std::vector<BenchCase>& Cases() {
        "device-local copies, 64 KiB to 256 MiB",
        Always, RunLinkCase},
       {"link-um",
-       "unified-memory prefetch (cudaMemPrefetchAsync) of managed memory",
-       [](const BenchRequest&) {
-         return std::string(
-             "strata's unified-memory mode is not built yet (issue 4)");
-       },
-       nullptr},
+       "managed memory to the GPU by first-touch faults, cudaMemPrefetchAsync, "
+       "batched and discarding prefetches, and back; --bench-size bytes",
+       NeedsGpu, RunLinkUmCase},
       {"nvme",
        "sequential reads and writes through the store's own NVMe path at "
        "--block-size and --queue-depth, next to fio with the same settings",
@@ -373,6 +487,10 @@ const std::vector<BenchCase>& Cases() {
        "layered forward/backward workload on the simulated device: step time "
        "with the scheduler vs on demand vs LRU, prefetch hit rates",
        Always, RunSchedulerCase},
+      {"unified",
+       "the same layered workload three ways: explicit copies vs unified "
+       "memory with prefetch hints vs unified memory without hints (faults)",
+       Always, RunUnifiedCase},
   };
   return cases;
 }

@@ -18,12 +18,16 @@ struct Variant {
   bool prefetch = true;
   bool skip_a_layer = false;
   std::string timeline_path;
+  DeviceMemory memory = DeviceMemory::kExplicitCopies;
+  bool unified_hints = true;
 };
 
 struct VariantResult {
   double median_step_seconds = 0;
   double hit_rate = 0;
   double h2d_bytes_per_step = 0;
+  double d2h_bytes_per_step = 0;
+  double faults_per_step = 0;
   uint64_t rerecords = 0;
 };
 
@@ -68,6 +72,8 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
   o.host.lock_memory = false;
   o.eviction = v.eviction;
   o.scheduler.prefetch = v.prefetch;
+  o.device.memory = v.memory;
+  o.device.unified_hints = v.unified_hints;
   o.timeline = !v.timeline_path.empty();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(o));
   std::vector<TensorId> ids;
@@ -105,11 +111,42 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
       1.0 - (after.stalled_acquires - before.stalled_acquires) / acquires;
   r.h2d_bytes_per_step =
       double(after.links[0].bytes - before.links[0].bytes) / seconds.size();
+  r.d2h_bytes_per_step =
+      double(after.links[1].bytes - before.links[1].bytes) / seconds.size();
+  r.faults_per_step =
+      double(after.unified.faults - before.unified.faults) / seconds.size();
   r.rerecords = after.scheduler.rerecords - before.scheduler.rerecords;
   return r;
 }
 
+ResidencyRun AsResidencyRun(const VariantResult& v) {
+  return {.step_seconds = v.median_step_seconds,
+          .hit_rate = v.hit_rate,
+          .h2d_bytes_per_step = v.h2d_bytes_per_step,
+          .d2h_bytes_per_step = v.d2h_bytes_per_step,
+          .faults_per_step = v.faults_per_step};
+}
+
 }  // namespace
+
+absl::StatusOr<UnifiedBenchResult> RunUnifiedBench(
+    const SchedulerBenchConfig& c) {
+  STRATA_ASSIGN_OR_RETURN(VariantResult copies, RunVariant(c, {}));
+  STRATA_ASSIGN_OR_RETURN(VariantResult hints,
+                          RunVariant(c, {.timeline_path = c.timeline_path,
+                                         .memory = DeviceMemory::kUnified}));
+  STRATA_ASSIGN_OR_RETURN(VariantResult faults,
+                          RunVariant(c, {.memory = DeviceMemory::kUnified,
+                                         .unified_hints = false}));
+  UnifiedBenchResult r;
+  r.copies = AsResidencyRun(copies);
+  r.unified_hints = AsResidencyRun(hints);
+  r.unified_faults = AsResidencyRun(faults);
+  r.compute_seconds = 2.0 * c.layers * c.compute_seconds_per_layer;
+  r.bound_seconds = std::max(r.compute_seconds,
+                             copies.h2d_bytes_per_step / (c.link_gbps * 1e9));
+  return r;
+}
 
 absl::StatusOr<SchedulerBenchResult> RunSchedulerBench(
     const SchedulerBenchConfig& c) {

@@ -9,6 +9,9 @@
 // max(compute, transfer) if the transfers overlap the compute. The same steps
 // run with the scheduler (prefetch + Belady), on demand (no prefetch) and with
 // LRU eviction; a fourth run skips one random layer per step.
+// RunUnifiedBench runs the same steps three ways: explicit copies (the
+// scheduler above), unified memory with prefetch hints, and unified memory
+// without hints, where every layer not resident is faulted in on its acquire.
 #ifndef STRATA_APPS_SCHEDULER_BENCH_H_
 #define STRATA_APPS_SCHEDULER_BENCH_H_
 
@@ -45,6 +48,27 @@ struct SchedulerBenchResult {
 
 // Runs the four variants. Errors from the store are returned as they are.
 absl::StatusOr<SchedulerBenchResult> RunSchedulerBench(
+    const SchedulerBenchConfig& config);
+
+// One way of making device residency, measured over steps 2+.
+struct ResidencyRun {
+  double step_seconds = 0;        // median step
+  double hit_rate = 0;            // acquires that found their layer there
+  double h2d_bytes_per_step = 0;  // bytes moved toward the device
+  double d2h_bytes_per_step = 0;  // bytes moved back (evictions)
+  double faults_per_step = 0;     // unified: acquires served on demand
+};
+
+struct UnifiedBenchResult {
+  ResidencyRun copies;          // explicit copies (cudaMemcpyAsync)
+  ResidencyRun unified_hints;   // unified memory, prefetch hints
+  ResidencyRun unified_faults;  // unified memory, no hints
+  double compute_seconds = 0;   // busy time of one step
+  double bound_seconds = 0;     // max(compute, copies' H2D bytes / link)
+};
+
+// Runs the three variants. Errors from the store are returned as they are.
+absl::StatusOr<UnifiedBenchResult> RunUnifiedBench(
     const SchedulerBenchConfig& config);
 
 }  // namespace strata

@@ -31,7 +31,8 @@ ABSL_FLAG(std::string, plot, "",
           "nvme-sweep case) into this PNG file with gnuplot.");
 ABSL_FLAG(strata::ByteSize, bench_size, strata::ByteSize{256 * strata::kMiB},
           "strata bench: bytes each NVMe pass reads and writes (the "
-          "directory needs this much free space).");
+          "directory needs this much free space), and the size of the "
+          "link-um case's managed buffer.");
 ABSL_FLAG(bool, quick, false,
           "strata bench: tiny sizes and few samples, a smoke test of every "
           "case in seconds (the numbers mean little).");

@@ -83,6 +83,18 @@ TEST(BenchCommandTest, EveryCaseRunsAndTheJsonHasItsKeys) {
   EXPECT_GT(j["nvme-sweep"]["best"]["read_gbps"].get<double>(), 0);
   ASSERT_TRUE(j.contains("scheduler"));
   EXPECT_GT(j["scheduler"]["step_seconds"].get<double>(), 0);
+  ASSERT_TRUE(j.contains("unified"));
+  for (const char* run : {"copies", "unified_hints", "unified_no_hints"}) {
+    EXPECT_GT(j["unified"][run]["step_seconds"].get<double>(), 0) << run;
+    EXPECT_GT(j["unified"][run]["h2d_bytes_per_step"].get<double>(), 0) << run;
+  }
+  // Copies never fault; without hints every miss is a fault and nothing is
+  // sent back to the host.
+  EXPECT_EQ(j["unified"]["copies"]["faults_per_step"].get<double>(), 0);
+  EXPECT_GT(j["unified"]["unified_no_hints"]["faults_per_step"].get<double>(),
+            0);
+  EXPECT_EQ(
+      j["unified"]["unified_no_hints"]["d2h_bytes_per_step"].get<double>(), 0);
   // Nothing is left in the NVMe directory but the report.
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
