@@ -68,6 +68,7 @@ nlohmann::json StatsJson(const Stats& s) {
         {"bytes", s.links[l].bytes}, {"transfers", s.links[l].transfers}};
   }
   j["device_backend"] = s.device_backend;
+  j["device_memory"] = s.device_memory;
   j["io_engine"] = s.io_engine;
   return j;
 }

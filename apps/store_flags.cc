@@ -47,6 +47,18 @@ ABSL_FLAG(bool, prefetch, true,
 ABSL_FLAG(std::string, eviction, "belady",
           "Eviction policy: belady (the copy needed furthest ahead in the "
           "learned trace) or lru (least recently used).");
+ABSL_FLAG(std::string, memory, "copies",
+          "How tensors reach the device: copies (a device arena filled by "
+          "cudaMemcpyAsync) or unified (the host budget is one managed "
+          "allocation whose pages prefetch hints move to the device; the "
+          "same pointer on both tiers; --host-budget must fit in the GPU's "
+          "free memory).");
+ABSL_FLAG(bool, unified_hints, true,
+          "With --memory=unified: prefetch, evict, discard and advise "
+          "(--nounified-hints: pages move by page faults only, the baseline).");
+ABSL_FLAG(strata::ByteSize, sim_memory, strata::ByteSize{0},
+          "Simulated device only: the GPU memory it reports, which caps "
+          "--memory=unified's managed memory (0 = this machine's RAM).");
 ABSL_FLAG(double, sim_latency_us, 0,
           "Simulated device only: latency added to every copy, microseconds.");
 
@@ -130,6 +142,17 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
         absl::StrFormat("--eviction=%s: use belady or lru", eviction));
   }
   o.scheduler.prefetch = absl::GetFlag(FLAGS_prefetch);
+  const std::string memory = absl::GetFlag(FLAGS_memory);
+  if (memory == "copies") {
+    o.device.memory = DeviceMemory::kExplicitCopies;
+  } else if (memory == "unified") {
+    o.device.memory = DeviceMemory::kUnified;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--memory=%s: use copies or unified", memory));
+  }
+  o.device.unified_hints = absl::GetFlag(FLAGS_unified_hints);
+  o.device.sim_memory_bytes = absl::GetFlag(FLAGS_sim_memory).bytes;
   const double gbps = absl::GetFlag(FLAGS_sim_link_gbps);
   const double latency_us = absl::GetFlag(FLAGS_sim_latency_us);
   if (!(gbps >= 0) || !(latency_us >= 0) || !std::isfinite(gbps) ||

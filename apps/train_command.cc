@@ -200,6 +200,14 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
       {"device", st.device_backend},
+      {"device_memory", st.device_memory},
+      {"unified",
+       {{"prefetches", st.unified.prefetches},
+        {"evictions", st.unified.evictions},
+        {"discards", st.unified.discards},
+        {"read_mostly", st.unified.read_mostly},
+        {"faults", st.unified.faults},
+        {"fault_bytes", st.unified.fault_bytes}}},
       {"compute", compute},
       {"io_engine", st.io_engine},
       {"config",
@@ -320,7 +328,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   absl::PrintF(
       "strata train: MLP 784 -> %lld x %d -> 10 (%s), %s of model state "
       "(%.1fx the device budget %s), host budget %s, NVMe budget %s; home "
-      "tier %s, Adam on %s; %s with %s\n",
+      "tier %s, Adam on %s; %s (%s) with %s\n",
       static_cast<long long>(t.model.width), t.model.depth,
       t.model.activation == train::Activation::kRelu ? "relu" : "gelu",
       FormatByteSize(f.state_bytes()),
@@ -328,7 +336,8 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
       FormatByteSize(st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[1].capacity_bytes),
       FormatByteSize(st0.tiers[2].capacity_bytes), TierName(t.model.home),
-      TierName(t.model.optimizer_tier), st0.device_backend, compute->name());
+      TierName(t.model.optimizer_tier), st0.device_backend, st0.device_memory,
+      compute->name());
   std::fflush(stdout);
   ProgressLine progress;
   absl::StatusOr<train::TrainResult> result = train::Train(

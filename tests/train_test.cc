@@ -74,6 +74,8 @@ struct Budgets {
   Tier optimizer = Tier::kHost;
   bool prefetch = true;
   EvictionPolicy eviction = EvictionPolicy::kBelady;
+  DeviceMemory memory = DeviceMemory::kExplicitCopies;
+  bool unified_hints = true;
 };
 
 // Resident: everything homed on a device big enough for all of it.
@@ -106,6 +108,8 @@ RunResult TrainWith(const Budgets& b, TrainOptions job, const Dataset& train,
   }
   so.scheduler.prefetch = b.prefetch;
   so.eviction = b.eviction;
+  so.device.memory = b.memory;
+  so.device.unified_hints = b.unified_hints;
   job.model.home = b.home;
   job.model.optimizer_tier = b.optimizer;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
@@ -190,6 +194,26 @@ TEST_F(TrainTest, SchedulerSettingsNeverChangeTheMath) {
   EXPECT_EQ(base.result.losses, l.result.losses);
   EXPECT_GT(base.stats.prefetch.issued, 0u);
   EXPECT_EQ(off.stats.prefetch.issued, 0u);
+}
+
+TEST_F(TrainTest, UnifiedMemoryLossesBitwiseEqualResident) {
+  Budgets hints = Offloaded();
+  hints.memory = DeviceMemory::kUnified;
+  Budgets faults = hints;
+  faults.unified_hints = false;
+  const RunResult resident = TrainWith(Resident(), SmallJob(), train_, test_);
+  const RunResult um = TrainWith(hints, SmallJob(), train_, test_);
+  const RunResult um_faults = TrainWith(faults, SmallJob(), train_, test_);
+  ASSERT_FALSE(resident.result.losses.empty());
+  EXPECT_EQ(resident.result.losses, um.result.losses);
+  EXPECT_EQ(resident.result.losses, um_faults.result.losses);
+  EXPECT_EQ(resident.weights, um.weights);
+  EXPECT_EQ(um.stats.device_memory, "unified");
+  EXPECT_GT(um.stats.unified.prefetches, 0u);
+  EXPECT_GT(um.stats.unified.discards, 0u);  // activations after last use
+  EXPECT_EQ(um_faults.stats.unified.prefetches, 0u);
+  EXPECT_GT(um_faults.stats.unified.faults, 0u);
+  EXPECT_LE(um.stats.tiers[0].peak_used_bytes, 80u * 1024);
 }
 
 TEST_F(TrainTest, PeakDeviceBytesStayWithinBudget) {

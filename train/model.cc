@@ -172,6 +172,13 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
         "the optimizer's working set (a weight, its gradient, two Adam "
         "moments)"));
   }
+  if (stats.device_memory != "copies") {
+    // Unified memory: a device copy is its host copy's pages.
+    STRATA_RETURN_IF_ERROR(CheckTier(
+        stats, Tier::kHost, device, config, f,
+        "in unified memory, the device working set's pages (one layer's "
+        "input, weights, gradients, outputs)"));
+  }
   return absl::OkStatus();
 }
 

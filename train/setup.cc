@@ -6,6 +6,12 @@
 namespace strata::train {
 
 absl::Status MakeResident(TrainOptions& train, StoreOptions& store) {
+  if (store.device.memory == DeviceMemory::kUnified) {
+    return absl::InvalidArgumentError(
+        "--resident homes every tensor on the device, which unified memory "
+        "does not do (its tensors live in managed host memory and migrate): "
+        "use --memory=copies with --resident, or drop --resident");
+  }
   train.model.home = Tier::kDevice;
   train.model.optimizer_tier = Tier::kDevice;
   STRATA_ASSIGN_OR_RETURN(ModelFootprint f, ComputeFootprint(train.model));
