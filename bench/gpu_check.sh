@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything strata checks on a real GPU, in one run of a few
 # minutes: the GPU tests, `strata info` on the CUDA backend, the device link
-# bandwidth (raw cudaMemcpyAsync vs through the store), the training kernels
-# against their CPU versions, and a short `strata train` run offloaded and
-# resident (their losses must be bitwise equal). Prints a short table last.
+# bandwidth (raw cudaMemcpyAsync vs through the store), unified memory (a 4 GiB
+# managed buffer moved by faults, prefetch, batched and discarding prefetch,
+# vs a pinned copy; the store's unified mode), the training kernels against
+# their CPU versions, and a short `strata train` run offloaded, in unified
+# memory and resident (their losses must be bitwise equal). Prints a short
+# table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
@@ -16,7 +19,7 @@ cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
-bins=(apps/strata tests/cuda_device_test tests/store_gpu_test
+bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_test
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
       bench/device_link_bench bench/train_bench)
 
@@ -69,6 +72,7 @@ nvme_dir=$(mktemp -d /var/tmp/strata-gpu-check.XXXXXX)
 trap 'rm -rf "$nvme_dir"' EXIT
 run_step cuda_device_test "$(bin tests/cuda_device_test)"
 run_step store_gpu_test "$(bin tests/store_gpu_test)"
+run_step unified_gpu_test "$(bin tests/unified_gpu_test)"
 run_step device_backend_test "$(bin tests/device_backend_test)"
 run_step host_arena_test "$(bin tests/host_arena_test)"
 run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
@@ -78,32 +82,47 @@ run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 
 run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
 run_step bench_link "$(bin apps/strata)" bench -t link --device=cuda \
   --json="$out/bench_link.json"
+# A 4 GiB managed buffer (refused, not oversubscribed, if the GPU has less
+# free); then the store's unified mode on the layered workload (simulated).
+run_step bench_link_um "$(bin apps/strata)" bench -t link-um --device=cuda \
+  --bench-size=4GiB --json="$out/bench_link_um.json"
 # 200 steps offloaded (state 4.8x a 16 MiB device budget) and resident; the
 # losses must match bit for bit.
 run_step train "$(bin apps/strata)" train --device=cuda --nvme-dir="$nvme_dir" \
   --max-steps=200 --json="$out/train.json"
 run_step train_resident "$(bin apps/strata)" train --device=cuda --resident \
   --max-steps=200 --json="$out/train_resident.json"
-if ! command -v python3 >/dev/null; then
-  result[train_identity]="unchecked (no python3 to compare the JSON losses)"
-elif python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==200 else 1)" \
-    "$out/train.json" "$out/train_resident.json" 2>/dev/null; then
-  result[train_identity]="ok (200 losses bitwise equal)"
-else
-  result[train_identity]="FAILED (losses differ or missing)"
-fi
+run_step train_unified "$(bin apps/strata)" train --device=cuda --memory=unified \
+  --nvme-dir="$nvme_dir" --max-steps=200 --json="$out/train_unified.json"
+same_losses() {  # same_losses A.json B.json: 200 losses, bitwise equal
+  python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==200 else 1)" \
+    "$1" "$2" 2>/dev/null
+}
+for pair in "train_identity train" "unified_identity train_unified"; do
+  set -- $pair
+  if ! command -v python3 >/dev/null; then
+    result[$1]="unchecked (no python3 to compare the JSON losses)"
+  elif same_losses "$out/$2.json" "$out/train_resident.json"; then
+    result[$1]="ok (200 losses bitwise equal to resident)"
+  else
+    result[$1]="FAILED (losses differ or missing)"
+  fi
+done
 run_step train_bench "$(bin bench/train_bench)" --device=cuda --nvme-dir="$nvme_dir" \
   --steps=40 --json="$out/train_bench.json"
 
 echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
-for k in cuda_device_test store_gpu_test device_backend_test host_arena_test \
-    compute_gpu_test bench_link info link_bench train train_resident train_identity \
+for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
+    host_arena_test compute_gpu_test bench_link bench_link_um info link_bench \
+    train train_resident train_unified train_identity unified_identity \
     train_bench; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
 grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench.log" 2>/dev/null
+grep -E '^  (first-touch|cudaMem|pinned)' "$out/bench_link_um.log" 2>/dev/null |
+  sed 's/^  /link-um /' 
 for k in "${!result[@]}"; do [[ "${result[$k]}" == FAILED* ]] && exit 1; done
 exit 0
