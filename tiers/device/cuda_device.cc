@@ -393,6 +393,18 @@ absl::StatusOr<std::byte*> CudaDevice::ReserveManaged(uint64_t bytes) {
           "the managed memory on ", name(), " is already reserved"));
     }
   }
+  // Without concurrent managed access the CPU may not touch managed memory
+  // while any kernel runs, which the store's host leases would do.
+  int concurrent = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &concurrent, cudaDevAttrConcurrentManagedAccess, options_.cuda_device));
+  if (concurrent == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device_name_,
+        " lacks concurrent managed access (cudaDevAttrConcurrentManagedAccess "
+        "is 0), so host and device cannot share managed memory safely: use "
+        "--memory=copies"));
+  }
   STRATA_ASSIGN_OR_RETURN(DeviceMemInfo info, GetMemInfo());
   STRATA_RETURN_IF_ERROR(CheckManagedFits(bytes, info, device_name_));
   void* p = nullptr;

@@ -117,7 +117,9 @@ class DeviceBackend {
 
   // Allocates `bytes` (> 0) of managed memory (cudaMallocManaged), once; it
   // is freed with the backend. ResourceExhausted (CheckManagedFits) when it
-  // would exceed the GPU's free memory less the margin.
+  // would exceed the GPU's free memory less the margin; FailedPrecondition on
+  // a GPU without concurrent managed access (the CPU could not use it while
+  // kernels run).
   virtual absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes);
   // Migrates `ranges` to `to` and returns when they are there (completion
   // tracked by an event recorded after the prefetch: the range attribute
