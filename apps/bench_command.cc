@@ -495,7 +495,12 @@ const std::vector<BenchCase>& Cases() {
   return cases;
 }
 
+// A case is selected by its exact name, or else by a prefix of names ("nvme"
+// alone runs nvme only; "nvme-" runs nvme-device and nvme-sweep).
 bool Selected(const std::string& name, const std::string& selector) {
+  for (const BenchCase& c : Cases()) {
+    if (selector == c.name) return name == selector;
+  }
   return name.rfind(selector, 0) == 0;
 }
 

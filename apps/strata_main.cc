@@ -57,9 +57,11 @@ Commands:
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
   bench   Measure each tier link here: host<->device (pinned, pageable,
-          device-local), the store's NVMe path next to fio, NVMe->device, a
-          block size x queue depth sweep, the scheduler. -t NAME selects by
-          name or prefix, --list says which cases apply, --json=FILE,
+          device-local; managed memory on a GPU: link-um), the store's NVMe
+          path next to fio, NVMe->device, a block size x queue depth sweep,
+          the scheduler, explicit copies vs unified memory (unified). -t NAME
+          selects by exact name or prefix, --list says which cases apply,
+          --json=FILE,
           --profile=FILE (load with --machine-profile), --plot=FILE.png,
           --quick for a smoke test.
 
@@ -71,6 +73,7 @@ Examples:
       --host-budget=1GiB --nvme-budget=5GiB --max-steps=8 --lr=2e-5 \
       --lr-schedule=constant   (3.8 GiB of state; deep wide nets need a low lr)
   strata train --resident --max-steps=50 --json=resident.json
+  strata train --memory=unified --max-steps=50   (prefetch hints, same losses)
   strata info
   strata info --device=simulated --nvme-dir=/mnt/nvme0,/mnt/nvme1 --json=info.json
   strata bench -t scheduler --json=scheduler.json

@@ -58,7 +58,8 @@ ABSL_FLAG(bool, resident, false,
           "strata train: size the device budget to hold every tensor and "
           "run Adam there, so nothing moves but the input batches "
           "(overrides the budget flags and --optimizer-tier); the baseline "
-          "an offloaded run must match bit for bit.");
+          "an offloaded run must match bit for bit. Not with "
+          "--memory=unified.");
 
 namespace strata {
 namespace {
@@ -257,6 +258,14 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
   absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
   absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  if (st.device_memory != "copies") {
+    absl::PrintF(
+        "%-22s %s: %d prefetches, %d evictions, %d discards, %d read-mostly, "
+        "%d faults\n",
+        "unified memory", st.device_memory, st.unified.prefetches,
+        st.unified.evictions, st.unified.discards, st.unified.read_mostly,
+        st.unified.faults);
+  }
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
                train::Median(r.step_seconds) * 1e3, r.losses.size(),
                r.train_seconds);
@@ -267,7 +276,9 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
 int Fail(const absl::Status& status) {
   std::string hint;
   if (status.code() == absl::StatusCode::kResourceExhausted &&
-      status.message().find("raise --") == absl::string_view::npos) {
+      status.message().find("raise --") == absl::string_view::npos &&
+      status.message().find("lower --") == absl::string_view::npos &&
+      status.message().find("memory=copies") == absl::string_view::npos) {
     hint =
         "\n(the budgets are too tight for this model at this batch size: raise "
         "--device-budget / --host-budget / --nvme-budget, or lower "

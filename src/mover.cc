@@ -44,6 +44,13 @@ std::future<absl::Status> Async(boost::asio::thread_pool& pool, Fn fn) {
   return result;
 }
 
+// A staged transfer's chunk copy on the CPU (managed host memory).
+absl::Status CpuCopy(std::byte* to, const std::byte* from, uint64_t n,
+                     bool /*first*/) {
+  std::memcpy(to, from, n);
+  return absl::OkStatus();
+}
+
 // Waits for a pending stage, if any, and returns its Status.
 absl::Status Drain(std::future<absl::Status>& pending) {
   return pending.valid() ? pending.get() : absl::OkStatus();
@@ -112,12 +119,7 @@ absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
                                uint64_t bytes, uint64_t checksum) {
   std::byte* buf = Pointer(dst);
   if (host_managed_) {
-    return StagedRead(
-        src, buf, bytes, checksum,
-        [](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
-          std::memcpy(to, from, n);
-          return absl::OkStatus();
-        });
+    return StagedRead(src, buf, bytes, checksum, CpuCopy);
   }
   STRATA_RETURN_IF_ERROR(
       nvme_->Read(src.extent.offset, buf, RoundUpDirect(bytes)));
@@ -129,12 +131,7 @@ absl::Status Mover::HostToNvme(const Place& src, const Place& dst,
                                uint64_t bytes, uint64_t* checksum) {
   const std::byte* buf = Pointer(src);
   if (host_managed_) {
-    return StagedWrite(
-        buf, dst, bytes, checksum,
-        [](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
-          std::memcpy(to, from, n);
-          return absl::OkStatus();
-        });
+    return StagedWrite(buf, dst, bytes, checksum, CpuCopy);
   }
   *checksum = XXH3_64bits(buf, bytes);
   return nvme_->Write(dst.extent.offset, buf, RoundUpDirect(bytes));
@@ -224,13 +221,14 @@ absl::Status Mover::Migrate(const ManagedRange& range, MemLocation to,
   return status;
 }
 
-absl::Status Mover::ServeFault(const ManagedRange& range,
+absl::Status Mover::ServeFault(const ManagedRange& range, MemLocation to,
                                std::string_view label) {
   const absl::Time start = absl::Now();
-  const absl::Status status = device_->ServeFault(range);
-  Span(label, "fault -> device", start, status.ok());
-  Count(Link::kH2D, range.bytes, absl::ToDoubleSeconds(absl::Now() - start),
-        status.ok());
+  const absl::Status status = device_->ServeFault(range, to);
+  const bool up = to == MemLocation::kDevice;
+  Span(label, up ? "fault -> device" : "fault -> host", start, status.ok());
+  Count(up ? Link::kH2D : Link::kD2H, range.bytes,
+        absl::ToDoubleSeconds(absl::Now() - start), status.ok());
   return status;
 }
 

@@ -69,8 +69,9 @@ class Mover {
   // it is there. Counted on H2D (to the device) or D2H (to the host).
   absl::Status Migrate(const ManagedRange& range, MemLocation to, bool discard,
                        DeviceEvent* after, std::string_view label);
-  // Unified memory without hints: a device access faults `range` in.
-  absl::Status ServeFault(const ManagedRange& range, std::string_view label);
+  // Unified memory without hints: an access from `to` faults `range` over.
+  absl::Status ServeFault(const ManagedRange& range, MemLocation to,
+                          std::string_view label);
 
   // Fills `bytes` at `place` (device or host) with zeros.
   absl::Status Zero(const Place& place, uint64_t bytes);

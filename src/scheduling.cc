@@ -26,11 +26,13 @@ constexpr size_t kLookaheadEvents = 256;
 void StoreCore::BeginStep() {
   MutexLock lock(&mu_);
   predictor_.BeginStep();
+  in_step_ = true;
 }
 
 void StoreCore::EndStep() {
   MutexLock lock(&mu_);
   predictor_.EndStep();
+  in_step_ = false;
   if (!unified()) return;
   for (auto& [id, rec] : tensors_) {  // for read-mostly advice
     rec->written_last_step = rec->writes_this_step > 0;

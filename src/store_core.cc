@@ -392,7 +392,9 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
     DropOthers(rec, tier);
     rec.has_contents = true;
     copy.write_lease = true;
-    ++rec.writes_this_step;
+    // Writes between steps (initialisation, Store::Write of inputs) do not
+    // make a tensor "written during the step".
+    if (in_step_) ++rec.writes_this_step;
     ForgetReadMostly(rec);  // writes to read-mostly pages collapse duplicates
   }
   if (copy.read_leases + (copy.write_lease ? 1 : 0) == 1) {

@@ -189,9 +189,10 @@ class StoreCore : public internal::LeaseReleaser,
   absl::Status FillUnifiedDevice(TensorRecord& rec, Fill fill,
                                  uint64_t protect_within, bool demand)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends rec's device residency (valid, unleased, idle): a prefetch to host
-  // for live contents (none for read-mostly ones, whose host duplicate is
-  // valid), a discard for dead ones. A failed hint still ends the residency:
+  // Ends rec's device residency (valid, unleased, idle): live contents come
+  // back over the link (a prefetch to host with hints, charged page faults
+  // without; nothing for read-mostly ones, whose host duplicate is valid),
+  // dead ones are discarded. A failed hint still ends the residency:
   // managed memory stays coherent, so nothing is lost.
   void EvictUnified(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a host acquire should first take rec's pages off the device.
@@ -253,7 +254,8 @@ class StoreCore : public internal::LeaseReleaser,
   CondVar changed_;  // signalled on every copy or lease state change
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool prefetch_paused_ ABSL_GUARDED_BY(mu_) = false;  // PausePrefetch
-  int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;    // moving bytes now
+  bool in_step_ ABSL_GUARDED_BY(mu_) = false;  // between BeginStep and EndStep
+  int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;  // moving bytes now
   absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_
       ABSL_GUARDED_BY(mu_);
   std::optional<ExtentAllocator> alloc_[kNumTiers] ABSL_GUARDED_BY(mu_);

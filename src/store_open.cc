@@ -87,6 +87,13 @@ absl::Status CheckSimulatedFits(const DeviceBackend& device,
   if (!device.is_simulated() || ram == 0 || total <= ram) {
     return absl::OkStatus();
   }
+  if (unified) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the host budget %s (managed memory, in host RAM on the simulated "
+        "device) exceeds this machine's physical memory %s: lower "
+        "--host-budget",
+        FormatByteSize(o.host.budget_bytes), FormatByteSize(ram)));
+  }
   return absl::ResourceExhaustedError(absl::StrFormat(
       "the simulated device lives in host memory: device budget %s + host "
       "budget %s = %s exceeds this machine's physical memory %s: lower "
@@ -142,6 +149,15 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "device memory mode %d is not kExplicitCopies or kUnified",
         static_cast<int>(o.device.memory)));
+  }
+  if (o.device.memory == DeviceMemory::kUnified &&
+      o.device.budget_bytes > o.host.budget_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "in unified memory the device budget (%s) caps the host tier's pages "
+        "resident on the GPU, so it cannot exceed the host budget (%s): lower "
+        "--device-budget or raise --host-budget",
+        FormatByteSize(o.device.budget_bytes),
+        FormatByteSize(o.host.budget_bytes)));
   }
   if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
     return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");

@@ -59,9 +59,10 @@ struct TensorRecord {
   // and prefetches wait or skip, so the preparation never waits on them.
   bool exclusive_pending = false;
   uint64_t nvme_checksum = 0;  // XXH3-64 of the bytes last written to NVMe
-  // Unified memory: write leases granted in the current step, whether the
-  // last whole step wrote the tensor (unknown counts as written), and whether
-  // its range is advised read-mostly.
+  // Unified memory: write leases granted inside the current step (between
+  // BeginStep and EndStep), whether the last whole step wrote the tensor
+  // (unknown counts as written), and whether its range is advised
+  // read-mostly.
   uint32_t writes_this_step = 0;
   bool written_last_step = true;
   bool read_mostly = false;

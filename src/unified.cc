@@ -66,10 +66,10 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   // Dead contents (an overwrite) need not cross the link, with hints.
   const bool discard = fill == Fill::kNone;
   mu_.Unlock();
-  absl::Status moved = hints()
-                           ? mover_->Migrate(range, MemLocation::kDevice,
-                                             discard, nullptr, rec.spec.name)
-                           : mover_->ServeFault(range, rec.spec.name);
+  absl::Status moved =
+      hints() ? mover_->Migrate(range, MemLocation::kDevice, discard, nullptr,
+                                rec.spec.name)
+              : mover_->ServeFault(range, MemLocation::kDevice, rec.spec.name);
   mu_.Lock();
   --host.transfer_pins;
   changed_.SignalAll();
@@ -99,7 +99,10 @@ void StoreCore::EvictUnified(TensorRecord& rec) {
     const ManagedRange range = RangeOf(rec);
     (void)tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
     ++unified_.discards;
-  } else if (hints() && !rec.read_mostly) {
+  } else if (rec.has_contents && !rec.read_mostly) {
+    // The pages come back over the link: by a prefetch with hints; without,
+    // by the page faults of whoever touches them next on the host (charged
+    // now: the store's next host use is a lease, a write-back or a reuse).
     device.state = CopyState::kEvicting;
     ++rec.copy(Tier::kHost).transfer_pins;
     const ManagedRange range = RangeOf(rec);
@@ -108,12 +111,13 @@ void StoreCore::EvictUnified(TensorRecord& rec) {
     // A failure is counted on the D2H link and otherwise ignored: the pages
     // stay coherent wherever the driver left them.
     const absl::Status moved =
-        mover_->Migrate(range, MemLocation::kHost,
-                        /*discard=*/false, after.get(), rec.spec.name);
+        hints() ? mover_->Migrate(range, MemLocation::kHost,
+                                  /*discard=*/false, after.get(), rec.spec.name)
+                : mover_->ServeFault(range, MemLocation::kHost, rec.spec.name);
     mu_.Lock();
     --rec.copy(Tier::kHost).transfer_pins;
     device.state = CopyState::kValid;
-    if (moved.ok()) ++unified_.evictions;
+    if (moved.ok() && hints()) ++unified_.evictions;
   }
   DropCopy(rec, Tier::kDevice, /*eviction=*/true);
 }

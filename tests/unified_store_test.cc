@@ -160,7 +160,8 @@ TEST_F(UnifiedStoreTest, WithoutHintsPagesMoveByFaultsOnly) {
   EXPECT_EQ(stats.unified.faults, 3u);
   EXPECT_EQ(stats.unified.fault_bytes, 3 * kSize);
   EXPECT_EQ(LinkBytes(Link::kH2D), 3 * kSize);
-  EXPECT_EQ(LinkBytes(Link::kD2H), 0u);
+  // The evicted one's pages come back by faults too, not by a hint.
+  EXPECT_EQ(LinkBytes(Link::kD2H), kSize);
   for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(Holds(ids[i], kSize, 20 + i));
 }
 
@@ -225,8 +226,8 @@ TEST_F(UnifiedStoreTest, ReadMostlyOnlyForTensorsAStepDoesNotWrite) {
   constexpr uint64_t kSize = 128 * kKiB;
   const TensorId weight = Make(kSize, 50);
   const TensorId grad = Make(kSize, 51);
-  // Step 1 includes Make's writes, so the weight is first "read only" in
-  // step 2 and advised when step 3 loads it.
+  // Make's writes come before the first step and do not count: the weight
+  // is "read only" in step 1 and advised when step 2 loads it.
   for (int step = 0; step < 3; ++step) {
     store_->BeginStep();
     ASSERT_NE(Touch(weight, Tier::kDevice), nullptr);
@@ -240,11 +241,11 @@ TEST_F(UnifiedStoreTest, ReadMostlyOnlyForTensorsAStepDoesNotWrite) {
     ASSERT_TRUE(store_->Evict(grad, Tier::kHost).ok());
   }
   Stats stats = store_->GetStats();
-  EXPECT_EQ(stats.unified.read_mostly, 1u);  // the weight, in step 3
-  // Its host duplicate is valid: the eviction after step 3 moved nothing,
-  // while the gradient's three and the weight's first two did.
-  EXPECT_EQ(stats.unified.evictions, 5u);
-  EXPECT_EQ(LinkBytes(Link::kD2H), 5 * kSize);
+  EXPECT_EQ(stats.unified.read_mostly, 1u);  // the weight, from step 2
+  // Its host duplicate is valid: its evictions after steps 2 and 3 moved
+  // nothing, while its first and the gradient's three did.
+  EXPECT_EQ(stats.unified.evictions, 4u);
+  EXPECT_EQ(LinkBytes(Link::kD2H), 4 * kSize);
   EXPECT_TRUE(Holds(weight, kSize, 50));
   EXPECT_TRUE(Holds(grad, kSize, 54));
 }
@@ -264,6 +265,16 @@ TEST_F(UnifiedStoreTest, ManagedMemoryCapRefusesOversubscription) {
               HasSubstr("lower --host-budget to at most 768 MiB"));
   o.host.budget_bytes = 768 * kMiB;  // exactly what fits: accepted
   EXPECT_TRUE(Store::Open(o).ok());
+}
+
+TEST_F(UnifiedStoreTest, DeviceBudgetAboveTheHostBudgetIsRefused) {
+  StoreOptions o = ::strata::testing::SmallStoreOptions(dir_.path(), 8 * kMiB,
+                                                        4 * kMiB, 32 * kMiB);
+  o.device.memory = DeviceMemory::kUnified;
+  auto refused = Store::Open(o);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("cannot exceed the host budget"));
 }
 
 TEST_F(UnifiedStoreTest, DeviceHomeIsRefused) {

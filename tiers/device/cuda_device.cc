@@ -532,7 +532,8 @@ absl::Status CudaDevice::AdviseManaged(const ManagedRange& range,
   return absl::InvalidArgumentError("unknown managed-memory advice");
 }
 
-absl::Status CudaDevice::ServeFault(const ManagedRange& /*range*/) {
+absl::Status CudaDevice::ServeFault(const ManagedRange& /*range*/,
+                                    MemLocation /*to*/) {
   return absl::OkStatus();
 }
 

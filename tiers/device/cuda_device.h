@@ -90,7 +90,7 @@ class CudaDevice : public DeviceBackend {
   absl::Status AdviseManaged(const ManagedRange& range,
                              ManagedAdvice advice) override;
   // Nothing: the kernel's page faults migrate the pages.
-  absl::Status ServeFault(const ManagedRange& range) override;
+  absl::Status ServeFault(const ManagedRange& range, MemLocation to) override;
   bool batched_prefetch() const override { return batched_; }
 
  private:

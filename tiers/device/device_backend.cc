@@ -132,6 +132,14 @@ absl::Status CheckManagedFits(uint64_t asked, const DeviceMemInfo& info,
   const uint64_t usable =
       info.free_bytes > margin ? info.free_bytes - margin : 0;
   if (asked <= usable) return absl::OkStatus();
+  if (usable == 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "unified memory: asked for %s of managed memory (the host budget) but "
+        "%s has only %s free, not more than the %s it keeps free for the CUDA "
+        "context and kernels: free GPU memory, or use --memory=copies",
+        FormatByteSize(asked), device_name, FormatByteSize(info.free_bytes),
+        FormatByteSize(margin)));
+  }
   return absl::ResourceExhaustedError(absl::StrFormat(
       "unified memory: asked for %s of managed memory (the host budget, which "
       "holds every tensor's pages in this mode) but %s has %s free, less a %s "
@@ -161,7 +169,8 @@ absl::Status DeviceBackend::AdviseManaged(const ManagedRange& /*range*/,
   return NoUnifiedMemory(*this);
 }
 
-absl::Status DeviceBackend::ServeFault(const ManagedRange& /*range*/) {
+absl::Status DeviceBackend::ServeFault(const ManagedRange& /*range*/,
+                                       MemLocation /*to*/) {
   return NoUnifiedMemory(*this);
 }
 

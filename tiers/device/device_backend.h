@@ -138,10 +138,11 @@ class DeviceBackend {
   virtual absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges);
   virtual absl::Status AdviseManaged(const ManagedRange& range,
                                      ManagedAdvice advice);
-  // A device access to `range` while its pages are on the host, with no
-  // prefetch: on a GPU nothing to do (the kernel's page faults serve it); the
-  // simulated device charges the link time a fault-driven migration takes.
-  virtual absl::Status ServeFault(const ManagedRange& range);
+  // An access from `to` (the device's kernels, or the CPU) to `range` while
+  // its pages are on the other side, with no prefetch: on a GPU nothing to do
+  // (page faults serve it); the simulated device charges the link time a
+  // fault-driven migration takes.
+  virtual absl::Status ServeFault(const ManagedRange& range, MemLocation to);
   // Whether PrefetchManaged/DiscardManaged use the batch calls (every GPU
   // reports cudaDevAttrConcurrentManagedAccess).
   virtual bool batched_prefetch() const { return false; }

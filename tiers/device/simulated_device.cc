@@ -170,7 +170,14 @@ absl::StatusOr<std::byte*> SimulatedDevice::ReserveManaged(uint64_t bytes) {
     }
   }
   STRATA_ASSIGN_OR_RETURN(DeviceMemInfo info, GetMemInfo());
-  STRATA_RETURN_IF_ERROR(CheckManagedFits(bytes, info, "the simulated device"));
+  if (absl::Status fits = CheckManagedFits(bytes, info, "the simulated device");
+      !fits.ok()) {
+    return absl::Status(
+        fits.code(),
+        absl::StrCat(fits.message(),
+                     " (the simulated GPU's memory is --sim-memory, default "
+                     "this machine's RAM)"));
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -235,9 +242,10 @@ absl::Status SimulatedDevice::AdviseManaged(const ManagedRange& range,
   return CheckManagedRange(range);
 }
 
-absl::Status SimulatedDevice::ServeFault(const ManagedRange& range) {
+absl::Status SimulatedDevice::ServeFault(const ManagedRange& range,
+                                         MemLocation to) {
   STRATA_RETURN_IF_ERROR(CheckManagedRange(range));
-  return OccupyLink(MemLocation::kDevice, range);
+  return OccupyLink(to, range);
 }
 
 }  // namespace strata

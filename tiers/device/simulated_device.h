@@ -78,7 +78,7 @@ class SimulatedDevice : public DeviceBackend {
   absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override;
   absl::Status AdviseManaged(const ManagedRange& range,
                              ManagedAdvice advice) override;
-  absl::Status ServeFault(const ManagedRange& range) override;
+  absl::Status ServeFault(const ManagedRange& range, MemLocation to) override;
   bool batched_prefetch() const override { return true; }
 
  private:

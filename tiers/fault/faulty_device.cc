@@ -124,13 +124,16 @@ absl::Status FaultyDevice::AdviseManaged(const ManagedRange& range,
   return inner_->AdviseManaged(range, advice);
 }
 
-absl::Status FaultyDevice::ServeFault(const ManagedRange& range) {
+absl::Status FaultyDevice::ServeFault(const ManagedRange& range,
+                                      MemLocation to) {
+  const CopyKind kind =
+      to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
   uint64_t ordinal = 0;
   bool copy_prefix = false;
-  if (ShouldFail(CopyKind::kH2D, &ordinal, &copy_prefix)) {
-    return InjectedHintFault(CopyKind::kH2D, ordinal, "page fault");
+  if (ShouldFail(kind, &ordinal, &copy_prefix)) {
+    return InjectedHintFault(kind, ordinal, "page fault");
   }
-  return inner_->ServeFault(range);
+  return inner_->ServeFault(range, to);
 }
 
 }  // namespace strata

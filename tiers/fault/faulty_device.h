@@ -10,8 +10,8 @@
 // a mix of old and new data (callers must not trust it), then returns
 // Internal("injected copy fault ..."). The source is never touched.
 // Unified-memory prefetches (to the device: H2D; to the host: D2H) and
-// faults (H2D) are eligible too; a failing one moves nothing (managed memory
-// stays coherent, so there is nothing to tear).
+// faults (by direction) are eligible too; a failing one moves nothing (managed
+// memory stays coherent, so there is nothing to tear).
 //
 // Thread safety: every method may be called concurrently, set_spec included.
 #ifndef STRATA_TIERS_FAULT_FAULTY_DEVICE_H_
@@ -80,7 +80,7 @@ class FaultyDevice : public DeviceBackend {
   absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override;
   absl::Status AdviseManaged(const ManagedRange& range,
                              ManagedAdvice advice) override;
-  absl::Status ServeFault(const ManagedRange& range) override;
+  absl::Status ServeFault(const ManagedRange& range, MemLocation to) override;
   bool batched_prefetch() const override { return inner_->batched_prefetch(); }
 
  private:
