@@ -360,6 +360,13 @@ absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
       absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
     if (c.write_lease) absl::StrAppend(&why, ", write lease");
     if (c.busy()) absl::StrAppend(&why, ", in transfer");
+    if (unified() && tier == Tier::kHost &&
+        rec->copy(Tier::kDevice).state != CopyState::kAbsent) {
+      // Unified memory: these pages are also the device copy.
+      absl::StrAppend(&why, rec->copy(Tier::kDevice).leased()
+                                ? ", leased on the device"
+                                : ", resident on the device");
+    }
     holders.push_back({c.extent->bytes,
                        absl::StrFormat("'%s' (id %d, %s, %s)", rec->spec.name,
                                        id.value, Bytes(c.extent->bytes), why)});

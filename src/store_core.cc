@@ -232,6 +232,7 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     TierCopy& copy = rec->copy(tier);
     if (tier == Tier::kHost && ShouldEvictForHost(*rec) &&
         !rec->exclusive_pending) {
+      *stalled = true;
       EvictUnified(*rec);  // the CPU reads its pages where they are
       continue;
     }
@@ -266,7 +267,12 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
       continue;
     }
     if (tier == Tier::kHost && ShouldEvictForHost(*rec)) {
-      EvictUnified(*rec);  // the CPU writes its pages where they are
+      // The CPU writes its pages where they are; an overwrite's old
+      // contents are dead and need not come back.
+      *stalled = true;
+      EvictUnified(
+          *rec, /*contents_dead=*/access == Access::kOverwrite &&
+                    (user == nullptr || user->bytes == rec->spec.size_bytes));
       continue;
     }
     TierCopy& copy = rec->copy(tier);
@@ -541,24 +547,26 @@ absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
 
 absl::Status StoreCore::Discard(TensorId id) {
   MutexLock lock(&mu_);
-  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
-  if (!rec->leases.empty()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "tensor '%s' is leased: release it before Discard", rec->spec.name));
-  }
-  if (hints() && rec->copy(Tier::kDevice).state == CopyState::kValid) {
-    // Unified memory: the dead pages never cross the link again.
-    const ManagedRange range = RangeOf(*rec);
-    (void)tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
-    ++unified_.discards;
-  }
-  for (int t = 0; t < kNumTiers; ++t) {
-    if (rec->copies[t].state == CopyState::kValid) {
-      DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/false);
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, FindIdle(id));
+    if (!rec->leases.empty()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "tensor '%s' is leased: release it before Discard", rec->spec.name));
     }
+    if (ShouldEvictForHost(*rec)) {
+      // Unified memory: the dead pages are discarded, never to cross the
+      // link again (after the kernels still using them); then look again.
+      EvictUnified(*rec, /*contents_dead=*/true);
+      continue;
+    }
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (rec->copies[t].state == CopyState::kValid) {
+        DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/false);
+      }
+    }
+    rec->has_contents = false;
+    return absl::OkStatus();
   }
-  rec->has_contents = false;
-  return absl::OkStatus();
 }
 
 }  // namespace strata

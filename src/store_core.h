@@ -194,7 +194,9 @@ class StoreCore : public internal::LeaseReleaser,
   // without; nothing for read-mostly ones, whose host duplicate is valid),
   // dead ones are discarded. A failed hint still ends the residency:
   // managed memory stays coherent, so nothing is lost.
-  void EvictUnified(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `contents_dead`: an overwrite or Discard follows, so nothing comes back.
+  void EvictUnified(TensorRecord& rec, bool contents_dead = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a host acquire should first take rec's pages off the device.
   bool ShouldEvictForHost(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

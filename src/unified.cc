@@ -54,8 +54,10 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
     if (host_filled) AbandonCopy(rec, Tier::kHost);
   };
   ++host.transfer_pins;
+  // Pages migrate whole: residency is charged for the host extent (whole
+  // 4 KiB pages), not the tensor's byte size.
   absl::StatusOr<Extent> residency =
-      AllocateOn(Tier::kDevice, rec.spec.size_bytes, rec.spec, protect_within);
+      AllocateOn(Tier::kDevice, host.extent->bytes, rec.spec, protect_within);
   if (!residency.ok()) {
     --host.transfer_pins;
     abandon();
@@ -92,32 +94,44 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   return absl::OkStatus();
 }
 
-void StoreCore::EvictUnified(TensorRecord& rec) {
+void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
   TierCopy& device = rec.copy(Tier::kDevice);
-  if (hints() && !rec.has_contents) {
-    // Dead contents: nothing to migrate. A discard is enqueued, not waited.
-    const ManagedRange range = RangeOf(rec);
-    (void)tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
-    ++unified_.discards;
-  } else if (rec.has_contents && !rec.read_mostly) {
-    // The pages come back over the link: by a prefetch with hints; without,
-    // by the page faults of whoever touches them next on the host (charged
-    // now: the store's next host use is a lease, a write-back or a reuse).
+  TierCopy& host = rec.copy(Tier::kHost);
+  const ManagedRange range = RangeOf(rec);
+  const bool live = rec.has_contents && !contents_dead;
+  // Live pages come back over the link: by a prefetch with hints; without,
+  // by the page faults of whoever touches them next on the host (charged
+  // now). Read-mostly ones have a valid host duplicate; dead ones are
+  // discarded.
+  const bool migrate = live && !rec.read_mostly;
+  const bool discard = hints() && !live;
+  std::shared_ptr<DeviceEvent> after = device.release_event;
+  if (migrate || discard || after != nullptr) {
     device.state = CopyState::kEvicting;
-    ++rec.copy(Tier::kHost).transfer_pins;
-    const ManagedRange range = RangeOf(rec);
-    std::shared_ptr<DeviceEvent> after = device.release_event;
+    ++host.transfer_pins;
     mu_.Unlock();
+    absl::Status moved;
+    if (migrate && hints()) {
+      moved = mover_->Migrate(range, MemLocation::kHost, /*discard=*/false,
+                              after.get(), rec.spec.name);
+    } else {
+      // Kernels still using the pages on the caller's stream finish before
+      // the CPU (or a discard) touches them.
+      if (after != nullptr) moved = after->Synchronize();
+      if (moved.ok() && migrate) {
+        moved = mover_->ServeFault(range, MemLocation::kHost, rec.spec.name);
+      }
+      if (moved.ok() && discard) {
+        moved = tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
+      }
+    }
+    mu_.Lock();
     // A failure is counted on the D2H link and otherwise ignored: the pages
     // stay coherent wherever the driver left them.
-    const absl::Status moved =
-        hints() ? mover_->Migrate(range, MemLocation::kHost,
-                                  /*discard=*/false, after.get(), rec.spec.name)
-                : mover_->ServeFault(range, MemLocation::kHost, rec.spec.name);
-    mu_.Lock();
-    --rec.copy(Tier::kHost).transfer_pins;
+    --host.transfer_pins;
     device.state = CopyState::kValid;
-    if (moved.ok() && hints()) ++unified_.evictions;
+    if (moved.ok() && migrate && hints()) ++unified_.evictions;
+    if (moved.ok() && discard) ++unified_.discards;
   }
   DropCopy(rec, Tier::kDevice, /*eviction=*/true);
 }
@@ -129,8 +143,9 @@ bool StoreCore::ShouldEvictForHost(const TensorRecord& rec) const {
 }
 
 void StoreCore::AdviseReadMostly(TensorRecord& rec) {
+  // An exclusive acquire is about to write it.
   if (!hints() || rec.read_mostly || rec.written_last_step ||
-      rec.writes_this_step > 0) {
+      rec.writes_this_step > 0 || rec.exclusive_pending) {
     return;
   }
   // Best effort: advice only changes how fast, never what is read.

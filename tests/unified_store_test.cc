@@ -250,6 +250,61 @@ TEST_F(UnifiedStoreTest, ReadMostlyOnlyForTensorsAStepDoesNotWrite) {
   EXPECT_TRUE(Holds(grad, kSize, 54));
 }
 
+TEST_F(UnifiedStoreTest, HostOverwriteOfResidentTensorDiscardsAndStalls) {
+  Open();
+  constexpr uint64_t kSize = 256 * kKiB;
+  const TensorId id = Make(kSize, 80);
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  const Stats before = store_->GetStats();
+  std::vector<std::byte> data(kSize);
+  FillPattern(data.data(), kSize, 81);
+  ASSERT_TRUE(store_->Write(id, data.data(), kSize).ok());  // whole: dead
+  Stats after = store_->GetStats();
+  EXPECT_EQ(LinkBytes(Link::kD2H), 0u);  // old contents never came back
+  EXPECT_EQ(after.unified.discards, before.unified.discards + 1);
+  EXPECT_EQ(after.stalled_acquires, before.stalled_acquires + 1);
+  EXPECT_TRUE(Holds(id, kSize, 81));
+  // A host read of a resident tensor brings its pages back, and stalls.
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);
+  const uint64_t stalled = store_->GetStats().stalled_acquires;
+  ASSERT_NE(Touch(id, Tier::kHost), nullptr);
+  after = store_->GetStats();
+  EXPECT_EQ(LinkBytes(Link::kD2H), kSize);
+  EXPECT_EQ(after.stalled_acquires, stalled + 1);
+}
+
+TEST_F(UnifiedStoreTest, ResidencyIsChargedInWholePages) {
+  Open(/*hints=*/true, /*device_bytes=*/64 * kKiB);
+  std::vector<Lease> leases;
+  for (uint64_t i = 0; i < 16; ++i) {
+    const TensorId id = Make(100, 90 + i);
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    leases.push_back(std::move(*lease));
+  }
+  EXPECT_EQ(store_->GetStats().tiers[0].used_bytes, 64 * kKiB);
+  const TensorId one_more = Make(100, 200);
+  auto refused = store_->Acquire(one_more, Tier::kDevice, Access::kRead);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  for (Lease& l : leases) EXPECT_TRUE(l.Release().ok());
+}
+
+TEST_F(UnifiedStoreTest, NoReadMostlyForATensorAcquiredToWrite) {
+  Open();
+  constexpr uint64_t kSize = 64 * kKiB;
+  const TensorId id = Make(kSize, 95);
+  store_->BeginStep();
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);  // only read in step 1
+  store_->EndStep();
+  ASSERT_TRUE(store_->Evict(id, Tier::kHost).ok());
+  store_->BeginStep();
+  auto lease = store_->Acquire(id, Tier::kDevice, Access::kWrite);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(lease->Release().ok());
+  store_->EndStep();
+  EXPECT_EQ(store_->GetStats().unified.read_mostly, 0u);
+}
+
 TEST_F(UnifiedStoreTest, ManagedMemoryCapRefusesOversubscription) {
   StoreOptions o =
       ::strata::testing::SmallStoreOptions(dir_.path(), kMiB, kGiB, 32 * kMiB);

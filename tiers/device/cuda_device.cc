@@ -501,10 +501,18 @@ absl::Status CudaDevice::DiscardManaged(absl::Span<const ManagedRange> ranges) {
     ptrs.push_back(r.ptr);
     sizes.push_back(r.bytes);
   }
-  // On the H2D stream: ordered before any later prefetch of the same ranges.
-  return Check(cudaMemDiscardBatchAsync(ptrs.data(), sizes.data(), ptrs.size(),
-                                        0, h2d_stream_),
-               "cudaMemDiscardBatchAsync");
+  // Waited for: a discard still queued when the CPU writes the range anew
+  // would wipe those writes.
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemDiscardBatchAsync(
+      ptrs.data(), sizes.data(), ptrs.size(), 0, h2d_stream_));
+  STRATA_ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
+  absl::Status status =
+      Check(cudaEventRecord(done, h2d_stream_), "cudaEventRecord");
+  if (status.ok()) {
+    status = Check(cudaEventSynchronize(done), "cudaEventSynchronize");
+  }
+  ReturnEvent(done);
+  return status;
 }
 
 absl::Status CudaDevice::AdviseManaged(const ManagedRange& range,

@@ -133,7 +133,8 @@ class DeviceBackend {
   virtual absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
                                        MemLocation to, bool discard,
                                        DeviceEvent* after = nullptr);
-  // Marks the contents of `ranges` dead (cudaMemDiscardBatchAsync): later
+  // Marks the contents of `ranges` dead (cudaMemDiscardBatchAsync) and
+  // returns once that is done, so later writes to them are kept: later
   // migrations move no bytes for them. Without batch support, a no-op.
   virtual absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges);
   virtual absl::Status AdviseManaged(const ManagedRange& range,

@@ -71,8 +71,11 @@ void SimCopyEngine::ServeChunk(Job& job) {
   const absl::Time start =
       now - link_free_at_ < kBusySlack ? link_free_at_ : now;
   const uint64_t n = std::min(chunk_bytes_, job.bytes - job.done);
-  // memmove: a unified-memory prefetch copies a range onto itself.
-  std::memmove(job.dst + job.done, job.src + job.done, n);
+  // A unified-memory prefetch "copies" a range onto itself: it only holds
+  // the link (touching the bytes would race with readers of the range).
+  if (job.dst != job.src) {
+    std::memcpy(job.dst + job.done, job.src + job.done, n);
+  }
   job.done += n;
   if (link_gbps_ <= 0) return;
   link_free_at_ =
