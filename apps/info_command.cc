@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "src/byte_size.h"
 #include "strata/status.h"
@@ -69,6 +70,7 @@ nlohmann::json StatsJson(const Stats& s) {
   }
   j["device_backend"] = s.device_backend;
   j["device_memory"] = s.device_memory;
+  j["unified"] = UnifiedJson(s.unified);
   j["io_engine"] = s.io_engine;
   return j;
 }
@@ -103,12 +105,17 @@ int RunInfo(const std::string& json_path) {
   if (!json_path.empty()) {
     nlohmann::json report = StatsJson((*store)->GetStats());
     report["tiers_description"] = (*store)->DescribeTiers();
-    report["options"] = {{"device_budget_bytes", options->device.budget_bytes},
-                         {"host_budget_bytes", options->host.budget_bytes},
-                         {"nvme_directories", options->nvme.directories},
-                         {"nvme_budget_bytes", options->nvme.budget_bytes},
-                         {"queue_depth", options->nvme.queue_depth},
-                         {"block_size_bytes", options->nvme.block_size_bytes}};
+    report["options"] = {
+        {"device_budget_bytes", options->device.budget_bytes},
+        {"host_budget_bytes", options->host.budget_bytes},
+        {"nvme_directories", options->nvme.directories},
+        {"nvme_budget_bytes", options->nvme.budget_bytes},
+        {"queue_depth", options->nvme.queue_depth},
+        {"block_size_bytes", options->nvme.block_size_bytes},
+        {"memory", options->device.memory == DeviceMemory::kUnified ? "unified"
+                                                                    : "copies"},
+        {"unified_hints", options->device.unified_hints},
+        {"sim_memory_bytes", options->device.sim_memory_bytes}};
     report["round_trip"] = {{"ok", seconds.ok()},
                             {"bytes", kRoundTripBytes},
                             {"seconds", seconds.ok() ? *seconds : 0.0}};

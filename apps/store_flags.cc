@@ -152,6 +152,11 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
         absl::StrFormat("--memory=%s: use copies or unified", memory));
   }
   o.device.unified_hints = absl::GetFlag(FLAGS_unified_hints);
+  if (!o.device.unified_hints && o.device.memory != DeviceMemory::kUnified) {
+    return absl::InvalidArgumentError(
+        "--nounified-hints applies to --memory=unified only (explicit copies "
+        "use no hints): add --memory=unified, or drop it");
+  }
   o.device.sim_memory_bytes = absl::GetFlag(FLAGS_sim_memory).bytes;
   const double gbps = absl::GetFlag(FLAGS_sim_link_gbps);
   const double latency_us = absl::GetFlag(FLAGS_sim_latency_us);

@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "apps/output_path.h"
+#include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "src/byte_size.h"
 #include "strata/status.h"
@@ -202,13 +203,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"eval_seconds", r.eval_seconds},
       {"device", st.device_backend},
       {"device_memory", st.device_memory},
-      {"unified",
-       {{"prefetches", st.unified.prefetches},
-        {"evictions", st.unified.evictions},
-        {"discards", st.unified.discards},
-        {"read_mostly", st.unified.read_mostly},
-        {"faults", st.unified.faults},
-        {"fault_bytes", st.unified.fault_bytes}}},
+      {"unified", UnifiedJson(st.unified)},
       {"compute", compute},
       {"io_engine", st.io_engine},
       {"config",
