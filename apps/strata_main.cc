@@ -61,9 +61,8 @@ Commands:
           path next to fio, NVMe->device, a block size x queue depth sweep,
           the scheduler, explicit copies vs unified memory (unified). -t NAME
           selects by exact name or prefix, --list says which cases apply,
-          --json=FILE,
-          --profile=FILE (load with --machine-profile), --plot=FILE.png,
-          --quick for a smoke test.
+          --json=FILE, --profile=FILE (load with --machine-profile),
+          --plot=FILE.png, --quick for a smoke test.
 
 Flags accept --name=value or --name value; dashes and underscores are the same
 (--device-budget = --device_budget). Sizes take units: 64MiB, 2GiB.
