@@ -109,6 +109,10 @@ void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
   if (migrate || discard || after != nullptr) {
     device.state = CopyState::kEvicting;
     ++host.transfer_pins;
+    // Dead contents are about to be destroyed: no reader may be granted the
+    // (still valid) host copy meanwhile.
+    const bool was_pending = rec.exclusive_pending;
+    if (!live) rec.exclusive_pending = true;
     mu_.Unlock();
     absl::Status moved;
     if (migrate && hints()) {
@@ -130,6 +134,8 @@ void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
     // stay coherent wherever the driver left them.
     --host.transfer_pins;
     device.state = CopyState::kValid;
+    rec.exclusive_pending = was_pending;
+    changed_.SignalAll();
     if (moved.ok() && migrate && hints()) ++unified_.evictions;
     if (moved.ok() && discard) ++unified_.discards;
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -271,6 +272,51 @@ TEST_F(UnifiedStoreTest, HostOverwriteOfResidentTensorDiscardsAndStalls) {
   after = store_->GetStats();
   EXPECT_EQ(LinkBytes(Link::kD2H), kSize);
   EXPECT_EQ(after.stalled_acquires, stalled + 1);
+}
+
+// A discard that takes a while and leaves the range undefined, as a GPU's
+// may: no reader may be looking while it runs.
+class SlowScribblingDiscard : public FaultyDevice {
+ public:
+  using FaultyDevice::FaultyDevice;
+  absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const ManagedRange& r : ranges) std::memset(r.ptr, 0xdd, r.bytes);
+    return FaultyDevice::DiscardManaged(ranges);
+  }
+};
+
+TEST_F(UnifiedStoreTest, NoReaderSeesContentsBeingDiscarded) {
+  StoreOptions o = ::strata::testing::SmallStoreOptions(dir_.path(), kMiB,
+                                                        4 * kMiB, 32 * kMiB);
+  o.device.memory = DeviceMemory::kUnified;
+  StoreSeams seams;
+  seams.wrap_device = [](std::unique_ptr<DeviceBackend> d) {
+    return std::make_unique<SlowScribblingDiscard>(std::move(d));
+  };
+  auto store = OpenStore(o, seams);
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = std::move(*store);
+  constexpr uint64_t kSize = 64 * kKiB;
+  const TensorId id = Make(kSize, 300);
+  ASSERT_NE(Touch(id, Tier::kDevice), nullptr);  // resident
+  std::vector<std::byte> fresh(kSize);
+  FillPattern(fresh.data(), kSize, 301);
+  std::thread writer([&] {  // a whole write: the old contents are discarded
+    EXPECT_TRUE(store_->Write(id, fresh.data(), kSize).ok());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto lease = store_->Acquire(id, Tier::kHost, Access::kRead);
+  if (lease.ok()) {
+    // Held across the discard's whole run: the bytes under a read lease
+    // never change (it waited for the write, or the write waits for it).
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    EXPECT_TRUE(MatchesPattern(lease->data(), kSize, 301) ||
+                MatchesPattern(lease->data(), kSize, 300));
+    EXPECT_TRUE(lease->Release().ok());
+  }
+  writer.join();
+  EXPECT_TRUE(Holds(id, kSize, 301));
 }
 
 TEST_F(UnifiedStoreTest, ResidencyIsChargedInWholePages) {
