@@ -448,7 +448,9 @@ absl::Status CudaDevice::PrefetchManaged(absl::Span<const ManagedRange> ranges,
   }
   cudaMemLocation location = Location(to, options_.cuda_device);
   absl::Status status;
-  if (batched_) {
+  // One range: the plain call. Several, or a discard (which exists only as a
+  // batch call): one batch call where every GPU allows it.
+  if (batched_ && (ranges.size() > 1 || discard)) {
     std::vector<void*> ptrs;
     std::vector<size_t> sizes;
     for (const ManagedRange& r : ranges) {

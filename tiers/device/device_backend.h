@@ -125,9 +125,10 @@ class DeviceBackend {
   // tracked by an event recorded after the prefetch: the range attribute
   // reports what was asked, not what finished). `discard`: the contents are
   // dead, so no stale byte crosses the link
-  // (cudaMemDiscardAndPrefetchBatchAsync). Several ranges go in one batch
-  // call where batched_prefetch(), one call each otherwise. `after`: the
-  // migration starts after this event (kernels still reading). Internal on a
+  // (cudaMemDiscardAndPrefetchBatchAsync). Several ranges, or a discard, go
+  // in one batch call where batched_prefetch(); otherwise one plain call per
+  // range (a discard is then a plain prefetch). `after`: the migration
+  // starts after this event (kernels still reading). Internal on a
   // CUDA error; the pages are then wherever the driver left them, with their
   // contents intact (managed memory stays coherent).
   virtual absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
