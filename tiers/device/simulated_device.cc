@@ -17,6 +17,19 @@
 namespace strata {
 namespace {
 
+// `bytes` of zeroed host memory. mmap is page-aligned (more than the 256
+// bytes promised) and lazily backed, so an unused budget costs no memory.
+absl::StatusOr<std::byte*> MapZeroed(uint64_t bytes, const char* what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", bytes, " bytes of simulated ", what, ": ",
+                     absl::ErrnoToStatus(errno, "mmap").message()));
+  }
+  return static_cast<std::byte*>(p);
+}
+
 // Kernels on the simulated device are CPU code that has already run.
 class SimEvent : public DeviceEvent {
  public:
@@ -70,16 +83,7 @@ absl::StatusOr<std::byte*> SimulatedDevice::ReserveArena(uint64_t bytes) {
         "asked for ", bytes, " bytes of simulated device memory; the device ",
         "budget is ", options_.budget_bytes, " bytes: raise --device-budget"));
   }
-  // mmap is page-aligned (more than the 256 bytes promised) and lazily
-  // backed, so an unused budget costs no memory.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot map ", bytes, " bytes of simulated device ",
-                     "memory: ", absl::ErrnoToStatus(errno, "mmap").message()));
-  }
-  arena_ = static_cast<std::byte*>(p);
+  STRATA_ASSIGN_OR_RETURN(arena_, MapZeroed(bytes, "device memory"));
   reserved_bytes_ = bytes;
   return arena_;
 }
@@ -178,15 +182,9 @@ absl::StatusOr<std::byte*> SimulatedDevice::ReserveManaged(uint64_t bytes) {
                      " (the simulated GPU's memory is --sim-memory, default "
                      "this machine's RAM)"));
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot map ", bytes, " bytes of simulated managed ",
-                     "memory: ", absl::ErrnoToStatus(errno, "mmap").message()));
-  }
+  STRATA_ASSIGN_OR_RETURN(std::byte * p, MapZeroed(bytes, "managed memory"));
   MutexLock lock(&mu_);
-  managed_ = static_cast<std::byte*>(p);
+  managed_ = p;
   managed_bytes_ = bytes;
   return managed_;
 }

@@ -94,8 +94,13 @@ absl::StatusOr<std::byte*> FaultyDevice::ReserveManaged(uint64_t bytes) {
   return inner_->ReserveManaged(bytes);
 }
 
-absl::Status FaultyDevice::InjectedHintFault(CopyKind kind, uint64_t ordinal,
-                                             std::string_view what) const {
+absl::Status FaultyDevice::MaybeFailHint(MemLocation to,
+                                         std::string_view what) {
+  const CopyKind kind =
+      to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
+  uint64_t ordinal = 0;
+  bool copy_prefix = false;
+  if (!ShouldFail(kind, &ordinal, &copy_prefix)) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(
       "injected copy fault: ", kind == CopyKind::kH2D ? "H2D" : "D2H", " ",
       std::string(what), " #", ordinal, " (nothing moved)"));
@@ -104,13 +109,7 @@ absl::Status FaultyDevice::InjectedHintFault(CopyKind kind, uint64_t ordinal,
 absl::Status FaultyDevice::PrefetchManaged(
     absl::Span<const ManagedRange> ranges, MemLocation to, bool discard,
     DeviceEvent* after) {
-  const CopyKind kind =
-      to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
-  uint64_t ordinal = 0;
-  bool copy_prefix = false;
-  if (ShouldFail(kind, &ordinal, &copy_prefix)) {
-    return InjectedHintFault(kind, ordinal, "prefetch");
-  }
+  STRATA_RETURN_IF_ERROR(MaybeFailHint(to, "prefetch"));
   return inner_->PrefetchManaged(ranges, to, discard, after);
 }
 
@@ -126,13 +125,7 @@ absl::Status FaultyDevice::AdviseManaged(const ManagedRange& range,
 
 absl::Status FaultyDevice::ServeFault(const ManagedRange& range,
                                       MemLocation to) {
-  const CopyKind kind =
-      to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
-  uint64_t ordinal = 0;
-  bool copy_prefix = false;
-  if (ShouldFail(kind, &ordinal, &copy_prefix)) {
-    return InjectedHintFault(kind, ordinal, "page fault");
-  }
+  STRATA_RETURN_IF_ERROR(MaybeFailHint(to, "page fault"));
   return inner_->ServeFault(range, to);
 }
 

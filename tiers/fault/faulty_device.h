@@ -84,8 +84,9 @@ class FaultyDevice : public DeviceBackend {
   bool batched_prefetch() const override { return inner_->batched_prefetch(); }
 
  private:
-  absl::Status InjectedHintFault(CopyKind kind, uint64_t ordinal,
-                                 std::string_view what) const;
+  // Internal("injected copy fault ...") if this hint (toward `to`) is the
+  // one to fail, else OK.
+  absl::Status MaybeFailHint(MemLocation to, std::string_view what);
   // Whether this copy fails; if so, its ordinal among eligible copies.
   bool ShouldFail(CopyKind kind, uint64_t* ordinal, bool* copy_prefix);
 
