@@ -23,9 +23,11 @@
 #include "apps/output_path.h"
 #include "apps/scheduler_bench.h"
 #include "apps/um_link_bench.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 #include "strata/profile.h"
+#include "strata/status.h"
 #include "tiers/device/device_backend.h"
+#include "tiers/nvme/request_shape.h"
 
 namespace strata {
 namespace {
@@ -542,15 +544,8 @@ absl::Status CheckOutputs(const BenchRequest& r) {
 // The NVMe settings the cases will use, checked as the store checks them.
 absl::Status CheckNvmeSettings(const BenchRequest& r) {
   const uint64_t block = r.store.nvme.block_size_bytes;
-  if (block == 0 || block % 4096 != 0 || block > 64 * kMiB) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--block-size=%d: must be a multiple of 4 KiB, at most 64 MiB", block));
-  }
-  const uint32_t depth = r.store.nvme.queue_depth;
-  if (depth == 0 || depth > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--queue-depth=%d: must be 1..4096", depth));
-  }
+  STRATA_RETURN_IF_ERROR(CheckNvmeRequestShape(
+      block, r.store.nvme.queue_depth, "--block-size", "--queue-depth"));
   if (!r.quick && (r.nvme_bytes < block || r.nvme_bytes % block != 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--bench-size=%s: must be a whole number of --block-size=%s requests "

@@ -3,15 +3,15 @@
 
 #include <cstring>
 
+#include "base/splitmix64.h"
+
 namespace strata {
 namespace {
 
 // The pattern's word at word index `i` (SplitMix64).
 uint64_t PatternWord(uint64_t seed, uint64_t i) {
-  uint64_t z = seed * 0xD1B54A32D192ED03ull + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return SplitMix64Mix(seed * 0xD1B54A32D192ED03ull +
+                       (i + 1) * kSplitMix64Gamma);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 #include "strata/status.h"
 
 namespace strata {

@@ -9,7 +9,8 @@
 #include "absl/time/clock.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
 
@@ -112,8 +113,7 @@ int RunInfo(const std::string& json_path) {
         {"nvme_budget_bytes", options->nvme.budget_bytes},
         {"queue_depth", options->nvme.queue_depth},
         {"block_size_bytes", options->nvme.block_size_bytes},
-        {"memory", options->device.memory == DeviceMemory::kUnified ? "unified"
-                                                                    : "copies"},
+        {"memory", DeviceMemoryName(options->device.memory)},
         {"unified_hints", options->device.unified_hints},
         {"sim_memory_bytes", options->device.sim_memory_bytes}};
     report["round_trip"] = {{"ok", seconds.ok()},

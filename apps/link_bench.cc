@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 #include "strata/status.h"
 #include "tiers/device/device_backend.h"
 #include "tiers/host/host_arena.h"

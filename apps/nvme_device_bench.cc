@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/bench_pattern.h"
 #include "apps/nvme_bench.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "tiers/host/host_arena.h"

@@ -7,8 +7,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "strata/option_names.h"
 #include "strata/profile.h"
+#include "strata/status.h"
 
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{256 * strata::kMiB},
           "Device tier budget (bytes; units KiB/MiB/GiB accepted), reserved "
@@ -110,47 +112,19 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
       o.nvme.block_size_bytes = absl::GetFlag(FLAGS_block_size).bytes;
     }
   }
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device == "auto") {
-    o.device.backend = DeviceBackendKind::kAuto;
-  } else if (device == "cuda") {
-    o.device.backend = DeviceBackendKind::kCuda;
-  } else if (device == "simulated") {
-    o.device.backend = DeviceBackendKind::kSimulated;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--device=%s: use auto, cuda or simulated", device));
-  }
-  const std::string engine = absl::GetFlag(FLAGS_io_engine);
-  if (engine == "auto") {
-    o.nvme.engine = IoEngine::kAuto;
-  } else if (engine == "io_uring") {
-    o.nvme.engine = IoEngine::kIoUring;
-  } else if (engine == "threads") {
-    o.nvme.engine = IoEngine::kThreadPool;
-  } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--io_engine=%s: use auto, io_uring or threads", engine));
-  }
-  const std::string eviction = absl::GetFlag(FLAGS_eviction);
-  if (eviction == "belady") {
-    o.eviction = EvictionPolicy::kBelady;
-  } else if (eviction == "lru") {
-    o.eviction = EvictionPolicy::kLru;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--eviction=%s: use belady or lru", eviction));
-  }
+  STRATA_ASSIGN_OR_RETURN(
+      o.device.backend,
+      ParseDeviceBackend(absl::GetFlag(FLAGS_device), "--device"));
+  STRATA_ASSIGN_OR_RETURN(
+      o.nvme.engine,
+      ParseIoEngine(absl::GetFlag(FLAGS_io_engine), "--io-engine"));
+  STRATA_ASSIGN_OR_RETURN(
+      o.eviction,
+      ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction), "--eviction"));
   o.scheduler.prefetch = absl::GetFlag(FLAGS_prefetch);
-  const std::string memory = absl::GetFlag(FLAGS_memory);
-  if (memory == "copies") {
-    o.device.memory = DeviceMemory::kExplicitCopies;
-  } else if (memory == "unified") {
-    o.device.memory = DeviceMemory::kUnified;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--memory=%s: use copies or unified", memory));
-  }
+  STRATA_ASSIGN_OR_RETURN(
+      o.device.memory,
+      ParseDeviceMemory(absl::GetFlag(FLAGS_memory), "--memory"));
   o.device.unified_hints = absl::GetFlag(FLAGS_unified_hints);
   if (!o.device.unified_hints && o.device.memory != DeviceMemory::kUnified) {
     return absl::InvalidArgumentError(

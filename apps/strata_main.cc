@@ -14,7 +14,7 @@
 #include "apps/info_command.h"
 #include "apps/store_flags.h"
 #include "apps/train_command.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 
 ABSL_FLAG(std::string, bench_case, "",
           "strata bench: run the cases whose name starts with this (also -t "

@@ -19,7 +19,8 @@
 #include "apps/output_path.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "train/compute.h"
@@ -220,8 +221,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
         {"optimizer_tier", TierName(t.model.optimizer_tier)},
         {"home_tier", TierName(t.model.home)},
         {"prefetch", s.scheduler.prefetch},
-        {"eviction",
-         s.eviction == EvictionPolicy::kBelady ? "belady" : "lru"}}},
+        {"eviction", EvictionPolicyName(s.eviction)}}},
       {"epochs", epochs},
       {"losses", r.losses},
   };

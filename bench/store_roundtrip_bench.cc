@@ -80,6 +80,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/splitmix64.h"
 #include "strata/store.h"
 
 namespace strata {
@@ -132,23 +133,9 @@ struct AlignedBuffer {
   unsigned char* data;
 };
 
-// SplitMix64 bytes determined by `seed`.
-void FillPattern(void* dst, uint64_t n, uint64_t seed) {
-  auto* out = static_cast<unsigned char*>(dst);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint64_t i = 0; i < n; i += 8) {
-    state += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(out + i, &z, std::min<uint64_t>(8, n - i));
-  }
-}
-
 bool MatchesPattern(const void* p, uint64_t n, uint64_t seed) {
   AlignedBuffer want(n);
-  FillPattern(want.data, n, seed);
+  FillSplitMix64(want.data, n, seed);
   return std::memcmp(p, want.data, n) == 0;
 }
 
@@ -165,7 +152,7 @@ void Finish(benchmark::State& state, uint64_t size) {
 
 void BM_Memcpy(benchmark::State& state, uint64_t size) {
   AlignedBuffer a(size), b(size);
-  FillPattern(a.data, size, 1);
+  FillSplitMix64(a.data, size, 1);
   std::memcpy(b.data, a.data, size);  // warm-up
   for (auto _ : state) {
     std::memcpy(b.data, a.data, size);
@@ -180,7 +167,7 @@ void BM_Memcpy(benchmark::State& state, uint64_t size) {
 
 void BM_MemcpyRoundTrip(benchmark::State& state, uint64_t size) {
   AlignedBuffer a(size), b(size);
-  FillPattern(a.data, size, 2);
+  FillSplitMix64(a.data, size, 2);
   std::memcpy(b.data, a.data, size);  // warm-up
   for (auto _ : state) {
     std::memcpy(b.data, a.data, size);
@@ -315,7 +302,7 @@ void BM_Uring(benchmark::State& state, uint64_t size, RawOp op) {
   }
   RawUring raw;
   AlignedBuffer buf(size);
-  FillPattern(buf.data, size, 3);
+  FillSplitMix64(buf.data, size, 3);
   std::string error = raw.Open(RoundUp(size, kMiB), buf.data, size);
   // Warm-up: put the pattern in the file (the read case reads it back).
   if (error.empty()) error = raw.Run(true, buf.data, size);
@@ -387,7 +374,7 @@ class StoreBench {
     if (!id.ok()) return id.status();
     id_ = *id;
     AlignedBuffer pattern(size_);
-    FillPattern(pattern.data, size_, kSeed);
+    FillSplitMix64(pattern.data, size_, kSeed);
     absl::Status s = store_->Write(id_, pattern.data, size_);
     if (!s.ok()) return s;
     // NVMe-homed tensors start with only the NVMe copy.
@@ -447,7 +434,7 @@ class StoreBench {
       absl::StatusOr<Lease> lease =
           store_->Acquire(id_, lease_tier(), Access::kOverwrite);
       if (!lease.ok()) return lease.status();
-      FillPattern(lease->data(), size_, seed);  // host memory on sim device
+      FillSplitMix64(lease->data(), size_, seed);  // host memory on sim device
       absl::Status s = lease->Release();
       if (!s.ok()) return s;
       s = store_->Evict(id_, home());

@@ -17,7 +17,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
 #include "train/dataset.h"
@@ -65,10 +66,9 @@ struct ModeResult {
 
 absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   StoreOptions s;
-  const std::string device = absl::GetFlag(FLAGS_device);
-  s.device.backend = device == "cuda"        ? DeviceBackendKind::kCuda
-                     : device == "simulated" ? DeviceBackendKind::kSimulated
-                                             : DeviceBackendKind::kAuto;
+  STRATA_ASSIGN_OR_RETURN(
+      s.device.backend,
+      ParseDeviceBackend(absl::GetFlag(FLAGS_device), "--device"));
   s.device.budget_bytes = absl::GetFlag(FLAGS_device_budget).bytes;
   s.device.sim_link_gbps = absl::GetFlag(FLAGS_sim_link_gbps);
   s.host.budget_bytes = absl::GetFlag(FLAGS_host_budget).bytes;

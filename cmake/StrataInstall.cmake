@@ -1,7 +1,8 @@
 # Installs the public headers and an exported strata::strata target with a
 # package config, so `find_package(strata)` works for users.
 include(CMakePackageConfigHelpers)
-install(TARGETS strata EXPORT strataTargets
+install(TARGETS strata strata_base strata_tiers strata_scheduler
+        EXPORT strataTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "tiers/nvme/request_shape.h"
 
 namespace strata {
 namespace {
@@ -43,16 +45,9 @@ absl::Status CheckNvme(const MachineProfile& p) {
   if (p.nvme_block_size_bytes == 0 && p.nvme_queue_depth == 0) {
     return absl::OkStatus();  // not measured
   }
-  if (p.nvme_block_size_bytes % 4096 != 0 || p.nvme_block_size_bytes == 0 ||
-      p.nvme_block_size_bytes > 64 * kMiB) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "nvme.block_size_bytes=%d: must be a multiple of 4096, at most 64 MiB",
-        p.nvme_block_size_bytes));
-  }
-  if (p.nvme_queue_depth == 0 || p.nvme_queue_depth > 4096) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "nvme.queue_depth=%d: must be 1..4096", p.nvme_queue_depth));
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckNvmeRequestShape(p.nvme_block_size_bytes, p.nvme_queue_depth,
+                            "nvme.block_size_bytes", "nvme.queue_depth"));
   if (!(p.nvme_read_gbps >= 0) || !(p.nvme_write_gbps >= 0)) {
     return absl::InvalidArgumentError("nvme bandwidth must be >= 0");
   }

@@ -63,9 +63,9 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   capacity_[0] = options_.device.budget_bytes;
   capacity_[1] = tiers_.host->size_bytes();
   capacity_[2] = tiers_.nvme ? tiers_.nvme->capacity_bytes() : 0;
-  alloc_[0].emplace(capacity_[0], 256);
-  alloc_[1].emplace(capacity_[1], kDirectIoAlignment);
-  alloc_[2].emplace(capacity_[2], kDirectIoAlignment);
+  alloc_[0].emplace(capacity_[0], kDeviceAllocationGranuleBytes);
+  alloc_[1].emplace(capacity_[1], kHostAllocationGranuleBytes);
+  alloc_[2].emplace(capacity_[2], kNvmeAllocationGranuleBytes);
   if (options_.timeline) timeline_ = std::make_unique<Timeline>();
   mover_ = std::make_unique<Mover>(tiers_.device.get(), tiers_.device_base,
                                    tiers_.host->base(), tiers_.nvme.get(),

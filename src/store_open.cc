@@ -10,9 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "base/system_info.h"
 #include "src/store_core.h"
 #include "strata/status.h"
+#include "tiers/nvme/request_shape.h"
 
 namespace strata {
 namespace {
@@ -65,9 +67,6 @@ class StoreHandle final : public Store {
  private:
   std::shared_ptr<StoreCore> core_;
 };
-
-// The largest NVMe request size: bounce chunks are a few of these, pinned.
-constexpr uint64_t kMaxBlockBytes = 64 * kMiB;
 
 // Bounce chunks: at least 4 MiB and a whole number of NVMe blocks, so one
 // chunk is several requests in flight together.
@@ -170,18 +169,8 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
             : "NVMe directories were given but the NVMe budget is 0: set "
               "--nvme-budget");
   }
-  if (n.block_size_bytes == 0 || n.block_size_bytes % kDirectIoAlignment != 0 ||
-      n.block_size_bytes > kMaxBlockBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NVMe block size %d bytes must be a multiple of 4096 between 4 KiB and "
-        "64 MiB: change --block-size",
-        n.block_size_bytes));
-  }
-  if (n.queue_depth == 0 || n.queue_depth > 4096) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NVMe queue depth %d is outside [1, 4096]: change --queue-depth",
-        n.queue_depth));
-  }
+  STRATA_RETURN_IF_ERROR(CheckNvmeRequestShape(
+      n.block_size_bytes, n.queue_depth, "--block-size", "--queue-depth"));
   for (size_t i = 0; i < n.directories.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (n.directories[i] != n.directories[j]) continue;
@@ -197,8 +186,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
                                                  const StoreSeams& seams) {
   STRATA_RETURN_IF_ERROR(ValidateStoreOptions(options));
-  StoreOptions rounded = options;  // whole 256 B device allocation granules
-  rounded.device.budget_bytes = (options.device.budget_bytes + 255) / 256 * 256;
+  StoreOptions rounded = options;  // whole device allocation granules
+  constexpr uint64_t g = kDeviceAllocationGranuleBytes;
+  rounded.device.budget_bytes = (options.device.budget_bytes + g - 1) / g * g;
   TierSet tiers;
   STRATA_ASSIGN_OR_RETURN(tiers.device,
                           OpenDeviceBackend(rounded.device, &tiers.device_why));

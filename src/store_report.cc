@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 #include "src/store_core.h"
 #include "strata/status.h"
 

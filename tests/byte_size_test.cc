@@ -1,4 +1,4 @@
-#include "src/byte_size.h"
+#include "base/byte_size.h"
 
 #include <gtest/gtest.h>
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "base/system_info.h"
 #include "gtest/gtest.h"
 #include "strata/options.h"
 #include "tests/test_util.h"

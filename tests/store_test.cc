@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/system_info.h"
 #include "tests/test_util.h"
 #include "tiers/host/host_arena.h"
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/splitmix64.h"
+
 namespace strata::testing {
 
 TempDir::TempDir() {
@@ -21,17 +23,7 @@ TempDir::~TempDir() {
 }
 
 void FillPattern(void* dst, uint64_t n, uint64_t seed) {
-  auto* out = static_cast<unsigned char*>(dst);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint64_t i = 0; i < n; i += 8) {
-    state += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const uint64_t len = n - i < 8 ? n - i : 8;
-    std::memcpy(out + i, &z, len);
-  }
+  FillSplitMix64(dst, n, seed);
 }
 
 std::vector<std::byte> Pattern(uint64_t n, uint64_t seed) {

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/splitmix64.h"
 #include "strata/status.h"
 
 namespace strata::train {
@@ -259,13 +260,6 @@ absl::Status ReadLabels(const std::string& path, Dataset& d) {
   return CheckLabels(path, d);
 }
 
-// SplitMix64's finaliser: a bijection that spreads every input bit.
-uint64_t Mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // A uniform draw from [0, bound), bound > 0, by masked rejection: no modulo,
 // so the result depends only on the engine's (standard-fixed) outputs.
 uint64_t UniformBelow(std::mt19937_64& rng, uint64_t bound) {
@@ -331,7 +325,8 @@ std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int epoch) {
   std::vector<int64_t> order(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) order[i] = i;
   const uint64_t epoch_bits = static_cast<uint64_t>(int64_t{epoch});
-  std::mt19937_64 rng(Mix(Mix(seed) ^ (epoch_bits * 0x9E3779B97F4A7C15ull)));
+  std::mt19937_64 rng(
+      SplitMix64Mix(SplitMix64Mix(seed) ^ (epoch_bits * kSplitMix64Gamma)));
   for (int64_t i = count - 1; i > 0; --i) {
     const auto j =
         static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(i) + 1));

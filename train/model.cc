@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "base/splitmix64.h"
 #include "strata/status.h"
 #include "train/lease_group.h"
 
@@ -15,20 +16,11 @@ namespace strata::train {
 namespace {
 
 constexpr uint64_t kF = sizeof(float);
-constexpr uint64_t kDeviceGranule = 256;  // the device tier's allocation unit
-constexpr uint64_t kHostGranule = 4096;
+constexpr uint64_t kDeviceGranule = kDeviceAllocationGranuleBytes;
+constexpr uint64_t kHostGranule = kHostAllocationGranuleBytes;
 
 uint64_t RoundUp(uint64_t bytes, uint64_t granule) {
   return (bytes + granule - 1) / granule * granule;
-}
-
-// SplitMix64 (Steele et al., 2014): fixed outputs on every platform, so the
-// initial weights — and with them every loss — depend only on the seed.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 // The layer sizes: inputs -> width x depth -> classes.
@@ -289,7 +281,9 @@ absl::Status Mlp::InitWeights() {
     uint64_t state = config_.seed * 0x100000001b3ULL + l;
     std::vector<float> w(L.in * L.out);
     for (float& x : w) {
-      const double u = (SplitMix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
+      // SplitMix64: fixed outputs on every platform, so the initial weights —
+      // and with them every loss — depend only on the seed.
+      const double u = (SplitMix64Next(state) >> 11) * 0x1.0p-53;  // [0, 1)
       x = static_cast<float>((2 * u - 1) * bound);
     }
     STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));

@@ -12,6 +12,14 @@ namespace strata {
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
+// The units each tier allocates in: a tensor takes its size rounded up to its
+// tier's granule, and a device budget is rounded up to whole granules. Host
+// and NVMe extents are 4 KiB so they can feed O_DIRECT; device extents 256 B,
+// cudaMalloc's alignment.
+inline constexpr uint64_t kDeviceAllocationGranuleBytes = 256;
+inline constexpr uint64_t kHostAllocationGranuleBytes = 4096;
+inline constexpr uint64_t kNvmeAllocationGranuleBytes = 4096;
+
 enum class DeviceBackendKind : uint8_t {
   kAuto,       // CUDA when a GPU answers, else the simulated device
   kCuda,       // a real GPU, or Open fails

@@ -17,7 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "src/byte_size.h"
+#include "base/byte_size.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 #include "tiers/device/simulated_device.h"
 #ifdef STRATA_HAVE_CUDA
@@ -32,12 +33,7 @@ absl::StatusOr<DeviceBackendKind> ResolveKind(DeviceBackendKind requested) {
   if (requested != DeviceBackendKind::kAuto) return requested;
   const char* env = std::getenv("STRATA_DEVICE");
   if (env == nullptr || *env == '\0') return requested;
-  const std::string value = env;
-  if (value == "cuda") return DeviceBackendKind::kCuda;
-  if (value == "simulated") return DeviceBackendKind::kSimulated;
-  if (value == "auto") return DeviceBackendKind::kAuto;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "STRATA_DEVICE='", value, "' is not one of cuda, simulated, auto"));
+  return ParseDeviceBackend(env, "STRATA_DEVICE");
 }
 
 void SetWhy(std::string* why, std::string text) {

@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/system_info.h"
 #include "strata/status.h"
 #include "tiers/device/sim_copy_engine.h"
-#include "tiers/host/host_arena.h"
 
 namespace strata {
 namespace {

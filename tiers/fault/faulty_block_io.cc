@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/splitmix64.h"
 #include "tiers/nvme/io_error.h"
 
 namespace strata {
@@ -95,13 +96,7 @@ bool FaultyBlockIo::Matches(const IoRequest& request) const {
   }
 }
 
-// SplitMix64.
-uint64_t FaultyBlockIo::NextDraw() {
-  uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t FaultyBlockIo::NextDraw() { return SplitMix64Next(rng_state_); }
 
 FaultyBlockIo::Plan FaultyBlockIo::PlanFaults(
     absl::Span<const IoRequest> requests) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/system_info.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -45,13 +46,6 @@ absl::StatusOr<std::byte*> MapAligned(uint64_t bytes) {
 }
 
 }  // namespace
-
-uint64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_bytes = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_bytes <= 0) return 0;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
-}
 
 absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(
     uint64_t bytes, bool lock_memory, DeviceBackend* device) {

@@ -53,9 +53,6 @@ class HostArena {
   DeviceBackend* device_ = nullptr;
 };
 
-// Physical memory of this machine in bytes (sysconf), 0 if unknown.
-uint64_t PhysicalMemoryBytes();
-
 }  // namespace strata
 
 #endif  // STRATA_TIERS_HOST_HOST_ARENA_H_

@@ -24,6 +24,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -167,12 +168,7 @@ absl::StatusOr<IoEngine> ChooseEngine(IoEngine option, std::string* source) {
     return option;
   }
   *source = absl::StrCat("STRATA_IO_ENGINE=", env);
-  const std::string_view value(env);
-  if (value == "io_uring") return IoEngine::kIoUring;
-  if (value == "threads") return IoEngine::kThreadPool;
-  if (value == "auto") return IoEngine::kAuto;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "STRATA_IO_ENGINE='", env, "': expected io_uring, threads or auto"));
+  return ParseIoEngine(env, "STRATA_IO_ENGINE");
 }
 
 void NoticeFallbackOnce(const std::string& reason) {

@@ -2,8 +2,8 @@
 // command line: "4096", "64KiB", "256MiB", "2GiB", "1.5GB", "1TiB" (binary
 // units are powers of 1024, decimal units powers of 1000; case-insensitive;
 // "K", "M", "G", "T" alone are binary).
-#ifndef STRATA_SRC_BYTE_SIZE_H_
-#define STRATA_SRC_BYTE_SIZE_H_
+#ifndef STRATA_BASE_BYTE_SIZE_H_
+#define STRATA_BASE_BYTE_SIZE_H_
 
 #include <cstdint>
 #include <string>
@@ -30,4 +30,4 @@ std::string AbslUnparseFlag(ByteSize size);
 
 }  // namespace strata
 
-#endif  // STRATA_SRC_BYTE_SIZE_H_
+#endif  // STRATA_BASE_BYTE_SIZE_H_

@@ -1,0 +1,28 @@
+# layering_check.cmake: proves that the build enforces the layers
+# (cmake/StrataLayers.cmake). Each case is an EXCLUDE_FROM_ALL object library
+# compiled with one layer's includes (tests/CMakeLists.txt); a case that
+# includes against the data flow must fail with the header not found, and
+# the control case (a downward include) must build.
+# Run by ctest as: cmake -DBUILD_DIR=<build dir> -DCASES=<target:header;...>
+#   -DCONTROL=<target> -P layering_check.cmake
+foreach(entry ${CASES})
+  string(REPLACE ":" ";" parts "${entry}")
+  list(GET parts 0 target)
+  list(GET parts 1 header)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${target}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${target}: including ${header} built; the layers are not enforced")
+  endif()
+  string(FIND "${out}" "${header}: No such file or directory" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "${target} failed, but not for want of ${header}:\n${out}")
+  endif()
+  message(STATUS "${target}: ${header} not found, as it must be")
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${CONTROL}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "control ${CONTROL} (a downward include) failed:\n${out}")
+endif()
+message(STATUS "${CONTROL}: the downward include builds")
