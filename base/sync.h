@@ -1,4 +1,5 @@
-// sync.h: the mutex, lock, condition and condition variable strata uses.
+// sync.h: the mutex, lock, condition and condition variable strata uses, and
+// MutexUnlock, a scope that runs with a held mutex released.
 //
 // They are absl::Mutex and friends — except in ThreadSanitizer builds
 // (STRATA_TSAN, set by the tsan preset). Debian's Abseil is not built with
@@ -108,4 +109,43 @@ class CondVar {
 }  // namespace strata
 
 #endif  // STRATA_TSAN
+
+// The thread-safety analysis' own attribute names: clang models a scoped
+// object that releases a capability for its lifetime only with these, not
+// with absl's older unlock_function spelling.
+#if defined(__clang__)
+#define STRATA_RELEASE_CAPABILITY(...) \
+  __attribute__((release_capability(__VA_ARGS__)))
+#else
+#define STRATA_RELEASE_CAPABILITY(...)
+#endif
+
+namespace strata {
+
+// Releases `mu` (held by the caller) for the scope's lifetime and takes it
+// back at the end: the one way the store runs a transfer or a copy without
+// its lock, so that the lock is re-taken on every path out, and the analysis
+// (-Wthread-safety) knows the guarded state may not be touched meanwhile.
+// Callers re-check what they rely on after the scope: other threads ran.
+//   MutexLock lock(&mu_);
+//   ...
+//   {
+//     MutexUnlock unlocked(&mu_);
+//     status = MoveBytes();  // no guarded state here
+//   }
+class ABSL_SCOPED_LOCKABLE MutexUnlock {
+ public:
+  explicit MutexUnlock(Mutex* mu) STRATA_RELEASE_CAPABILITY(mu) : mu_(mu) {
+    mu_->Unlock();
+  }
+  ~MutexUnlock() STRATA_RELEASE_CAPABILITY() { mu_->Lock(); }
+  MutexUnlock(const MutexUnlock&) = delete;
+  MutexUnlock& operator=(const MutexUnlock&) = delete;
+
+ private:
+  Mutex* const mu_;
+};
+
+}  // namespace strata
+
 #endif  // STRATA_BASE_SYNC_H_

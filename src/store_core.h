@@ -197,6 +197,13 @@ class StoreCore : public internal::LeaseReleaser,
   // `contents_dead`: an overwrite or Discard follows, so nothing comes back.
   void EvictUnified(TensorRecord& rec, bool contents_dead = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EvictUnified's move with mu_ released: a prefetch to host (`migrate`,
+  // with hints) or, without hints, waiting for `after` then charging the
+  // faults back; then the discard of dead pages (`discard`).
+  absl::Status MoveUnifiedBack(const ManagedRange& range, bool migrate,
+                               bool discard, DeviceEvent* after,
+                               const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a host acquire should first take rec's pages off the device.
   bool ShouldEvictForHost(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -16,15 +16,12 @@ absl::Status StoreCore::CopyUserBytes(TensorRecord& rec, Tier tier,
   std::byte* data =
       mover_->Pointer({tier, *rec.copy(tier).extent}) + user.offset;
   if (user.bytes == 0) return absl::OkStatus();
-  mu_.Unlock();
-  absl::Status status;
+  MutexUnlock unlocked(&mu_);
   if (tier == Tier::kHost) {
     std::memcpy(data, user.src, user.bytes);
-  } else {
-    status = tiers_.device->Copy(CopyKind::kH2D, data, user.src, user.bytes);
+    return absl::OkStatus();
   }
-  mu_.Lock();
-  return status;
+  return tiers_.device->Copy(CopyKind::kH2D, data, user.src, user.bytes);
 }
 
 absl::Status StoreCore::Write(TensorId id, const void* src, uint64_t bytes,

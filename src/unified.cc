@@ -67,12 +67,14 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   const ManagedRange range = RangeOf(rec);
   // Dead contents (an overwrite) need not cross the link, with hints.
   const bool discard = fill == Fill::kNone;
-  mu_.Unlock();
-  absl::Status moved =
-      hints() ? mover_->Migrate(range, MemLocation::kDevice, discard, nullptr,
-                                rec.spec.name)
-              : mover_->ServeFault(range, MemLocation::kDevice, rec.spec.name);
-  mu_.Lock();
+  absl::Status moved;
+  {
+    MutexUnlock unlocked(&mu_);
+    moved = hints() ? mover_->Migrate(range, MemLocation::kDevice, discard,
+                                      nullptr, rec.spec.name)
+                    : mover_->ServeFault(range, MemLocation::kDevice,
+                                         rec.spec.name);
+  }
   --host.transfer_pins;
   changed_.SignalAll();
   if (!moved.ok()) {
@@ -94,6 +96,27 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   return absl::OkStatus();
 }
 
+absl::Status StoreCore::MoveUnifiedBack(const ManagedRange& range, bool migrate,
+                                        bool discard, DeviceEvent* after,
+                                        const std::string& name) {
+  MutexUnlock unlocked(&mu_);
+  if (migrate && hints()) {
+    return mover_->Migrate(range, MemLocation::kHost, /*discard=*/false, after,
+                           name);
+  }
+  // Kernels still using the pages on the caller's stream finish before the
+  // CPU (or a discard) touches them.
+  absl::Status moved;
+  if (after != nullptr) moved = after->Synchronize();
+  if (moved.ok() && migrate) {
+    moved = mover_->ServeFault(range, MemLocation::kHost, name);
+  }
+  if (moved.ok() && discard) {
+    moved = tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
+  }
+  return moved;
+}
+
 void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
   TierCopy& device = rec.copy(Tier::kDevice);
   TierCopy& host = rec.copy(Tier::kHost);
@@ -113,23 +136,8 @@ void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
     // (still valid) host copy meanwhile.
     const bool was_pending = rec.exclusive_pending;
     if (!live) rec.exclusive_pending = true;
-    mu_.Unlock();
-    absl::Status moved;
-    if (migrate && hints()) {
-      moved = mover_->Migrate(range, MemLocation::kHost, /*discard=*/false,
-                              after.get(), rec.spec.name);
-    } else {
-      // Kernels still using the pages on the caller's stream finish before
-      // the CPU (or a discard) touches them.
-      if (after != nullptr) moved = after->Synchronize();
-      if (moved.ok() && migrate) {
-        moved = mover_->ServeFault(range, MemLocation::kHost, rec.spec.name);
-      }
-      if (moved.ok() && discard) {
-        moved = tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
-      }
-    }
-    mu_.Lock();
+    const absl::Status moved =
+        MoveUnifiedBack(range, migrate, discard, after.get(), rec.spec.name);
     // A failure is counted on the D2H link and otherwise ignored: the pages
     // stay coherent wherever the driver left them.
     --host.transfer_pins;

@@ -99,9 +99,11 @@ class ThreadPoolBlockIo final : public BlockIo {
       if (queue_.empty()) return;  // shutdown_ with nothing left
       Job job = queue_.front();
       queue_.pop_front();
-      mu_.Unlock();
-      absl::Status status = RunOne(fds_[job.request.file_index], job.request);
-      mu_.Lock();
+      absl::Status status;
+      {
+        MutexUnlock unlocked(&mu_);
+        status = RunOne(fds_[job.request.file_index], job.request);
+      }
       if (!status.ok() && job.batch->status.ok()) job.batch->status = status;
       --job.batch->remaining;  // the caller may return once this reaches 0
     }
