@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what strata needs on a fresh Debian 12 machine (skipping what is
 # already there) and configures + builds it. Usage:
-#   scripts/setup.sh [preset]      # preset: default (the default), asan, tsan
+#   scripts/setup.sh [preset]      # default (the default), asan, tsan or
+#                                  # thread-safety (clang -Wthread-safety)
 # The CUDA toolkit is used when present (/usr/local/cuda); it is not installed
 # here. Safe to run again.
 set -euo pipefail
@@ -11,7 +12,7 @@ preset="${1:-default}"
 packages=(build-essential cmake ninja-build pkg-config
   libabsl-dev liburing-dev libboost-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio clang-format
-  libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox)
+  libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

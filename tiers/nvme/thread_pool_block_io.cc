@@ -13,6 +13,7 @@
 #include <deque>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
@@ -22,14 +23,14 @@
 namespace strata {
 namespace {
 
-// Per-Run state, on the caller's stack; guarded by the engine's mutex.
+// One Run's progress: requests not finished yet and the first error.
 struct Batch {
   size_t remaining = 0;
   absl::Status status;
 };
 
 struct Job {
-  Batch* batch;
+  uint64_t batch;  // key in ThreadPoolBlockIo::batches_
   IoRequest request;
 };
 
@@ -82,13 +83,16 @@ class ThreadPoolBlockIo final : public BlockIo {
             absl::StrCat("nvme ", IoOpName(r.op), ": file index ", r.file_index,
                          " out of range [0, ", fds_.size(), ")"));
     }
-    Batch batch;
     MutexLock lock(&mu_);
-    batch.remaining = requests.size();
-    for (const IoRequest& r : requests) queue_.push_back(Job{&batch, r});
-    mu_.Await(Condition(
-        +[](Batch* b) { return b->remaining == 0; }, &batch));
-    return batch.status;
+    const uint64_t id = next_batch_++;
+    batches_[id].remaining = requests.size();
+    for (const IoRequest& r : requests) queue_.push_back(Job{id, r});
+    const auto done = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return batches_.at(id).remaining == 0;
+    };
+    mu_.Await(Condition(&done));
+    auto batch = batches_.extract(id);
+    return batch.mapped().status;
   }
 
  private:
@@ -104,8 +108,9 @@ class ThreadPoolBlockIo final : public BlockIo {
         MutexUnlock unlocked(&mu_);
         status = RunOne(fds_[job.request.file_index], job.request);
       }
-      if (!status.ok() && job.batch->status.ok()) job.batch->status = status;
-      --job.batch->remaining;  // the caller may return once this reaches 0
+      Batch& batch = batches_.at(job.batch);
+      if (!status.ok() && batch.status.ok()) batch.status = status;
+      --batch.remaining;  // the caller may return once this reaches 0
     }
   }
 
@@ -119,6 +124,9 @@ class ThreadPoolBlockIo final : public BlockIo {
 
   Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  // The Runs in progress, by id.
+  absl::flat_hash_map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

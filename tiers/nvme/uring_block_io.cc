@@ -26,6 +26,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
@@ -45,15 +46,16 @@ constexpr int kMaxRetries = 1000;  // -EAGAIN/-EINTR per request or submit
 constexpr uint64_t kShutdownUserData = 0;
 constexpr uint64_t kIgnoreUserData = 1;
 
-// Per-Run state, on the caller's stack; guarded by UringBlockIo::mu_.
+// One Run's progress: requests not finished yet and the first error.
 struct Batch {
   size_t remaining = 0;
   absl::Status status;
 };
 
-// Per-request state; its address is the SQE's user_data.
+// Per-request state; its address is the SQE's user_data. Its caller's until
+// submitted, then the reaper's (under mu_) until it finishes.
 struct UringOp {
-  Batch* batch = nullptr;
+  uint64_t batch = 0;  // key in UringBlockIo::batches_
   IoRequest request;
   uint64_t done = 0;   // bytes moved so far
   int buf_index = -1;  // registered buffer piece, or -1 for the plain ops
@@ -118,6 +120,10 @@ class UringBlockIo final : public BlockIo {
   Mutex mu_;
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // OK while in service
+  // The Runs in progress, by id; nodes, so a Run may hold its entry's
+  // address while others come and go.
+  absl::node_hash_map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 std::string ErrnoText(int errno_value) { return std::strerror(errno_value); }
@@ -216,17 +222,18 @@ absl::Status UringBlockIo::CheckRequests(
 
 absl::Status UringBlockIo::Run(absl::Span<const IoRequest> requests) {
   STRATA_RETURN_IF_ERROR(CheckRequests(requests));
-  Batch batch;
   std::vector<UringOp> ops;
   ops.reserve(requests.size());
-  for (const IoRequest& r : requests) {
-    if (r.bytes == 0) continue;  // a 0-byte read would look like end of file
-    ops.push_back(UringOp{&batch, r, 0, FindFixedBuffer(r), 0});
-  }
-  batch.remaining = ops.size();
   std::vector<UringOp*> prepared;
   std::vector<io_uring_sqe*> sqes;
   MutexLock lock(&mu_);
+  const uint64_t id = next_batch_++;
+  for (const IoRequest& r : requests) {
+    if (r.bytes == 0) continue;  // a 0-byte read would look like end of file
+    ops.push_back(UringOp{id, r, 0, FindFixedBuffer(r), 0});
+  }
+  Batch& batch = batches_[id];  // stable: node_hash_map
+  batch.remaining = ops.size();
   for (size_t next = 0; next < ops.size();) {
     mu_.Await(Condition(this, &UringBlockIo::HasFreeSlot));
     if (!broken_.ok()) {  // the rest never reach the kernel
@@ -243,9 +250,13 @@ absl::Status UringBlockIo::Run(absl::Span<const IoRequest> requests) {
     }
     Submit(prepared, sqes);
   }
-  mu_.Await(Condition(
-      +[](Batch* b) { return b->remaining == 0; }, &batch));
-  return batch.status;
+  const auto done = [&batch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return batch.remaining == 0;
+  };
+  mu_.Await(Condition(&done));
+  const absl::Status status = batch.status;
+  batches_.erase(id);
+  return status;
 }
 
 // Fills an SQE for the part of `op` not yet done. The SQ has room: it holds
@@ -307,9 +318,9 @@ void UringBlockIo::MarkBroken(int rc, absl::Span<UringOp* const> ops,
 // free `op`) once the lock is dropped.
 void UringBlockIo::Finish(UringOp* op, const absl::Status& status) {
   --in_flight_;
-  Batch* batch = op->batch;
-  if (!status.ok() && batch->status.ok()) batch->status = status;
-  --batch->remaining;
+  Batch& batch = batches_.at(op->batch);
+  if (!status.ok() && batch.status.ok()) batch.status = status;
+  --batch.remaining;
 }
 
 void UringBlockIo::Resubmit(UringOp* op) {
