@@ -172,7 +172,7 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
 // least recently used.
 TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
   TensorRecord* best = nullptr;
-  auto key = [&](const TensorRecord& rec) {
+  auto key = [&](const TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const bool belady = options_.eviction == EvictionPolicy::kBelady;
     const uint64_t distance = belady ? NextUseDistance(rec) : 0;
     // Larger is a better victim.

@@ -49,7 +49,7 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
     host_filled = fill != Fill::kLoad;
     changed_.SignalAll();
   }
-  auto abandon = [&] {
+  auto abandon = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     AbandonCopy(rec, Tier::kDevice);
     if (host_filled) AbandonCopy(rec, Tier::kHost);
   };
