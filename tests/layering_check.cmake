@@ -14,8 +14,11 @@ foreach(entry ${CASES})
   if(rc EQUAL 0)
     message(FATAL_ERROR "${target}: including ${header} built; the layers are not enforced")
   endif()
-  string(FIND "${out}" "${header}: No such file or directory" found)
-  if(found EQUAL -1)
+  # gcc: "<header>: No such file or directory"; clang: "'<header>' file not
+  # found".
+  string(FIND "${out}" "${header}: No such file or directory" gcc_found)
+  string(FIND "${out}" "'${header}' file not found" clang_found)
+  if(gcc_found EQUAL -1 AND clang_found EQUAL -1)
     message(FATAL_ERROR "${target} failed, but not for want of ${header}:\n${out}")
   endif()
   message(STATUS "${target}: ${header} not found, as it must be")
