@@ -54,66 +54,79 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
   return mlp;
 }
 
-absl::Status Mlp::CreateTensors() {
-  auto make = [&](std::string name, TensorKind kind, DType dtype,
-                  std::vector<int64_t> shape) -> absl::StatusOr<TensorId> {
-    uint64_t bytes = DTypeSize(dtype);
-    for (int64_t d : shape) bytes *= d;
-    absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
-                                                  .size_bytes = bytes,
-                                                  .dtype = dtype,
-                                                  .shape = std::move(shape),
-                                                  .kind = kind,
-                                                  .home = config_.home});
-    if (id.ok()) created_.push_back(*id);
-    return id;
-  };
+absl::StatusOr<TensorId> Mlp::CreateTensor(std::string name, TensorKind kind,
+                                           DType dtype,
+                                           std::vector<int64_t> shape) {
+  uint64_t bytes = DTypeSize(dtype);
+  for (int64_t d : shape) bytes *= d;
+  absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
+                                                .size_bytes = bytes,
+                                                .dtype = dtype,
+                                                .shape = std::move(shape),
+                                                .kind = kind,
+                                                .home = config_.home});
+  if (id.ok()) created_.push_back(*id);
+  return id;
+}
+
+absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
+                                            bool hidden) {
   const DType f32 = DType::kFloat32;
   const int64_t batch = config_.batch;
+  Layer L;
+  L.in = in;
+  L.out = out;
+  L.hidden = hidden;
+  const std::string p = absl::StrFormat("layer%d.", l);
+  const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
+  using K = TensorKind;
+  auto make = [&](const char* name, K kind, std::vector<int64_t> shape) {
+    return CreateTensor(p + name, kind, f32, std::move(shape));
+  };
+  STRATA_ASSIGN_OR_RETURN(L.w, make("weight", K::kParameter, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.b, make("bias", K::kParameter, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.gw, make("weight.grad", K::kGradient, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.gb, make("bias.grad", K::kGradient, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.mw,
+                          make("weight.adam_m", K::kOptimizerState, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.vw,
+                          make("weight.adam_v", K::kOptimizerState, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.mb,
+                          make("bias.adam_m", K::kOptimizerState, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.vb,
+                          make("bias.adam_v", K::kOptimizerState, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.z, make(L.hidden ? "pre_activation" : "logits",
+                                    K::kActivation, {batch, L.out}));
+  if (L.hidden) {
+    STRATA_ASSIGN_OR_RETURN(L.a,
+                            make("activation", K::kActivation, {batch, L.out}));
+  }
+  return L;
+}
+
+absl::Status Mlp::CreateTensors() {
   const auto shapes = LayerShapes(config_);
   for (size_t l = 0; l < shapes.size(); ++l) {
-    Layer L;
-    std::tie(L.in, L.out) = shapes[l];
-    L.hidden = l + 1 < shapes.size();
-    const std::string p = absl::StrFormat("layer%d.", l);
-    const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
-    using K = TensorKind;
-    STRATA_ASSIGN_OR_RETURN(L.w,
-                            make(p + "weight", K::kParameter, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.b, make(p + "bias", K::kParameter, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(L.gw,
-                            make(p + "weight.grad", K::kGradient, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.gb,
-                            make(p + "bias.grad", K::kGradient, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.mw, make(p + "weight.adam_m", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.vw, make(p + "weight.adam_v", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.mb, make(p + "bias.adam_m", K::kOptimizerState, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.vb, make(p + "bias.adam_v", K::kOptimizerState, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.z, make(p + (L.hidden ? "pre_activation" : "logits"), K::kActivation,
-                  f32, {batch, L.out}));
-    if (L.hidden) {
-      STRATA_ASSIGN_OR_RETURN(
-          L.a, make(p + "activation", K::kActivation, f32, {batch, L.out}));
-    }
+    const auto [in, out] = shapes[l];
+    STRATA_ASSIGN_OR_RETURN(Layer L,
+                            CreateLayer(l, in, out, l + 1 < shapes.size()));
     layers_.push_back(L);
   }
+  const DType f32 = DType::kFloat32;
+  const int64_t batch = config_.batch;
   const int64_t widest = std::max(config_.width, config_.classes);
   using K = TensorKind;
+  STRATA_ASSIGN_OR_RETURN(input_, CreateTensor("input", K::kActivation, f32,
+                                               {batch, config_.inputs}));
   STRATA_ASSIGN_OR_RETURN(
-      input_, make("input", K::kActivation, f32, {batch, config_.inputs}));
-  STRATA_ASSIGN_OR_RETURN(
-      labels_, make("labels", K::kActivation, DType::kInt32, {batch}));
-  STRATA_ASSIGN_OR_RETURN(dlogits_, make("logits.grad", K::kActivation, f32,
-                                         {batch, config_.classes}));
+      labels_, CreateTensor("labels", K::kActivation, DType::kInt32, {batch}));
+  STRATA_ASSIGN_OR_RETURN(dlogits_,
+                          CreateTensor("logits.grad", K::kActivation, f32,
+                                       {batch, config_.classes}));
   for (int i = 0; i < 2; ++i) {
     STRATA_ASSIGN_OR_RETURN(
-        dact_[i], make(absl::StrFormat("activation.grad%d", i), K::kActivation,
-                       f32, {batch, widest}));
+        dact_[i], CreateTensor(absl::StrFormat("activation.grad%d", i),
+                               K::kActivation, f32, {batch, widest}));
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -100,7 +101,16 @@ class Mlp {
   };
   Mlp(Store* store, Compute* compute, const ModelConfig& config,
       const ModelFootprint& footprint);
+  // Creates every tensor, in the order their ids are handed out.
   absl::Status CreateTensors();
+  // One layer's parameters, gradients, moments and activations, named
+  // "layer<l>.*".
+  absl::StatusOr<Layer> CreateLayer(size_t l, int64_t in, int64_t out,
+                                    bool hidden);
+  // One store tensor of `config_.home`, remembered in created_.
+  absl::StatusOr<TensorId> CreateTensor(std::string name, TensorKind kind,
+                                        DType dtype,
+                                        std::vector<int64_t> shape);
   absl::Status InitWeights();
   absl::Status UploadBatch(const float* images, const int32_t* labels,
                            int64_t rows);
