@@ -1,12 +1,16 @@
 // link_bench.cc: host<->device and device-local copy bandwidth (see
-// link_bench.h).
+// link_bench.h), and the `link` case of `strata bench` that reports it.
 #include "apps/link_bench.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "apps/bench_case.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
 #include "tiers/device/device_backend.h"
@@ -133,6 +137,72 @@ absl::StatusOr<LinkBenchResult> RunLinkBench(const LinkBenchConfig& c) {
   }
   for (uint64_t bytes : c.sizes) STRATA_RETURN_IF_ERROR(Verify(b, bytes));
   return r;
+}
+
+// The `link` case of `strata bench` (bench_case.h): its configuration from
+// the request, its table, its JSON and its part of the machine profile.
+
+namespace {
+
+nlohmann::json PointsJson(const std::vector<LinkBenchPoint>& points) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const LinkBenchPoint& p : points) {
+    j.push_back({{"bytes", p.bytes}, {"gbps", p.gbps}});
+  }
+  return j;
+}
+
+absl::Status RunLinkCase(BenchContext& ctx, nlohmann::json& json) {
+  LinkBenchConfig config;
+  config.device = ctx.request.store.device;
+  if (ctx.request.quick) {
+    config.sizes = {64 << 10, 1 << 20};
+    config.samples = 3;
+    config.min_sample_bytes = 4 << 20;
+  }
+  config.progress = [&](const std::string& what) {
+    ctx.Progress("link", what);
+  };
+  absl::StatusOr<LinkBenchResult> r = RunLinkBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF(
+      "link: %s; copies through the store's device backend, median of %d "
+      "samples, bytes verified; GB/s (1e9)\n",
+      r->device, config.samples);
+  absl::PrintF("  %-10s %11s %11s %13s %13s %9s\n", "size", "h2d pinned",
+               "d2h pinned", "h2d pageable", "d2h pageable", "d2d");
+  for (size_t i = 0; i < config.sizes.size(); ++i) {
+    absl::PrintF("  %-10s %11.2f %11.2f %13.2f %13.2f %9.2f\n",
+                 FormatByteSize(config.sizes[i]), r->h2d_pinned[i].gbps,
+                 r->d2h_pinned[i].gbps, r->h2d_pageable[i].gbps,
+                 r->d2h_pageable[i].gbps, r->d2d[i].gbps);
+  }
+  json = {{"device", r->device},
+          {"samples", config.samples},
+          {"h2d_pinned", PointsJson(r->h2d_pinned)},
+          {"d2h_pinned", PointsJson(r->d2h_pinned)},
+          {"h2d_pageable", PointsJson(r->h2d_pageable)},
+          {"d2h_pageable", PointsJson(r->d2h_pageable)},
+          {"d2d", PointsJson(r->d2d)}};
+  ctx.profile.device = r->device;
+  for (const LinkBenchPoint& p : r->h2d_pinned) {
+    ctx.profile.h2d.push_back({.bytes = p.bytes, .gbps = p.gbps});
+  }
+  for (const LinkBenchPoint& p : r->d2h_pinned) {
+    ctx.profile.d2h.push_back({.bytes = p.bytes, .gbps = p.gbps});
+  }
+  ctx.profiled = true;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BenchCase LinkCase() {
+  return {"link",
+          "host<->device copies from pinned and pageable memory, and "
+          "device-local copies, 64 KiB to 256 MiB",
+          Always, RunLinkCase};
 }
 
 }  // namespace strata

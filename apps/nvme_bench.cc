@@ -20,9 +20,12 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "apps/bench_case.h"
 #include "apps/bench_pattern.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -347,6 +350,69 @@ absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& c) {
   r.fio_write_gbps = fio.write_gbps;
   r.fio_note = fio.note;
   return r;
+}
+
+// The `nvme` case of `strata bench` (bench_case.h): its configuration from
+// the request, its table and its JSON; and the check all NVMe cases share.
+
+namespace {
+
+void PrintFioRow(const char* op, double ours, std::optional<double> fio) {
+  if (fio) {
+    absl::PrintF("  %-8s %12.2f %12.2f %8.3f\n", op, ours, *fio, ours / *fio);
+  } else {
+    absl::PrintF("  %-8s %12.2f %12s %8s\n", op, ours, "-", "-");
+  }
+}
+
+absl::Status RunNvmeCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeBenchConfig config;
+  config.directory = ctx.request.store.nvme.directories.front();
+  config.block_bytes = ctx.request.store.nvme.block_size_bytes;
+  config.queue_depth = ctx.request.store.nvme.queue_depth;
+  config.size_bytes = ctx.request.quick ? 4 << 20 : ctx.request.nvme_bytes;
+  absl::PrintF(
+      "nvme: sequential %s in %s, block %s, queue depth %d, O_DIRECT (the "
+      "page cache cannot flatter it), median of %d, bytes verified\n",
+      FormatByteSize(config.size_bytes), config.directory,
+      FormatByteSize(config.block_bytes), config.queue_depth, config.samples);
+  std::fflush(stdout);
+  ctx.Progress("nvme", "read, write, then fio");
+  absl::StatusOr<NvmeBenchResult> r = RunNvmeBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-8s %12s %12s %8s\n", "op", "strata GB/s", "fio GB/s",
+               "ratio");
+  PrintFioRow("read", r->read_gbps, r->fio_read_gbps);
+  PrintFioRow("write", r->write_gbps, r->fio_write_gbps);
+  if (!r->fio_note.empty()) absl::PrintF("  fio: %s\n", r->fio_note);
+  json = {{"read_gbps", r->read_gbps},
+          {"write_gbps", r->write_gbps},
+          {"engine", r->engine},
+          {"directory", config.directory},
+          {"size_bytes", config.size_bytes},
+          {"block_size_bytes", config.block_bytes},
+          {"queue_depth", config.queue_depth}};
+  if (r->fio_read_gbps) {
+    json["fio_read_gbps"] = *r->fio_read_gbps;
+    json["fio_write_gbps"] = *r->fio_write_gbps;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string NeedsNvmeDir(const BenchRequest& r) {
+  return r.store.nvme.directories.empty()
+             ? "no NVMe directory (--nvme-dir is empty)"
+             : "";
+}
+
+BenchCase NvmeCase() {
+  return {"nvme",
+          "sequential reads and writes through the store's own NVMe path at "
+          "--block-size and --queue-depth, next to fio with the same settings",
+          NeedsNvmeDir, RunNvmeCase};
 }
 
 }  // namespace strata

@@ -1,13 +1,17 @@
 // nvme_device_bench.cc: NVMe -> device through the store's bounce-chunk
-// pipeline, next to the plain NVMe read of the same setup (see the header).
+// pipeline, next to the plain NVMe read of the same setup (see the header),
+// and the `nvme-device` case of `strata bench` that reports it.
 #include "apps/nvme_device_bench.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "apps/bench_case.h"
 #include "apps/bench_pattern.h"
 #include "apps/nvme_bench.h"
 #include "base/byte_size.h"
@@ -188,6 +192,62 @@ absl::StatusOr<NvmeDeviceBenchResult> RunNvmeDeviceBench(
                           BaselineReadGbps(c, RoundUpDirect(r.sample_bytes)));
   r.ratio = r.nvme_to_device_gbps / r.nvme_read_gbps;
   return r;
+}
+
+// The `nvme-device` case of `strata bench` (bench_case.h): its
+// configuration from the request, its table and its JSON.
+
+namespace {
+
+absl::Status RunNvmeDeviceCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeDeviceBenchConfig config;
+  config.store = ctx.request.store;
+  if (ctx.request.quick) {
+    config.tensor_bytes = 1 << 20;
+    config.tensors = 2;
+  }
+  // Budgets for what this case moves, not the training defaults: the NVMe
+  // directory then needs only that much free space.
+  const uint64_t block = config.store.nvme.block_size_bytes;
+  const uint64_t all = config.tensors * config.tensor_bytes;
+  config.store.nvme.budget_bytes = (all + 2 * block) / block * block;
+  config.store.device.budget_bytes = config.tensor_bytes + (1 << 20);
+  config.store.host.budget_bytes = config.tensor_bytes + (1 << 20);
+  absl::PrintF(
+      "nvme-device: %d tensors x %s homed on NVMe, loaded to the device "
+      "through the store's pinned bounce chunks (block %s, queue depth %d), "
+      "median of %d, bytes verified\n",
+      config.tensors, FormatByteSize(config.tensor_bytes),
+      FormatByteSize(config.store.nvme.block_size_bytes),
+      config.store.nvme.queue_depth, config.samples);
+  std::fflush(stdout);
+  ctx.Progress("nvme-device", "loading");
+  absl::StatusOr<NvmeDeviceBenchResult> r = RunNvmeDeviceBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-22s %10s\n", "path", "GB/s");
+  absl::PrintF("  %-22s %10.2f\n", "NVMe -> device", r->nvme_to_device_gbps);
+  absl::PrintF("  %-22s %10.2f\n", "NVMe read (baseline)", r->nvme_read_gbps);
+  absl::PrintF("  ratio %.3f (device %s, %s)\n", r->ratio, r->device,
+               r->engine);
+  json = {{"nvme_to_device_gbps", r->nvme_to_device_gbps},
+          {"nvme_read_gbps", r->nvme_read_gbps},
+          {"ratio", r->ratio},
+          {"tensor_bytes", config.tensor_bytes},
+          {"tensors", config.tensors},
+          {"verified_bytes", r->verified_bytes},
+          {"device", r->device},
+          {"engine", r->engine}};
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BenchCase NvmeDeviceCase() {
+  return {"nvme-device",
+          "NVMe -> device through the store's pinned bounce-chunk pipeline, "
+          "next to the NVMe read it is built on",
+          NeedsNvmeDir, RunNvmeDeviceCase};
 }
 
 }  // namespace strata

@@ -1,12 +1,17 @@
 // nvme_sweep.cc: the block size x queue depth sweep of nvme_sweep.h, built on
-// MeasureNvmeTier and RunFio (nvme_bench.h).
+// MeasureNvmeTier and RunFio (nvme_bench.h), and the `nvme-sweep` case of
+// `strata bench` that reports it and fills the machine profile's NVMe part.
 #include "apps/nvme_sweep.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/strings/str_format.h"
+#include "apps/bench_case.h"
 #include "apps/bench_pattern.h"
 #include "apps/nvme_bench.h"
 #include "base/byte_size.h"
@@ -154,6 +159,100 @@ absl::StatusOr<NvmeSweepResult> RunNvmeSweep(const NvmeSweepConfig& c) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   return r;
+}
+
+// The `nvme-sweep` case of `strata bench` (bench_case.h): its configuration
+// from the request, its grid, its JSON and its part of the machine profile.
+
+namespace {
+
+// The sweep's grid: one row per block size, "read/write" GB/s per depth.
+void PrintSweep(const NvmeSweepConfig& c, const NvmeSweepResult& r) {
+  absl::PrintF("  %-10s", "block \\ QD");
+  for (uint32_t qd : c.queue_depths) absl::PrintF(" %11d", qd);
+  absl::PrintF("   (read/write GB/s)\n");
+  size_t i = 0;
+  for (uint64_t block : c.block_sizes) {
+    absl::PrintF("  %-10s", FormatByteSize(block));
+    for (size_t q = 0; q < c.queue_depths.size(); ++q, ++i) {
+      absl::PrintF(" %5.2f/%5.2f", r.points[i].read_gbps,
+                   r.points[i].write_gbps);
+    }
+    absl::PrintF("\n");
+  }
+  absl::PrintF("  best: block %s, queue depth %d: read %.2f, write %.2f GB/s\n",
+               FormatByteSize(r.best.block_bytes), r.best.queue_depth,
+               r.best.read_gbps, r.best.write_gbps);
+  if (r.fio_read_gbps && r.fio_write_gbps) {
+    absl::PrintF(
+        "  fio at the best point: read %.2f, write %.2f GB/s; strata/fio "
+        "%.3f read, %.3f write\n",
+        *r.fio_read_gbps, *r.fio_write_gbps,
+        r.best.read_gbps / *r.fio_read_gbps,
+        r.best.write_gbps / *r.fio_write_gbps);
+  } else if (!r.fio_note.empty()) {
+    absl::PrintF("  fio: %s\n", r.fio_note);
+  }
+}
+
+absl::Status RunNvmeSweepCase(BenchContext& ctx, nlohmann::json& json) {
+  NvmeSweepConfig config;
+  config.directory = ctx.request.store.nvme.directories.front();
+  config.engine = ctx.request.store.nvme.engine;
+  if (ctx.request.quick) {
+    config.block_sizes = {4 << 10, 64 << 10};
+    config.queue_depths = {1, 4};
+    config.bytes_per_point = 1 << 20;
+  }
+  config.progress = [&](int done, int total, const std::string& what) {
+    ctx.Progress("nvme-sweep", absl::StrFormat("%d/%d %s", done, total, what));
+  };
+  absl::PrintF(
+      "nvme-sweep: block size x queue depth in %s, O_DIRECT, up to %s per "
+      "pass, median of %d, bytes verified\n",
+      config.directory, FormatByteSize(config.bytes_per_point), config.samples);
+  std::fflush(stdout);
+  absl::StatusOr<NvmeSweepResult> r = RunNvmeSweep(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  PrintSweep(config, *r);
+  nlohmann::json points = nlohmann::json::array();
+  for (const NvmeSweepPoint& p : r->points) {
+    points.push_back({{"block_size_bytes", p.block_bytes},
+                      {"queue_depth", p.queue_depth},
+                      {"read_gbps", p.read_gbps},
+                      {"write_gbps", p.write_gbps},
+                      {"sample_bytes", p.sample_bytes}});
+  }
+  json = {{"points", points},
+          {"best",
+           {{"block_size_bytes", r->best.block_bytes},
+            {"queue_depth", r->best.queue_depth},
+            {"read_gbps", r->best.read_gbps},
+            {"write_gbps", r->best.write_gbps}}},
+          {"engine", r->engine},
+          {"directory", config.directory}};
+  if (r->fio_read_gbps && r->fio_write_gbps) {
+    json["fio_read_gbps"] = *r->fio_read_gbps;
+    json["fio_write_gbps"] = *r->fio_write_gbps;
+  }
+  ctx.profile.nvme_block_size_bytes = r->best.block_bytes;
+  ctx.profile.nvme_queue_depth = r->best.queue_depth;
+  ctx.profile.nvme_read_gbps = r->best.read_gbps;
+  ctx.profile.nvme_write_gbps = r->best.write_gbps;
+  ctx.profile.nvme_directory = config.directory;
+  ctx.profiled = true;
+  ctx.sweep = *std::move(r);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BenchCase NvmeSweepCase() {
+  return {"nvme-sweep",
+          "NVMe block size (4 KiB-16 MiB) x queue depth (1-128) sweep; reports "
+          "the best setting (--profile saves it), fio at that point",
+          NeedsNvmeDir, RunNvmeSweepCase};
 }
 
 }  // namespace strata

@@ -1,10 +1,17 @@
+// scheduler_bench.cc: the layered workload's runs (see scheduler_bench.h),
+// and the `scheduler` and `unified` cases of `strata bench` that report them.
 #include "apps/scheduler_bench.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "apps/bench_case.h"
+#include "base/byte_size.h"
 #include "strata/status.h"
 #include "strata/store.h"
 
@@ -169,6 +176,138 @@ absl::StatusOr<SchedulerBenchResult> RunSchedulerBench(
   r.rerecords_dynamic = dynamic.rerecords;
   r.model_bytes = uint64_t(c.layers) * c.layer_bytes;
   return r;
+}
+
+// The `scheduler` and `unified` cases of `strata bench` (bench_case.h): the
+// layered workload as the request sizes it, their tables and their JSON.
+
+namespace {
+
+// The layered workload of the scheduler and unified cases, as the request
+// sizes it; prints its one-line description after `name`.
+SchedulerBenchConfig LayeredWorkload(const BenchContext& ctx,
+                                     const char* name) {
+  SchedulerBenchConfig config;
+  config.timeline_path = ctx.request.timeline_path;
+  if (ctx.request.quick) {
+    config.layers = 6;
+    config.layer_bytes = 256 << 10;
+    config.device_budget_bytes = 1 << 20;
+    config.link_gbps = 1.0;
+    config.compute_seconds_per_layer = 0.0002;
+    config.steps = 4;
+  }
+  // The case has its own link model unless --sim-link-gbps names one.
+  if (ctx.request.store.device.sim_link_gbps > 0) {
+    config.link_gbps = ctx.request.store.device.sim_link_gbps;
+  }
+  absl::PrintF(
+      "%s: %d layers x %s (model %s), device budget %s, simulated "
+      "link %.1f GB/s, %.1f ms compute per layer; %d steps\n",
+      name, config.layers, FormatByteSize(config.layer_bytes),
+      FormatByteSize(config.layers * config.layer_bytes),
+      FormatByteSize(config.device_budget_bytes), config.link_gbps,
+      config.compute_seconds_per_layer * 1e3, config.steps);
+  std::fflush(stdout);
+  return config;
+}
+
+absl::Status RunSchedulerCase(BenchContext& ctx, nlohmann::json& json) {
+  const SchedulerBenchConfig config = LayeredWorkload(ctx, "scheduler");
+  ctx.Progress("scheduler", "scheduler, on demand, LRU runs");
+  absl::StatusOr<SchedulerBenchResult> r = RunSchedulerBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  const double bound = std::max(r->compute_seconds, r->transfer_seconds);
+  absl::PrintF("  %-28s %10s %10s\n", "run", "step ms", "vs bound");
+  auto row = [&](const char* name, double s) {
+    absl::PrintF("  %-28s %10.1f %10.3f\n", name, s * 1e3, s / bound);
+  };
+  row("scheduler (prefetch+Belady)", r->step_seconds);
+  row("on demand (no prefetch)", r->step_seconds_on_demand);
+  row("prefetch + LRU", r->step_seconds_lru);
+  absl::PrintF("  compute %.1f ms, transfer %.1f ms, bound max() %.1f ms\n",
+               r->compute_seconds * 1e3, r->transfer_seconds * 1e3,
+               bound * 1e3);
+  absl::PrintF(
+      "  hit rate %.3f (static order), %.3f (one layer skipped per step, %d "
+      "re-records)\n",
+      r->hit_rate, r->hit_rate_dynamic, r->rerecords_dynamic);
+  json = {{"step_seconds", r->step_seconds},
+          {"step_seconds_on_demand", r->step_seconds_on_demand},
+          {"step_seconds_lru", r->step_seconds_lru},
+          {"compute_seconds", r->compute_seconds},
+          {"transfer_seconds", r->transfer_seconds},
+          {"step_vs_bound", r->step_seconds / bound},
+          {"hit_rate", r->hit_rate},
+          {"hit_rate_dynamic", r->hit_rate_dynamic},
+          {"rerecords_dynamic", r->rerecords_dynamic},
+          {"model_bytes", r->model_bytes},
+          {"device_budget_bytes", config.device_budget_bytes},
+          {"link_gbps", config.link_gbps},
+          {"device", "simulated"}};
+  return absl::OkStatus();
+}
+
+absl::Status RunUnifiedCase(BenchContext& ctx, nlohmann::json& json) {
+  const SchedulerBenchConfig config = LayeredWorkload(ctx, "unified");
+  ctx.Progress("unified", "explicit copies, unified with and without hints");
+  absl::StatusOr<UnifiedBenchResult> r = RunUnifiedBench(config);
+  ctx.ClearProgress();
+  if (!r.ok()) return r.status();
+  absl::PrintF("  %-30s %9s %9s %9s %10s %10s %9s\n", "residency", "step ms",
+               "vs bound", "hit rate", "h2d MB/st", "d2h MB/st", "faults/st");
+  auto row = [&](const char* name, const ResidencyRun& run) {
+    absl::PrintF("  %-30s %9.1f %9.3f %9.3f %10.1f %10.1f %9.1f\n", name,
+                 run.step_seconds * 1e3, run.step_seconds / r->bound_seconds,
+                 run.hit_rate, run.h2d_bytes_per_step / 1e6,
+                 run.d2h_bytes_per_step / 1e6, run.faults_per_step);
+  };
+  row("explicit copies (scheduler)", r->copies);
+  row("unified memory, prefetch hints", r->unified_hints);
+  row("unified memory, no hints", r->unified_faults);
+  absl::PrintF(
+      "  bound max(compute %.1f ms, copies' transfer) %.1f ms; faults are "
+      "served at link speed here (on a GPU they are slower)\n",
+      r->compute_seconds * 1e3, r->bound_seconds * 1e3);
+  auto run_json = [](const ResidencyRun& run) {
+    return nlohmann::json{{"step_seconds", run.step_seconds},
+                          {"hit_rate", run.hit_rate},
+                          {"h2d_bytes_per_step", run.h2d_bytes_per_step},
+                          {"d2h_bytes_per_step", run.d2h_bytes_per_step},
+                          {"faults_per_step", run.faults_per_step}};
+  };
+  json = {{"copies", run_json(r->copies)},
+          {"unified_hints", run_json(r->unified_hints)},
+          {"unified_no_hints", run_json(r->unified_faults)},
+          {"hints_vs_copies",
+           r->unified_hints.step_seconds / r->copies.step_seconds},
+          {"no_hints_vs_hints",
+           r->unified_faults.step_seconds / r->unified_hints.step_seconds},
+          {"compute_seconds", r->compute_seconds},
+          {"bound_seconds", r->bound_seconds},
+          {"model_bytes", uint64_t(config.layers) * config.layer_bytes},
+          {"device_budget_bytes", config.device_budget_bytes},
+          {"link_gbps", config.link_gbps},
+          {"device", "simulated"}};
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BenchCase SchedulerCase() {
+  return {
+      "scheduler",
+      "layered forward/backward workload on the simulated device: step time "
+      "with the scheduler vs on demand vs LRU, prefetch hit rates",
+      Always, RunSchedulerCase};
+}
+
+BenchCase UnifiedCase() {
+  return {"unified",
+          "the same layered workload three ways: explicit copies vs unified "
+          "memory with prefetch hints vs unified memory without hints (faults)",
+          Always, RunUnifiedCase};
 }
 
 }  // namespace strata

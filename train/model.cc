@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "base/byte_size.h"
 #include "base/splitmix64.h"
 #include "strata/status.h"
+#include "train/footprint.h"
 #include "train/lease_group.h"
 
 namespace strata::train {
@@ -16,12 +16,8 @@ namespace strata::train {
 namespace {
 
 constexpr uint64_t kF = sizeof(float);
-constexpr uint64_t kDeviceGranule = kDeviceAllocationGranuleBytes;
-constexpr uint64_t kHostGranule = kHostAllocationGranuleBytes;
 
-uint64_t RoundUp(uint64_t bytes, uint64_t granule) {
-  return (bytes + granule - 1) / granule * granule;
-}
+}  // namespace
 
 // The layer sizes: inputs -> width x depth -> classes.
 std::vector<std::pair<int64_t, int64_t>> LayerShapes(const ModelConfig& c) {
@@ -34,147 +30,6 @@ std::vector<std::pair<int64_t, int64_t>> LayerShapes(const ModelConfig& c) {
   shapes.emplace_back(in, c.classes);
   return shapes;
 }
-
-absl::Status CheckConfig(const ModelConfig& c) {
-  auto bad = [](const char* what, int64_t v) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s=%d: must be at least 1", what, v));
-  };
-  if (c.inputs < 1) return bad("inputs", c.inputs);
-  if (c.width < 1) return bad("--width", c.width);
-  if (c.depth < 1) return bad("--depth", c.depth);
-  if (c.classes < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("classes=%d: need at least 2", c.classes));
-  }
-  if (c.batch < 1) return bad("--batch", c.batch);
-  constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
-  if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
-      c.batch > kMaxElements / std::max(c.width, c.inputs) ||
-      c.inputs > kMaxElements / c.width) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--width=%d --depth=%d --batch=%d: a tensor would exceed %d elements "
-        "(or more than 10000 layers); choose smaller sizes",
-        c.width, c.depth, c.batch, kMaxElements));
-  }
-  if (!(c.adam.lr > 0) || !std::isfinite(c.adam.lr)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
-  }
-  if (c.optimizer_tier == Tier::kNvme) {
-    return absl::InvalidArgumentError(
-        "the optimizer runs on the host or the device tier, not on NVMe");
-  }
-  if (c.optimizer_tier > c.home) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the optimizer cannot run on the %s tier when every tensor lives on "
-        "the faster %s tier: use --optimizer-tier=%s",
-        TierName(c.optimizer_tier), TierName(c.home), TierName(c.home)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
-  STRATA_RETURN_IF_ERROR(CheckConfig(c));
-  ModelFootprint f;
-  const uint64_t batch = c.batch;
-  const uint64_t g = kDeviceGranule;
-  // The two activation-gradient tensors hold batch x max(width, classes).
-  const uint64_t dact = RoundUp(batch * std::max(c.width, c.classes) * kF, g);
-  const auto shapes = LayerShapes(c);
-  for (size_t l = 0; l < shapes.size(); ++l) {
-    const auto [in, out] = shapes[l];
-    const bool hidden = l + 1 < shapes.size();
-    const uint64_t w = in * out * kF, b = out * kF;
-    f.parameter_bytes += w + b;
-    f.gradient_bytes += w + b;
-    f.optimizer_bytes += 2 * (w + b);
-    f.activation_bytes += batch * out * kF * (hidden ? 2 : 1);
-    f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
-    // The leases of Forward and Backward (model.cc) for this layer.
-    const uint64_t x_b = RoundUp(batch * in * kF, g);
-    const uint64_t y_b = RoundUp(batch * out * kF, g);
-    const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
-    const uint64_t dx = l > 0 ? dact : 0;
-    const uint64_t forward =
-        x_b + RoundUp(w, g) + RoundUp(b, g) + (hidden ? 2 : 1) * y_b;
-    const uint64_t backward =
-        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + dy + dx;
-    const uint64_t activation_backward = l > 0 ? x_b + dact : 0;
-    f.device_working_set_bytes = std::max(
-        {f.device_working_set_bytes, forward, backward, activation_backward});
-    const uint64_t granule =
-        c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
-    f.optimizer_working_set_bytes =
-        std::max(f.optimizer_working_set_bytes, 4 * RoundUp(w, granule));
-  }
-  // The input batch, labels, logits' gradient and two activation gradients.
-  const uint64_t widest = std::max(c.width, c.classes);
-  f.activation_bytes += batch * c.inputs * kF + batch * sizeof(int32_t) +
-                        batch * c.classes * kF + 2 * batch * widest * kF;
-  const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, g) +
-                        RoundUp(batch * sizeof(int32_t), g);
-  f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);
-  f.largest_tensor_bytes = std::max(
-      {f.largest_tensor_bytes, batch * widest * kF, batch * c.inputs * kF});
-  return f;
-}
-
-namespace {
-
-// The working set of the tier an operation runs on must fit with room to
-// spare: leased copies cannot move, so the next lease needs a free range
-// beside them (one largest tensor of slack), unless the tier is the home of
-// every tensor and the leased copies are the reserved ones.
-absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
-                       const ModelConfig& config, const ModelFootprint& f,
-                       const char* what) {
-  const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
-  const uint64_t slack = config.home == tier ? 0 : f.largest_tensor_bytes;
-  const uint64_t need = working_set + slack;
-  if (capacity >= need) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s budget %s is below the %s this model needs there (%s %s at "
-      "--batch=%d, plus %s to place them beside leased copies); raise "
-      "--%s-budget to at least %s, or lower --width/--batch",
-      TierName(tier), FormatByteSize(capacity), FormatByteSize(need), what,
-      FormatByteSize(working_set), config.batch, FormatByteSize(slack),
-      TierName(tier), FormatByteSize(need)));
-}
-
-absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
-                          const ModelFootprint& f) {
-  uint64_t device = f.device_working_set_bytes;
-  const char* what =
-      "one layer's working set (input, weights, gradients, outputs)";
-  if (config.optimizer_tier == Tier::kDevice &&
-      f.optimizer_working_set_bytes > device) {
-    device = f.optimizer_working_set_bytes;
-    what =
-        "the optimizer's working set (a weight, its gradient, two Adam "
-        "moments)";
-  }
-  STRATA_RETURN_IF_ERROR(
-      CheckTier(stats, Tier::kDevice, device, config, f, what));
-  if (config.optimizer_tier == Tier::kHost) {
-    STRATA_RETURN_IF_ERROR(CheckTier(
-        stats, Tier::kHost, f.optimizer_working_set_bytes, config, f,
-        "the optimizer's working set (a weight, its gradient, two Adam "
-        "moments)"));
-  }
-  if (stats.device_memory != "copies") {
-    // Unified memory: a device copy is its host copy's pages.
-    STRATA_RETURN_IF_ERROR(CheckTier(
-        stats, Tier::kHost, device, config, f,
-        "in unified memory, the device working set's pages (one layer's "
-        "input, weights, gradients, outputs)"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 Mlp::Mlp(Store* store, Compute* compute, const ModelConfig& config,
          const ModelFootprint& footprint)
@@ -191,82 +46,87 @@ Mlp::~Mlp() {
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
                                                  const ModelConfig& config) {
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
-  const Stats stats = store->GetStats();
-  STRATA_RETURN_IF_ERROR(CheckBudgets(stats, config, footprint));
-  const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
-  if (home < footprint.total_bytes()) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the model's tensors need %s on their home tier (%s), which has %s; "
-        "raise --%s-budget or shrink the model",
-        FormatByteSize(footprint.total_bytes()), TierName(config.home),
-        FormatByteSize(home), TierName(config.home)));
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckFootprintFits(store->GetStats(), config, footprint));
   std::unique_ptr<Mlp> mlp(new Mlp(store, compute, config, footprint));
   STRATA_RETURN_IF_ERROR(mlp->CreateTensors());
   STRATA_RETURN_IF_ERROR(mlp->InitWeights());
   return mlp;
 }
 
-absl::Status Mlp::CreateTensors() {
-  auto make = [&](std::string name, TensorKind kind, DType dtype,
-                  std::vector<int64_t> shape) -> absl::StatusOr<TensorId> {
-    uint64_t bytes = DTypeSize(dtype);
-    for (int64_t d : shape) bytes *= d;
-    absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
-                                                  .size_bytes = bytes,
-                                                  .dtype = dtype,
-                                                  .shape = std::move(shape),
-                                                  .kind = kind,
-                                                  .home = config_.home});
-    if (id.ok()) created_.push_back(*id);
-    return id;
-  };
+absl::StatusOr<TensorId> Mlp::CreateTensor(std::string name, TensorKind kind,
+                                           DType dtype,
+                                           std::vector<int64_t> shape) {
+  uint64_t bytes = DTypeSize(dtype);
+  for (int64_t d : shape) bytes *= d;
+  absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
+                                                .size_bytes = bytes,
+                                                .dtype = dtype,
+                                                .shape = std::move(shape),
+                                                .kind = kind,
+                                                .home = config_.home});
+  if (id.ok()) created_.push_back(*id);
+  return id;
+}
+
+absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
+                                            bool hidden) {
   const DType f32 = DType::kFloat32;
   const int64_t batch = config_.batch;
+  Layer L;
+  L.in = in;
+  L.out = out;
+  L.hidden = hidden;
+  const std::string p = absl::StrFormat("layer%d.", l);
+  const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
+  using K = TensorKind;
+  auto make = [&](const char* name, K kind, std::vector<int64_t> shape) {
+    return CreateTensor(p + name, kind, f32, std::move(shape));
+  };
+  STRATA_ASSIGN_OR_RETURN(L.w, make("weight", K::kParameter, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.b, make("bias", K::kParameter, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.gw, make("weight.grad", K::kGradient, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.gb, make("bias.grad", K::kGradient, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.mw,
+                          make("weight.adam_m", K::kOptimizerState, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.vw,
+                          make("weight.adam_v", K::kOptimizerState, wshape));
+  STRATA_ASSIGN_OR_RETURN(L.mb,
+                          make("bias.adam_m", K::kOptimizerState, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.vb,
+                          make("bias.adam_v", K::kOptimizerState, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.z, make(L.hidden ? "pre_activation" : "logits",
+                                    K::kActivation, {batch, L.out}));
+  if (L.hidden) {
+    STRATA_ASSIGN_OR_RETURN(L.a,
+                            make("activation", K::kActivation, {batch, L.out}));
+  }
+  return L;
+}
+
+absl::Status Mlp::CreateTensors() {
   const auto shapes = LayerShapes(config_);
   for (size_t l = 0; l < shapes.size(); ++l) {
-    Layer L;
-    std::tie(L.in, L.out) = shapes[l];
-    L.hidden = l + 1 < shapes.size();
-    const std::string p = absl::StrFormat("layer%d.", l);
-    const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
-    using K = TensorKind;
-    STRATA_ASSIGN_OR_RETURN(L.w,
-                            make(p + "weight", K::kParameter, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.b, make(p + "bias", K::kParameter, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(L.gw,
-                            make(p + "weight.grad", K::kGradient, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.gb,
-                            make(p + "bias.grad", K::kGradient, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.mw, make(p + "weight.adam_m", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.vw, make(p + "weight.adam_v", K::kOptimizerState, f32, wshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.mb, make(p + "bias.adam_m", K::kOptimizerState, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.vb, make(p + "bias.adam_v", K::kOptimizerState, f32, bshape));
-    STRATA_ASSIGN_OR_RETURN(
-        L.z, make(p + (L.hidden ? "pre_activation" : "logits"), K::kActivation,
-                  f32, {batch, L.out}));
-    if (L.hidden) {
-      STRATA_ASSIGN_OR_RETURN(
-          L.a, make(p + "activation", K::kActivation, f32, {batch, L.out}));
-    }
+    const auto [in, out] = shapes[l];
+    STRATA_ASSIGN_OR_RETURN(Layer L,
+                            CreateLayer(l, in, out, l + 1 < shapes.size()));
     layers_.push_back(L);
   }
+  const DType f32 = DType::kFloat32;
+  const int64_t batch = config_.batch;
   const int64_t widest = std::max(config_.width, config_.classes);
   using K = TensorKind;
+  STRATA_ASSIGN_OR_RETURN(input_, CreateTensor("input", K::kActivation, f32,
+                                               {batch, config_.inputs}));
   STRATA_ASSIGN_OR_RETURN(
-      input_, make("input", K::kActivation, f32, {batch, config_.inputs}));
-  STRATA_ASSIGN_OR_RETURN(
-      labels_, make("labels", K::kActivation, DType::kInt32, {batch}));
-  STRATA_ASSIGN_OR_RETURN(dlogits_, make("logits.grad", K::kActivation, f32,
-                                         {batch, config_.classes}));
+      labels_, CreateTensor("labels", K::kActivation, DType::kInt32, {batch}));
+  STRATA_ASSIGN_OR_RETURN(dlogits_,
+                          CreateTensor("logits.grad", K::kActivation, f32,
+                                       {batch, config_.classes}));
   for (int i = 0; i < 2; ++i) {
     STRATA_ASSIGN_OR_RETURN(
-        dact_[i], make(absl::StrFormat("activation.grad%d", i), K::kActivation,
-                       f32, {batch, widest}));
+        dact_[i], CreateTensor(absl::StrFormat("activation.grad%d", i),
+                               K::kActivation, f32, {batch, widest}));
   }
   return absl::OkStatus();
 }

@@ -20,11 +20,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "strata/store.h"
 #include "train/compute.h"
+#include "train/footprint.h"  // ModelFootprint, ComputeFootprint
 
 namespace strata::train {
 
@@ -45,37 +48,17 @@ struct ModelConfig {
   Tier home = Tier::kNvme;
 };
 
-// Bytes of each kind of tensor the model creates, for reports and budgets.
-struct ModelFootprint {
-  uint64_t parameter_bytes = 0;  // weights and biases
-  uint64_t gradient_bytes = 0;
-  uint64_t optimizer_bytes = 0;   // both Adam moments
-  uint64_t activation_bytes = 0;  // inputs, labels, saved activations, grads
-  // The most bytes one operation holds under device leases at once; the
-  // device budget must exceed it.
-  uint64_t device_working_set_bytes = 0;
-  // The same for the optimizer tier (weight, gradient, two moments).
-  uint64_t optimizer_working_set_bytes = 0;
-  uint64_t largest_tensor_bytes = 0;
-  uint64_t state_bytes() const {  // weights, gradients, Adam moments
-    return parameter_bytes + gradient_bytes + optimizer_bytes;
-  }
-  uint64_t total_bytes() const { return state_bytes() + activation_bytes; }
-};
-
-// The footprint of `config` without creating anything. InvalidArgument for
-// sizes that make no sense (zero or negative, depth < 1, > 1e9 elements in a
-// tensor).
-absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config);
+// The (in, out) of each Linear layer: inputs -> width x depth -> classes.
+std::vector<std::pair<int64_t, int64_t>> LayerShapes(const ModelConfig& config);
 
 class Mlp {
  public:
   // Creates the tensors in `store` and initialises the weights (He-uniform
   // from config.seed, zero biases). Both `store` and `compute` must outlive
   // the model; `compute` runs on the device tier's memory. Errors: those of
-  // ComputeFootprint; ResourceExhausted when a budget is below the working
-  // set (the message says which flag to raise) or the tensors do not fit;
-  // store errors otherwise.
+  // ComputeFootprint and CheckFootprintFits (footprint.h: ResourceExhausted
+  // when a budget is below the working set, the message saying which flag to
+  // raise, or the tensors do not fit); store errors otherwise.
   static absl::StatusOr<std::unique_ptr<Mlp>> Create(Store* store,
                                                      Compute* compute,
                                                      const ModelConfig& config);
@@ -118,7 +101,16 @@ class Mlp {
   };
   Mlp(Store* store, Compute* compute, const ModelConfig& config,
       const ModelFootprint& footprint);
+  // Creates every tensor, in the order their ids are handed out.
   absl::Status CreateTensors();
+  // One layer's parameters, gradients, moments and activations, named
+  // "layer<l>.*".
+  absl::StatusOr<Layer> CreateLayer(size_t l, int64_t in, int64_t out,
+                                    bool hidden);
+  // One store tensor of `config_.home`, remembered in created_.
+  absl::StatusOr<TensorId> CreateTensor(std::string name, TensorKind kind,
+                                        DType dtype,
+                                        std::vector<int64_t> shape);
   absl::Status InitWeights();
   absl::Status UploadBatch(const float* images, const int32_t* labels,
                            int64_t rows);

@@ -1,0 +1,186 @@
+// footprint.cc: ModelFootprint from a ModelConfig, and the budget checks
+// Mlp::Create runs before it creates a tensor (see footprint.h).
+#include "train/footprint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/str_format.h"
+#include "base/byte_size.h"
+#include "strata/options.h"
+#include "strata/status.h"
+#include "strata/tensor.h"
+#include "train/model.h"
+
+namespace strata::train {
+namespace {
+
+constexpr uint64_t kF = sizeof(float);
+constexpr uint64_t kDeviceGranule = kDeviceAllocationGranuleBytes;
+constexpr uint64_t kHostGranule = kHostAllocationGranuleBytes;
+
+uint64_t RoundUp(uint64_t bytes, uint64_t granule) {
+  return (bytes + granule - 1) / granule * granule;
+}
+
+absl::Status CheckConfig(const ModelConfig& c) {
+  auto bad = [](const char* what, int64_t v) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s=%d: must be at least 1", what, v));
+  };
+  if (c.inputs < 1) return bad("inputs", c.inputs);
+  if (c.width < 1) return bad("--width", c.width);
+  if (c.depth < 1) return bad("--depth", c.depth);
+  if (c.classes < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("classes=%d: need at least 2", c.classes));
+  }
+  if (c.batch < 1) return bad("--batch", c.batch);
+  constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
+  if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
+      c.batch > kMaxElements / std::max(c.width, c.inputs) ||
+      c.inputs > kMaxElements / c.width) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--width=%d --depth=%d --batch=%d: a tensor would exceed %d elements "
+        "(or more than 10000 layers); choose smaller sizes",
+        c.width, c.depth, c.batch, kMaxElements));
+  }
+  if (!(c.adam.lr > 0) || !std::isfinite(c.adam.lr)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
+  }
+  if (c.optimizer_tier == Tier::kNvme) {
+    return absl::InvalidArgumentError(
+        "the optimizer runs on the host or the device tier, not on NVMe");
+  }
+  if (c.optimizer_tier > c.home) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the optimizer cannot run on the %s tier when every tensor lives on "
+        "the faster %s tier: use --optimizer-tier=%s",
+        TierName(c.optimizer_tier), TierName(c.home), TierName(c.home)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
+  STRATA_RETURN_IF_ERROR(CheckConfig(c));
+  ModelFootprint f;
+  const uint64_t batch = c.batch;
+  const uint64_t g = kDeviceGranule;
+  // The two activation-gradient tensors hold batch x max(width, classes).
+  const uint64_t dact = RoundUp(batch * std::max(c.width, c.classes) * kF, g);
+  const auto shapes = LayerShapes(c);
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    const auto [in, out] = shapes[l];
+    const bool hidden = l + 1 < shapes.size();
+    const uint64_t w = in * out * kF, b = out * kF;
+    f.parameter_bytes += w + b;
+    f.gradient_bytes += w + b;
+    f.optimizer_bytes += 2 * (w + b);
+    f.activation_bytes += batch * out * kF * (hidden ? 2 : 1);
+    f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
+    // The leases of Forward and Backward (model.cc) for this layer.
+    const uint64_t x_b = RoundUp(batch * in * kF, g);
+    const uint64_t y_b = RoundUp(batch * out * kF, g);
+    const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
+    const uint64_t dx = l > 0 ? dact : 0;
+    const uint64_t forward =
+        x_b + RoundUp(w, g) + RoundUp(b, g) + (hidden ? 2 : 1) * y_b;
+    const uint64_t backward =
+        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + dy + dx;
+    const uint64_t activation_backward = l > 0 ? x_b + dact : 0;
+    f.device_working_set_bytes = std::max(
+        {f.device_working_set_bytes, forward, backward, activation_backward});
+    const uint64_t granule =
+        c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
+    f.optimizer_working_set_bytes =
+        std::max(f.optimizer_working_set_bytes, 4 * RoundUp(w, granule));
+  }
+  // The input batch, labels, logits' gradient and two activation gradients.
+  const uint64_t widest = std::max(c.width, c.classes);
+  f.activation_bytes += batch * c.inputs * kF + batch * sizeof(int32_t) +
+                        batch * c.classes * kF + 2 * batch * widest * kF;
+  const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, g) +
+                        RoundUp(batch * sizeof(int32_t), g);
+  f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);
+  f.largest_tensor_bytes = std::max(
+      {f.largest_tensor_bytes, batch * widest * kF, batch * c.inputs * kF});
+  return f;
+}
+
+namespace {
+
+// The working set of the tier an operation runs on must fit with room to
+// spare: leased copies cannot move, so the next lease needs a free range
+// beside them (one largest tensor of slack), unless the tier is the home of
+// every tensor and the leased copies are the reserved ones.
+absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
+                       const ModelConfig& config, const ModelFootprint& f,
+                       const char* what) {
+  const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
+  const uint64_t slack = config.home == tier ? 0 : f.largest_tensor_bytes;
+  const uint64_t need = working_set + slack;
+  if (capacity >= need) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s budget %s is below the %s this model needs there (%s %s at "
+      "--batch=%d, plus %s to place them beside leased copies); raise "
+      "--%s-budget to at least %s, or lower --width/--batch",
+      TierName(tier), FormatByteSize(capacity), FormatByteSize(need), what,
+      FormatByteSize(working_set), config.batch, FormatByteSize(slack),
+      TierName(tier), FormatByteSize(need)));
+}
+
+absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
+                          const ModelFootprint& f) {
+  uint64_t device = f.device_working_set_bytes;
+  const char* what =
+      "one layer's working set (input, weights, gradients, outputs)";
+  if (config.optimizer_tier == Tier::kDevice &&
+      f.optimizer_working_set_bytes > device) {
+    device = f.optimizer_working_set_bytes;
+    what =
+        "the optimizer's working set (a weight, its gradient, two Adam "
+        "moments)";
+  }
+  STRATA_RETURN_IF_ERROR(
+      CheckTier(stats, Tier::kDevice, device, config, f, what));
+  if (config.optimizer_tier == Tier::kHost) {
+    STRATA_RETURN_IF_ERROR(CheckTier(
+        stats, Tier::kHost, f.optimizer_working_set_bytes, config, f,
+        "the optimizer's working set (a weight, its gradient, two Adam "
+        "moments)"));
+  }
+  if (stats.device_memory != "copies") {
+    // Unified memory: a device copy is its host copy's pages.
+    STRATA_RETURN_IF_ERROR(CheckTier(
+        stats, Tier::kHost, device, config, f,
+        "in unified memory, the device working set's pages (one layer's "
+        "input, weights, gradients, outputs)"));
+  }
+  return absl::OkStatus();
+}
+
+// The home tier holds every tensor the model creates.
+absl::Status CheckHome(const Stats& stats, const ModelConfig& config,
+                       const ModelFootprint& f) {
+  const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
+  if (home >= f.total_bytes()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the model's tensors need %s on their home tier (%s), which has %s; "
+      "raise --%s-budget or shrink the model",
+      FormatByteSize(f.total_bytes()), TierName(config.home),
+      FormatByteSize(home), TierName(config.home)));
+}
+
+}  // namespace
+
+absl::Status CheckFootprintFits(const Stats& stats, const ModelConfig& config,
+                                const ModelFootprint& f) {
+  STRATA_RETURN_IF_ERROR(CheckBudgets(stats, config, f));
+  return CheckHome(stats, config, f);
+}
+
+}  // namespace strata::train

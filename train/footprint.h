@@ -1,0 +1,54 @@
+// footprint.h: the bytes an Mlp needs, computed from its ModelConfig before
+// anything is created, and the check that a store's budgets can hold them.
+//
+// ModelFootprint counts each kind of tensor and the working sets the model's
+// operations hold under leases at once; CheckFootprintFits compares those with
+// the tier capacities in the store's Stats, so a model that cannot train is
+// refused with the flag to raise instead of failing on a lease mid-step.
+#ifndef STRATA_TRAIN_FOOTPRINT_H_
+#define STRATA_TRAIN_FOOTPRINT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strata/stats.h"
+
+namespace strata::train {
+
+struct ModelConfig;  // model.h
+
+// Bytes of each kind of tensor the model creates, for reports and budgets.
+struct ModelFootprint {
+  uint64_t parameter_bytes = 0;  // weights and biases
+  uint64_t gradient_bytes = 0;
+  uint64_t optimizer_bytes = 0;   // both Adam moments
+  uint64_t activation_bytes = 0;  // inputs, labels, saved activations, grads
+  // The most bytes one operation holds under device leases at once; the
+  // device budget must exceed it.
+  uint64_t device_working_set_bytes = 0;
+  // The same for the optimizer tier (weight, gradient, two moments).
+  uint64_t optimizer_working_set_bytes = 0;
+  uint64_t largest_tensor_bytes = 0;
+  uint64_t state_bytes() const {  // weights, gradients, Adam moments
+    return parameter_bytes + gradient_bytes + optimizer_bytes;
+  }
+  uint64_t total_bytes() const { return state_bytes() + activation_bytes; }
+};
+
+// The footprint of `config` without creating anything. InvalidArgument for
+// sizes that make no sense (zero or negative, depth < 1, > 1e9 elements in a
+// tensor).
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config);
+
+// OK when the tiers in `stats` can run a model of footprint `f`: the device
+// (and the optimizer's tier, and in unified memory the host) hold their
+// working sets with room to place them beside leased copies, and the home
+// tier holds every tensor. ResourceExhausted otherwise, naming the budget
+// flag to raise and the bytes it needs.
+absl::Status CheckFootprintFits(const Stats& stats, const ModelConfig& config,
+                                const ModelFootprint& f);
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_FOOTPRINT_H_
