@@ -510,11 +510,11 @@ absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    return absl::UnavailableError(
+    return absl::FailedPreconditionError(
         absl::StrFormat("no CUDA device (%s)", Describe(err)));
   }
   if (device < 0 || device >= count) {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::FailedPreconditionError(absl::StrFormat(
         "no CUDA device %d (cudaGetDeviceCount found %d)", device, count));
   }
   cudaDeviceProp prop{};
