@@ -12,20 +12,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "apps/um_link_bench.h"
+#include "base/cuda_status.h"
 #include "strata/status.h"
 #include "tiers/device/device_backend.h"
 
 namespace strata {
 namespace {
-
-absl::Status Check(cudaError_t err, const char* call) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();
-  return absl::InternalError(absl::StrCat(
-      call, " failed: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
-}
-
-#define UM_CHECK(call) STRATA_RETURN_IF_ERROR(Check((call), #call))
 
 // Reads every 16-byte word of `p` (grid-stride) so each page is touched:
 // first-touch faults migrate it to the device. The xor keeps the loads live.
@@ -68,23 +60,25 @@ class UmBench {
   }
 
   absl::Status Init(std::string* name, bool* batched) {
-    UM_CHECK(cudaSetDevice(c_.cuda_device));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(c_.cuda_device));
     cudaDeviceProp prop{};
-    UM_CHECK(cudaGetDeviceProperties(&prop, c_.cuda_device));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, c_.cuda_device));
     *name = absl::StrCat("cuda:", prop.name);
     int concurrent = 0;
-    UM_CHECK(cudaDeviceGetAttribute(
+    STRATA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
         &concurrent, cudaDevAttrConcurrentManagedAccess, c_.cuda_device));
     *batched = concurrent != 0;
     size_t free_bytes = 0, total_bytes = 0;
-    UM_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
     STRATA_RETURN_IF_ERROR(
         CheckManagedFits(c_.bytes, {free_bytes, total_bytes}, prop.name));
-    UM_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    UM_CHECK(cudaEventCreate(&start_));
-    UM_CHECK(cudaEventCreate(&stop_));
-    UM_CHECK(cudaMalloc(&sink_, sizeof(unsigned)));
-    UM_CHECK(cudaMallocManaged(&managed_, c_.bytes, cudaMemAttachGlobal));
+    STRATA_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start_));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop_));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&sink_, sizeof(unsigned)));
+    STRATA_CUDA_RETURN_IF_ERROR(
+        cudaMallocManaged(&managed_, c_.bytes, cudaMemAttachGlobal));
     Fill();
     return absl::OkStatus();
   }
@@ -96,13 +90,13 @@ class UmBench {
     std::vector<double> gbps;
     for (int s = 0; s <= c_.samples; ++s) {
       STRATA_RETURN_IF_ERROR(setup());
-      UM_CHECK(cudaStreamSynchronize(stream_));
-      UM_CHECK(cudaEventRecord(start_, stream_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream_));
       STRATA_RETURN_IF_ERROR(op());
-      UM_CHECK(cudaEventRecord(stop_, stream_));
-      UM_CHECK(cudaEventSynchronize(stop_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_));
       float ms = 0;
-      UM_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
       if (s > 0) gbps.push_back(c_.bytes / (ms * 1e-3) / 1e9);  // 0: warm-up
     }
     return Median(gbps);
@@ -111,7 +105,7 @@ class UmBench {
   absl::Status ToHost() { return Prefetch(false); }
   absl::Status ToDevice() { return Prefetch(true); }
   absl::Status Prefetch(bool to_device) {
-    return Check(
+    return CudaStatus(
         cudaMemPrefetchAsync(managed_, c_.bytes,
                              Where(to_device, c_.cuda_device), 0, stream_),
         "cudaMemPrefetchAsync");
@@ -119,7 +113,7 @@ class UmBench {
   absl::Status Touch() {
     StreamRead<<<1024, 256, 0, stream_>>>(static_cast<const uint4*>(managed_),
                                           c_.bytes / sizeof(uint4), sink_);
-    return Check(cudaGetLastError(), "StreamRead<<<>>>");
+    return CudaLaunchStatus("StreamRead<<<>>>");
   }
   absl::Status Batch(bool discard) {
     std::vector<void*> ptrs;
@@ -131,25 +125,25 @@ class UmBench {
     cudaMemLocation loc = Where(true, c_.cuda_device);
     size_t first = 0;
     if (discard) {
-      return Check(cudaMemDiscardAndPrefetchBatchAsync(
-                       ptrs.data(), sizes.data(), ptrs.size(), &loc, &first, 1,
-                       0, stream_),
-                   "cudaMemDiscardAndPrefetchBatchAsync");
+      return CudaStatus(cudaMemDiscardAndPrefetchBatchAsync(
+                            ptrs.data(), sizes.data(), ptrs.size(), &loc,
+                            &first, 1, 0, stream_),
+                        "cudaMemDiscardAndPrefetchBatchAsync");
     }
-    return Check(
+    return CudaStatus(
         cudaMemPrefetchBatchAsync(ptrs.data(), sizes.data(), ptrs.size(), &loc,
                                   &first, 1, 0, stream_),
         "cudaMemPrefetchBatchAsync");
   }
   absl::Status PinnedCopy() {
     if (pinned_ == nullptr) {
-      UM_CHECK(cudaMallocHost(&pinned_, c_.bytes));
-      UM_CHECK(cudaMalloc(&device_, c_.bytes));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaMallocHost(&pinned_, c_.bytes));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_, c_.bytes));
       std::memset(pinned_, 0x5a, c_.bytes);
     }
-    return Check(cudaMemcpyAsync(device_, pinned_, c_.bytes,
-                                 cudaMemcpyHostToDevice, stream_),
-                 "cudaMemcpyAsync");
+    return CudaStatus(cudaMemcpyAsync(device_, pinned_, c_.bytes,
+                                      cudaMemcpyHostToDevice, stream_),
+                      "cudaMemcpyAsync");
   }
 
   // The buffer holds its index pattern (checked on the host).
@@ -159,7 +153,7 @@ class UmBench {
       words[i] = i * 0x9e3779b97f4a7c15ull;
   }
   absl::StatusOr<uint64_t> Verify() {
-    UM_CHECK(cudaStreamSynchronize(stream_));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     const auto* words = static_cast<const uint64_t*>(managed_);
     for (uint64_t i = 0; i < c_.bytes / 8; ++i) {
       if (words[i] != i * 0x9e3779b97f4a7c15ull) {

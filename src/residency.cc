@@ -42,17 +42,18 @@ std::string_view BudgetFlag(Tier tier) {
 }  // namespace
 
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                                 uint64_t protect_within, bool demand) {
+                                 uint64_t protect_within, bool demand,
+                                 bool* no_room) {
   TierCopy& copy = rec.copy(tier);
   if (unified() && tier == Tier::kDevice) {
     STRATA_RETURN_IF_ERROR(
-        FillUnifiedDevice(rec, fill, protect_within, demand));
+        FillUnifiedDevice(rec, fill, protect_within, demand, no_room));
     copy.last_use = ++tick_;
     return absl::OkStatus();
   }
   if (!copy.extent) {
-    absl::StatusOr<Extent> extent =
-        AllocateOn(tier, rec.spec.size_bytes, rec.spec, protect_within);
+    absl::StatusOr<Extent> extent = AllocateOn(
+        tier, rec.spec.size_bytes, rec.spec, protect_within, no_room);
     if (!extent.ok()) {
       AbandonCopy(rec, tier);
       return extent.status();
@@ -132,7 +133,8 @@ Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
 
 absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
                                              const TensorSpec& spec,
-                                             uint64_t protect_within) {
+                                             uint64_t protect_within,
+                                             bool* no_room) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
@@ -160,6 +162,7 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
       continue;
     }
     if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
+      if (no_room != nullptr) *no_room = true;
       return TierFull(tier, bytes, spec);
     }
     changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin

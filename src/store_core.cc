@@ -489,12 +489,16 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   const uint64_t protect =
       options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
   ++prefetches_running_;
+  bool no_room = false;
   absl::Status filled =
-      FillCopy(rec, tier, Fill::kLoad, protect, /*demand=*/false);
+      FillCopy(rec, tier, Fill::kLoad, protect, /*demand=*/false, &no_room);
   --prefetches_running_;
   changed_.SignalAll();  // PausePrefetch may be waiting for this one
   if (!filled.ok()) {
-    if (!absl::IsResourceExhausted(filled)) ++prefetch_.failed;
+    // Skipped, not failed, when the tier had no room to make now (all of it
+    // leased, pinned or needed sooner); any other error, whatever its code
+    // (a full disk is ResourceExhausted too), is a failed prefetch.
+    if (!no_room) ++prefetch_.failed;
     copy.prefetch_pending = false;
     return;
   }

@@ -152,8 +152,11 @@ class StoreCore : public internal::LeaseReleaser,
   // many accesses are not evicted for it (a prefetch must not push out what
   // is needed before the tensor it fetches); 0 protects nothing.
   // `demand`: an acquire waits for it (not a prefetch).
+  // `no_room` (if not null) is set when the error is TierFull: nothing could
+  // be evicted to make room now, the one failure a prefetch just skips.
   absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                        uint64_t protect_within = 0, bool demand = true)
+                        uint64_t protect_within = 0, bool demand = true,
+                        bool* no_room = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -165,9 +168,11 @@ class StoreCore : public internal::LeaseReleaser,
   std::optional<Tier> PickSource(const TensorRecord& rec, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves `bytes` on `tier`, evicting unpinned copies (LRU) as needed.
+  // Sets `*no_room` (if not null) when it fails with TierFull.
   absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
                                     const TensorSpec& for_spec,
-                                    uint64_t protect_within = 0)
+                                    uint64_t protect_within = 0,
+                                    bool* no_room = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy on `tier` to evict next (EvictionPolicy), or null.
   TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
@@ -187,7 +192,8 @@ class StoreCore : public internal::LeaseReleaser,
   // migrates the pages (a prefetch hint, discarding when `fill` is kNone) or,
   // without hints, charges a fault.
   absl::Status FillUnifiedDevice(TensorRecord& rec, Fill fill,
-                                 uint64_t protect_within, bool demand)
+                                 uint64_t protect_within, bool demand,
+                                 bool* no_room)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends rec's device residency (valid, unleased, idle): live contents come
   // back over the link (a prefetch to host with hints, charged page faults

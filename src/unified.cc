@@ -29,8 +29,8 @@ std::byte* StoreCore::DataPointer(const TensorRecord& rec, Tier tier) const {
 }
 
 absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
-                                          uint64_t protect_within,
-                                          bool demand) {
+                                          uint64_t protect_within, bool demand,
+                                          bool* no_room) {
   TierCopy& host = rec.copy(Tier::kHost);
   // The device copy is the host copy's pages: they must be there first.
   while (host.state == CopyState::kLoading ||
@@ -40,7 +40,8 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   bool host_filled = false;  // holds no contents of the tensor yet
   if (host.state == CopyState::kAbsent) {
     host.state = CopyState::kLoading;
-    absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within);
+    absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within,
+                                   /*demand=*/true, no_room);
     if (!loaded.ok()) {
       AbandonCopy(rec, Tier::kDevice);
       return loaded;
@@ -56,8 +57,8 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   ++host.transfer_pins;
   // Pages migrate whole: residency is charged for the host extent (whole
   // 4 KiB pages), not the tensor's byte size.
-  absl::StatusOr<Extent> residency =
-      AllocateOn(Tier::kDevice, host.extent->bytes, rec.spec, protect_within);
+  absl::StatusOr<Extent> residency = AllocateOn(
+      Tier::kDevice, host.extent->bytes, rec.spec, protect_within, no_room);
   if (!residency.ok()) {
     --host.transfer_pins;
     abandon();

@@ -811,13 +811,9 @@ TEST(BreakFaultTest, EverythingFailsThenRecovers) {
         FillPattern(l->data(), ts[i].size, ts[i].seed);
       }
     }
-    const std::set<Code> allowed = {Code::kOk,
-                                    Code::kInternal,
-                                    Code::kUnavailable,
-                                    Code::kUnknown,
-                                    Code::kDataLoss,
-                                    Code::kResourceExhausted,
-                                    Code::kFailedPrecondition};
+    const std::set<Code> allowed = {
+        Code::kOk,       Code::kInternal,          Code::kUnavailable,
+        Code::kDataLoss, Code::kResourceExhausted, Code::kFailedPrecondition};
     for (int round = 0; round < 3; ++round) {
       env.device->set_spec({.seed = 3, .rate = 1.0});
       env.io->set_spec({.seed = 3,

@@ -18,6 +18,8 @@
 
 #if defined(STRATA_HAVE_CUDA)
 #include <cuda_runtime.h>
+
+#include "base/cuda_status.h"
 #endif
 
 namespace strata::train {
@@ -67,7 +69,8 @@ class DeviceArray {
   size_t bytes() const { return size_ * sizeof(T); }
 #if defined(STRATA_HAVE_CUDA)
   static void Expect(cudaError_t err, const char* what) {
-    EXPECT_EQ(err, cudaSuccess) << what << ": " << cudaGetErrorName(err);
+    const absl::Status status = CudaStatus(err, what);
+    EXPECT_TRUE(status.ok()) << status;
   }
 #endif
 

@@ -479,7 +479,7 @@ TEST(MakeCudaComputeTest, FailsWithAReasonOrNamesTheGpu) {
     EXPECT_EQ((*gpu)->name().rfind("cublas:", 0), 0u) << (*gpu)->name();
     EXPECT_NE((*gpu)->stream(), nullptr);
   } else {
-    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable)
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition)
         << gpu.status();
     EXPECT_FALSE(gpu.status().message().empty());
   }

@@ -80,10 +80,11 @@ TEST_F(FaultyBlockIoTest, NoFaultsPassThrough) {
   EXPECT_EQ(faulty_->injected(), 0u);
 }
 
-TEST_F(FaultyBlockIoTest, EioIsUnknownAndMovesNothing) {
+TEST_F(FaultyBlockIoTest, EioIsUnavailableAndMovesNothing) {
   faulty_->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kEio});
   const absl::Status status = Write(0);
-  EXPECT_TRUE(absl::IsUnknown(status)) << status;
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  EXPECT_NE(status.message().find("(EIO)"), std::string::npos) << status;
   EXPECT_NE(status.message().find("nvme write file 0 offset 0"),
             std::string::npos)
       << status;
@@ -91,10 +92,17 @@ TEST_F(FaultyBlockIoTest, EioIsUnknownAndMovesNothing) {
   EXPECT_EQ(faulty_->injected(), 1u);
 }
 
-TEST_F(FaultyBlockIoTest, EnospcIsResourceExhausted) {
+TEST_F(FaultyBlockIoTest, EnospcIsResourceExhaustedNamingAFullDisk) {
   faulty_->set_spec(FaultSpec{
       .rate = 1.0, .ops = FaultOps::kWrites, .kind = FaultKind::kEnospc});
-  EXPECT_TRUE(absl::IsResourceExhausted(Write(0)));
+  const absl::Status status = Write(0);
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_NE(status.message().find("(ENOSPC)"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("disk holding the swap file is full"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("--nvme-budget"), std::string::npos)
+      << status;
   EXPECT_TRUE(Read(0).ok());  // reads are not matched
   EXPECT_EQ(faulty_->injected(), 1u);
 }
@@ -113,7 +121,7 @@ TEST_F(FaultyBlockIoTest, ShortReadIsDataLossAfterReadingHalf) {
 TEST_F(FaultyBlockIoTest, ShortWriteFailsAfterWritingHalf) {
   faulty_->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kShortWrite});
   const absl::Status status = Write(0);
-  EXPECT_TRUE(absl::IsUnknown(status)) << status;
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   EXPECT_NE(status.message().find("short write"), std::string::npos);
   EXPECT_TRUE(MatchesPattern(memory_->file(0), kRequest / 2, 1));
   EXPECT_FALSE(MatchesPattern(memory_->file(0), kRequest, 1));
@@ -157,7 +165,7 @@ TEST_F(FaultyBlockIoTest, OtherRequestsOfABatchStillRun) {
     writes.push_back(IoRequest{IoOp::kWrite, 1, i * kRequest,
                                bufs.data() + i * kRequest, kRequest});
   }
-  EXPECT_TRUE(absl::IsUnknown(faulty_->Run(writes)));
+  EXPECT_TRUE(absl::IsUnavailable(faulty_->Run(writes)));
   EXPECT_EQ(std::memcmp(memory_->file(1), bufs.data(), kRequest), 0);
   EXPECT_EQ(memory_->file(1)[kRequest], 0);  // the faulted one
   EXPECT_EQ(std::memcmp(memory_->file(1) + 2 * kRequest,

@@ -379,8 +379,37 @@ TEST_F(NvmeTierTest, WrapperSeesEveryRequest) {
   AlignedBuffer buf = Allocate(kBlock);
   ASSERT_TRUE((*tier)->Write(0, buf.get(), kBlock).ok());
   faulty->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kEio});
-  EXPECT_TRUE(absl::IsUnknown((*tier)->Read(0, buf.get(), kBlock)));
+  EXPECT_TRUE(absl::IsUnavailable((*tier)->Read(0, buf.get(), kBlock)));
   EXPECT_EQ(faulty->injected(), 1u);
+}
+
+// ENOSPC during a write is a full disk, told apart from a full tier by a
+// message that names the directory of the file written to.
+TEST_F(NvmeTierTest, FullDiskNamesTheDirectory) {
+  FaultyBlockIo* faulty = nullptr;
+  auto wrap = [&faulty](std::unique_ptr<BlockIo> io) {
+    auto f = std::make_unique<FaultyBlockIo>(std::move(io), FaultSpec{});
+    faulty = f.get();
+    return std::unique_ptr<BlockIo>(std::move(f));
+  };
+  const NvmeOptions options = Options(2, kKiB * kKiB);
+  absl::StatusOr<std::unique_ptr<NvmeTier>> tier =
+      NvmeTier::Open(options, {}, wrap);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  AlignedBuffer buf = Allocate(kBlock);
+  faulty->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kEnospc});
+  // Block 1 lies in the second file (striping), so in the second directory.
+  const absl::Status status = (*tier)->Write(kBlock, buf.get(), kBlock);
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_NE(status.message().find("NVMe directory '" + options.directories[1] +
+                                  "' is on a full disk"),
+            std::string::npos)
+      << status;
+  EXPECT_EQ(status.message().find(options.directories[0]), std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("lower --nvme-budget"), std::string::npos)
+      << status;
+  EXPECT_EQ(status.message().find("tier full"), std::string::npos) << status;
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
 // Fault injection at the store level: each injected fault (EIO, ENOSPC, short
 // read, short write, bit flip on NVMe; failed H2D/D2H copies) gives the
-// documented Status, and the tensor's last valid copy stays intact and
+// documented Status (tiers/nvme/io_error.h), a failed prefetch is counted
+// whatever its code, and the tensor's last valid copy stays intact and
 // readable once the fault is gone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "src/store_open.h"
 #include "strata/store.h"
@@ -17,6 +23,7 @@ namespace {
 using ::strata::testing::MatchesPattern;
 using ::strata::testing::Pattern;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using State = Residency::State;
 
 class StoreFaultTest : public ::testing::Test {
@@ -42,8 +49,24 @@ class StoreFaultTest : public ::testing::Test {
     ASSERT_TRUE(store_->Write(id_, Pattern(kSize, 1).data(), kSize).ok());
   }
 
-  State StateOn(Tier t) {
-    return store_->GetResidency(id_)->tiers[static_cast<int>(t)];
+  State StateOn(Tier t) { return StateOf(id_, t); }
+  State StateOf(TensorId id, Tier t) {
+    return store_->GetResidency(id)->tiers[static_cast<int>(t)];
+  }
+  TensorId Make(uint64_t size, uint64_t seed) {
+    absl::StatusOr<TensorId> id = store_->Create(
+        {.name = "t" + std::to_string(seed), .size_bytes = size});
+    EXPECT_TRUE(id.ok()) << id.status();
+    EXPECT_TRUE(store_->Write(*id, Pattern(size, seed).data(), size).ok());
+    return *id;
+  }
+  // Waits (at most 10 s) for the background prefetches to have failed `n`
+  // times; returns the count then.
+  uint64_t AwaitFailedPrefetches(uint64_t n) {
+    for (int i = 0; i < 10000 && store_->GetStats().prefetch.failed < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return store_->GetStats().prefetch.failed;
   }
   // The tensor reads back as pattern `seed` with faults off.
   void ExpectIntact(uint64_t seed) {
@@ -67,9 +90,16 @@ TEST_F(StoreFaultTest, WriteBackErrorKeepsDirtyHostCopy) {
        {FaultKind::kEio, FaultKind::kEnospc, FaultKind::kShortWrite}) {
     io_->set_spec({.nth = 1, .ops = FaultOps::kWrites, .kind = kind});
     absl::Status s = store_->Evict(id_, Tier::kNvme);
-    EXPECT_FALSE(s.ok());
     if (kind == FaultKind::kEnospc) {
+      // A full disk, worded so that it cannot pass for a full tier.
       EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      EXPECT_THAT(s.message(), HasSubstr("NVMe directory '" + dir_.path() +
+                                         "' is on a full disk"));
+      EXPECT_THAT(s.message(), HasSubstr("lower --nvme-budget"));
+      EXPECT_THAT(s.message(), Not(HasSubstr("tier full")));
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;  // EIO
+      EXPECT_THAT(s.message(), HasSubstr("(EIO)"));
     }
     EXPECT_THAT(s.message(), HasSubstr("host -> nvme"));
     EXPECT_EQ(StateOn(Tier::kHost), State::kDirty);
@@ -89,7 +119,10 @@ TEST_F(StoreFaultTest, ReadErrorsLeaveNvmeCopyIntact) {
   for (FaultKind kind : {FaultKind::kEio, FaultKind::kShortRead}) {
     io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = kind});
     auto lease = store_->Acquire(id_, Tier::kHost, Access::kRead);
-    EXPECT_FALSE(lease.ok());
+    EXPECT_EQ(lease.status().code(), kind == FaultKind::kEio
+                                         ? absl::StatusCode::kUnavailable
+                                         : absl::StatusCode::kDataLoss)
+        << lease.status();
     EXPECT_EQ(StateOn(Tier::kHost), State::kAbsent);
     EXPECT_EQ(StateOn(Tier::kNvme), State::kClean);
     EXPECT_EQ(store_->GetStats().tiers[1].used_bytes, 0u) << "leaked extent";
@@ -138,6 +171,67 @@ TEST_F(StoreFaultTest, FailedD2HWriteBackKeepsDirtyDeviceCopy) {
   EXPECT_FALSE(store_->Evict(id_, Tier::kNvme).ok());  // through bounce chunks
   EXPECT_EQ(StateOn(Tier::kDevice), State::kDirty);
   ExpectIntact(2);
+}
+
+// A prefetch whose eviction hits a full disk (ENOSPC writing a dirty victim
+// back) failed: it is counted, though its code is ResourceExhausted like a
+// full tier's, and the victim's dirty host copy stays.
+TEST_F(StoreFaultTest, PrefetchOnAFullDiskIsCountedFailed) {
+  const TensorId b = Make(2 * kMiB, 20);  // host 4 MiB: dirty w + b
+  ASSERT_TRUE(store_->Evict(b, Tier::kNvme).ok());
+  const TensorId a = Make(3 * kMiB, 21);  // dirty: b needs a write-back
+  io_->set_spec(
+      {.rate = 1.0, .ops = FaultOps::kWrites, .kind = FaultKind::kEnospc});
+  ASSERT_TRUE(store_->Prefetch(b, Tier::kHost).ok());
+  EXPECT_EQ(AwaitFailedPrefetches(1), 1u);
+  EXPECT_GE(io_->injected(), 1u);
+  EXPECT_EQ(StateOf(b, Tier::kHost), State::kAbsent);
+  EXPECT_EQ(StateOf(a, Tier::kHost), State::kDirty);
+  // The same fault on demand: the caller sees the full disk.
+  auto lease = store_->Acquire(b, Tier::kHost, Access::kRead);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(lease.status().message(), HasSubstr("is on a full disk"));
+  EXPECT_THAT(lease.status().message(), Not(HasSubstr("tier full")));
+  ExpectIntact(1);
+  std::vector<std::byte> out(3 * kMiB);
+  ASSERT_TRUE(store_->Read(a, out.data(), out.size()).ok());
+  EXPECT_TRUE(MatchesPattern(out.data(), out.size(), 21));
+  EXPECT_EQ(store_->GetStats().prefetch.failed, 1u);
+}
+
+TEST_F(StoreFaultTest, PrefetchReadErrorIsCountedFailed) {
+  ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+  io_->set_spec(
+      {.rate = 1.0, .ops = FaultOps::kReads, .kind = FaultKind::kEio});
+  ASSERT_TRUE(store_->Prefetch(id_, Tier::kDevice).ok());
+  EXPECT_EQ(AwaitFailedPrefetches(1), 1u);
+  EXPECT_EQ(StateOn(Tier::kDevice), State::kAbsent);
+  EXPECT_EQ(StateOn(Tier::kNvme), State::kClean);
+  ExpectIntact(1);
+}
+
+// A prefetch the tier has no room for (everything there leased) is skipped,
+// not failed. The prefetches run in order on one thread (prefetch_threads
+// 1), so once the failing one after it is counted, the skipped one has run.
+TEST_F(StoreFaultTest, PrefetchWithNoRoomIsSkippedNotFailed) {
+  ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+  const TensorId b = Make(2 * kMiB, 30);
+  ASSERT_TRUE(store_->Evict(b, Tier::kNvme).ok());
+  const TensorId a = Make(3 * kMiB, 31);
+  auto held = store_->Acquire(a, Tier::kHost, Access::kRead);  // 3 of 4 MiB
+  ASSERT_TRUE(held.ok()) << held.status();
+  io_->set_spec(
+      {.rate = 1.0, .ops = FaultOps::kReads, .kind = FaultKind::kEio});
+  ASSERT_TRUE(store_->Prefetch(b, Tier::kHost).ok());    // no room: skipped
+  ASSERT_TRUE(store_->Prefetch(id_, Tier::kHost).ok());  // fits; EIO: failed
+  EXPECT_EQ(AwaitFailedPrefetches(1), 1u);
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.prefetch.issued, 2u);
+  EXPECT_EQ(stats.prefetch.failed, 1u);
+  EXPECT_EQ(StateOf(b, Tier::kHost), State::kAbsent);
+  EXPECT_EQ(StateOn(Tier::kHost), State::kAbsent);
+  ASSERT_TRUE(held->Release().ok());
+  ExpectIntact(1);
 }
 
 TEST_F(StoreFaultTest, FailedWriteLeavesPreviousContents) {

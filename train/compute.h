@@ -120,9 +120,10 @@ absl::Status CheckLinearDims(int64_t batch, int64_t in, int64_t out);
 // default).
 std::unique_ptr<Compute> MakeCpuCompute(int threads = 0);
 
-// cuBLAS and kernels on CUDA device `device` with its own stream. Unavailable
-// when strata was built without CUDA or no GPU answers; Internal with the CUDA
-// error's name otherwise.
+// cuBLAS and kernels on CUDA device `device` with its own stream.
+// FailedPrecondition when strata was built without CUDA or that GPU does not
+// answer (as OpenDeviceBackend: fix the machine or choose the CPU); Internal
+// with the CUDA error's name otherwise.
 absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device = 0);
 
 }  // namespace strata::train

@@ -218,7 +218,7 @@ std::unique_ptr<Compute> MakeCpuCompute(int threads) {
 
 #if !defined(STRATA_HAVE_CUDA)
 absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device) {
-  return absl::UnavailableError(absl::StrFormat(
+  return absl::FailedPreconditionError(absl::StrFormat(
       "strata was built without CUDA (STRATA_WITH_CUDA=OFF or no toolkit), "
       "so CUDA device %d cannot run the training compute",
       device));

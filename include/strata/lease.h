@@ -16,7 +16,7 @@
 namespace strata {
 
 namespace internal {
-class LeaseReleaser;  // the store side; see src/store_impl.h
+class LeaseReleaser;  // the store side; see src/lease_releaser.h
 }  // namespace internal
 
 class Lease {

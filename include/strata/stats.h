@@ -42,7 +42,10 @@ struct PrefetchStats {
   uint64_t hit = 0;     // prefetched copy was ready at acquire
   uint64_t late = 0;    // prefetched copy was still loading at acquire
   uint64_t wasted = 0;  // prefetched copy evicted before any acquire
-  uint64_t failed = 0;  // prefetches that ended in an error
+  // Prefetches that ended in an error, whatever its code (a transfer error,
+  // a full disk). A prefetch the tier had no room for (every copy there
+  // leased, pinned or needed sooner) is skipped instead and not counted here.
+  uint64_t failed = 0;
 };
 
 // How well the learned access trace predicted the acquires.

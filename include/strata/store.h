@@ -79,15 +79,20 @@ class Store {
   // work on it is ordered after the previous lease's release.
   // Errors: NotFound; InvalidArgument (a tier below the tensor's home);
   // FailedPrecondition (conflicting lease held, or kRead of a tensor with no
-  // contents); ResourceExhausted (the tier is full of leased copies; the
-  // message lists who holds it); DataLoss (NVMe checksum mismatch);
-  // Internal/Unavailable (a transfer failed; the last valid copy is intact).
+  // contents); ResourceExhausted (the tier is full of leased copies, and the
+  // message lists who holds it; or the disk under an NVMe swap file is full,
+  // and the message names its directory); DataLoss (NVMe checksum mismatch);
+  // Unavailable (an NVMe read or write failed, e.g. EIO: retry); Internal (a
+  // CUDA copy failed, with the error's name). After a failed transfer the
+  // last valid copy is intact.
   virtual absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
                                         void* stream = nullptr) = 0;
 
   // Asks for a copy on `tier` soon; returns at once. The copy is made on a
   // background thread and may be evicted again before use. NotFound and
-  // InvalidArgument as for Acquire; transfer errors are counted in Stats.
+  // InvalidArgument as for Acquire; a prefetch that then fails, with any code,
+  // is counted in Stats::prefetch.failed (one the tier has no room for is
+  // skipped, not failed).
   virtual absl::Status Prefetch(TensorId id, Tier tier) = 0;
 
   // Removes the tensor's copies from every tier faster than `to_tier`, writing
@@ -100,9 +105,21 @@ class Store {
   // FailedPrecondition while leased.
   virtual absl::Status Discard(TensorId id) = 0;
 
-  // Convenience copies between caller memory and the tensor (through a host
-  // lease): `bytes` at byte `offset`. InvalidArgument if the range is out of
-  // bounds; Read of a tensor with no contents is FailedPrecondition.
+  // Convenience copies between caller memory and the tensor: `bytes` at byte
+  // `offset`, through a lease the call takes and releases itself — on the
+  // host, or on the device when the tensor's home is the device or the host
+  // has no room for it. Write takes a kWrite lease (kOverwrite for the whole
+  // tensor) and copies the bytes in before it is granted, so a failed Write
+  // leaves the previous contents; Read takes a kRead lease. Blocks until
+  // done. Errors: NotFound (unknown or destroyed id); InvalidArgument (the
+  // range is out of bounds, or a null buffer with bytes > 0);
+  // FailedPrecondition (Read of a tensor with no contents, or a conflicting
+  // lease held); and the hidden lease's errors, as for Acquire:
+  // ResourceExhausted (neither tier could make room, or the disk under a swap
+  // file is full), DataLoss (NVMe checksum mismatch while loading the
+  // contents; or a failed Write to a device-home tensor tore its only copy,
+  // whose contents are then discarded), Unavailable (NVMe I/O failed),
+  // Internal (a CUDA copy failed).
   virtual absl::Status Write(TensorId id, const void* src, uint64_t bytes,
                              uint64_t offset = 0) = 0;
   virtual absl::Status Read(TensorId id, void* dst, uint64_t bytes,
@@ -127,6 +144,9 @@ class Store {
   // tier, which prefetched copies would fragment. Never fails.
   virtual void PausePrefetch(bool paused) = 0;
 
+  // A snapshot of the counters in strata/stats.h: cumulative since Open
+  // unless named current or peak. Takes the store's lock briefly; cheap enough
+  // to call once per step. Never fails.
   virtual Stats GetStats() const = 0;
 
   // Writes the timeline of transfers and lease spans as Chrome trace-event

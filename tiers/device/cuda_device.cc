@@ -1,7 +1,9 @@
 // cuda_device.cc: CudaDevice and ProbeCudaDevice over the CUDA runtime API
-// (policy in cuda_device.h). Plain C++ compiled by the host compiler and
-// linked with the static CUDA runtime, which loads the driver at run time:
-// with no driver, every call returns an error instead of failing to link.
+// (policy in cuda_device.h): opening the device, the arena, copies, events
+// and host registration. Unified memory is in cuda_managed.cc. Plain C++
+// compiled by the host compiler and linked with the static CUDA runtime,
+// which loads the driver at run time: with no driver, every call returns an
+// error instead of failing to link.
 #include "tiers/device/cuda_device.h"
 
 #include <cuda_runtime_api.h>
@@ -10,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
+#include "base/cuda_status.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -18,23 +20,6 @@ namespace {
 
 constexpr uint64_t kRegisterChunkBytes = uint64_t{1} << 30;  // 1 GiB
 constexpr uint64_t kPageBytes = 4096;
-
-// "cudaErrorNoDevice: no CUDA-capable device is detected"; also clears the
-// calling thread's last error so that a later cudaGetLastError (a kernel
-// launch check) does not report this one again.
-std::string Describe(cudaError_t err) {
-  cudaGetLastError();
-  return absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
-}
-
-absl::Status Check(cudaError_t err, absl::string_view call) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(call, " failed: ", Describe(err)));
-}
-
-// Evaluates a CUDA runtime call; returns Internal naming it on failure.
-#define STRATA_CUDA_RETURN_IF_ERROR(call) \
-  STRATA_RETURN_IF_ERROR(Check((call), #call))
 
 cudaStream_t AsStream(void* stream) {
   return static_cast<cudaStream_t>(stream);
@@ -48,7 +33,7 @@ class CudaEvent : public DeviceEvent {
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   absl::Status Synchronize() override {
-    return Check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+    return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
   }
   cudaEvent_t event() const { return event_; }
 
@@ -70,7 +55,7 @@ absl::StatusOr<cudaDeviceProp> DeviceProperties(int ordinal) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no CUDA device (", Describe(err), ")"));
+        absl::StrCat("no CUDA device (", CudaErrorText(err), ")"));
   }
   if (count == 0) {
     return absl::FailedPreconditionError(
@@ -85,9 +70,20 @@ absl::StatusOr<cudaDeviceProp> DeviceProperties(int ordinal) {
   err = cudaGetDeviceProperties(&prop, ordinal);
   if (err != cudaSuccess) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "no CUDA device (cudaGetDeviceProperties: ", Describe(err), ")"));
+        "no CUDA device (cudaGetDeviceProperties: ", CudaErrorText(err), ")"));
   }
   return prop;
+}
+
+cudaMemcpyKind MemcpyKind(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::kH2D:
+      return cudaMemcpyHostToDevice;
+    case CopyKind::kD2H:
+      return cudaMemcpyDeviceToHost;
+    default:
+      return cudaMemcpyDeviceToDevice;
+  }
 }
 
 // Splits [ptr, ptr + bytes) into pieces of at most 1 GiB whose inner
@@ -166,7 +162,7 @@ CudaDevice::~CudaDevice() {
 }
 
 absl::Status CudaDevice::SetDevice() const {
-  return Check(cudaSetDevice(options_.cuda_device), "cudaSetDevice");
+  return CudaStatus(cudaSetDevice(options_.cuda_device), "cudaSetDevice");
 }
 
 absl::StatusOr<std::byte*> CudaDevice::ReserveArena(uint64_t bytes) {
@@ -192,9 +188,9 @@ absl::StatusOr<std::byte*> CudaDevice::ReserveArena(uint64_t bytes) {
   if (err == cudaErrorMemoryAllocation) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "cudaMalloc of the device budget (", bytes, " bytes) failed on ",
-        device_name_, " (", Describe(err), "): lower --device-budget"));
+        device_name_, " (", CudaErrorText(err), "): lower --device-budget"));
   }
-  STRATA_RETURN_IF_ERROR(Check(err, "cudaMalloc"));
+  STRATA_RETURN_IF_ERROR(CudaStatus(err, "cudaMalloc"));
   arena_ = p;
   return static_cast<std::byte*>(p);
 }
@@ -219,6 +215,24 @@ void CudaDevice::ReturnEvent(cudaEvent_t event) {
   free_events_.push_back(event);
 }
 
+absl::Status CudaDevice::StreamAfter(cudaStream_t stream, DeviceEvent* after) {
+  if (after == nullptr) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(CudaEvent * event, AsCudaEvent(after));
+  return CudaStatus(cudaStreamWaitEvent(stream, event->event(), 0),
+                    "cudaStreamWaitEvent(stream, event->event(), 0)");
+}
+
+absl::Status CudaDevice::WaitForStream(cudaStream_t stream) {
+  STRATA_ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
+  absl::Status status =
+      CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
+  if (status.ok()) {
+    status = CudaStatus(cudaEventSynchronize(done), "cudaEventSynchronize");
+  }
+  ReturnEvent(done);
+  return status;
+}
+
 absl::Status CudaDevice::Copy(CopyKind kind, void* dst, const void* src,
                               uint64_t bytes, DeviceEvent* after) {
   if (bytes == 0) return absl::OkStatus();
@@ -227,10 +241,7 @@ absl::Status CudaDevice::Copy(CopyKind kind, void* dst, const void* src,
   }
   STRATA_RETURN_IF_ERROR(SetDevice());
   cudaStream_t stream = kind == CopyKind::kD2H ? d2h_stream_ : h2d_stream_;
-  if (after != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(CudaEvent * event, AsCudaEvent(after));
-    STRATA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, event->event(), 0));
-  }
+  STRATA_RETURN_IF_ERROR(StreamAfter(stream, after));
   cudaEvent_t events[2] = {nullptr, nullptr};
   absl::StatusOr<cudaEvent_t> first = TakeEvent();
   if (!first.ok()) return first.status();
@@ -254,28 +265,25 @@ absl::StatusOr<double> CudaDevice::TimeCopies(CopyKind kind, void* dst,
                                               uint64_t repeats) {
   STRATA_RETURN_IF_ERROR(SetDevice());
   cudaStream_t stream = kind == CopyKind::kD2H ? d2h_stream_ : h2d_stream_;
-  const cudaMemcpyKind memcpy_kind =
-      kind == CopyKind::kH2D   ? cudaMemcpyHostToDevice
-      : kind == CopyKind::kD2H ? cudaMemcpyDeviceToHost
-                               : cudaMemcpyDeviceToDevice;
+  const cudaMemcpyKind memcpy_kind = MemcpyKind(kind);
   cudaEvent_t start = nullptr, stop = nullptr;  // timing events
   STRATA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  absl::Status status = Check(cudaEventCreate(&stop), "cudaEventCreate");
+  absl::Status status = CudaStatus(cudaEventCreate(&stop), "cudaEventCreate");
   if (status.ok())
-    status = Check(cudaEventRecord(start, stream), "cudaEventRecord");
+    status = CudaStatus(cudaEventRecord(start, stream), "cudaEventRecord");
   for (uint64_t r = 0; r < repeats && status.ok(); ++r) {
-    status = Check(cudaMemcpyAsync(dst, src, bytes, memcpy_kind, stream),
-                   "cudaMemcpyAsync");
+    status = CudaStatus(cudaMemcpyAsync(dst, src, bytes, memcpy_kind, stream),
+                        "cudaMemcpyAsync");
   }
   if (status.ok())
-    status = Check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    status = CudaStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
   if (status.ok()) {
-    status = Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    status = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
   }
   float ms = 0;
   if (status.ok()) {
-    status =
-        Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    status = CudaStatus(cudaEventElapsedTime(&ms, start, stop),
+                        "cudaEventElapsedTime");
   }
   if (!status.ok()) cudaStreamSynchronize(stream);  // no copy outlives us
   cudaEventDestroy(start);
@@ -288,10 +296,7 @@ absl::Status CudaDevice::CopyChunks(CopyKind kind, cudaStream_t stream,
                                     std::byte* dst, const std::byte* src,
                                     uint64_t bytes,
                                     cudaEvent_t const events[2]) {
-  const cudaMemcpyKind memcpy_kind =
-      kind == CopyKind::kH2D   ? cudaMemcpyHostToDevice
-      : kind == CopyKind::kD2H ? cudaMemcpyDeviceToHost
-                               : cudaMemcpyDeviceToDevice;
+  const cudaMemcpyKind memcpy_kind = MemcpyKind(kind);
   absl::Status status;
   uint64_t chunk = 0;
   for (uint64_t offset = 0; offset < bytes && status.ok(); ++chunk) {
@@ -300,15 +305,15 @@ absl::Status CudaDevice::CopyChunks(CopyKind kind, cudaStream_t stream,
     // The slot's event marks this call's chunk before last: once it has
     // completed, at most one of our chunks is in flight.
     if (chunk >= 2) {
-      status = Check(cudaEventSynchronize(slot), "cudaEventSynchronize");
+      status = CudaStatus(cudaEventSynchronize(slot), "cudaEventSynchronize");
     }
     if (status.ok()) {
-      status = Check(
+      status = CudaStatus(
           cudaMemcpyAsync(dst + offset, src + offset, n, memcpy_kind, stream),
           "cudaMemcpyAsync");
     }
     if (status.ok()) {
-      status = Check(cudaEventRecord(slot, stream), "cudaEventRecord");
+      status = CudaStatus(cudaEventRecord(slot, stream), "cudaEventRecord");
     }
     offset += n;
   }
@@ -321,8 +326,8 @@ absl::Status CudaDevice::CopyChunks(CopyKind kind, cudaStream_t stream,
   }
   // The stream runs in order: our last chunk's event completes after all of
   // our earlier chunks.
-  return Check(cudaEventSynchronize(events[(chunk - 1) % 2]),
-               "cudaEventSynchronize");
+  return CudaStatus(cudaEventSynchronize(events[(chunk - 1) % 2]),
+                    "cudaEventSynchronize");
 }
 
 absl::StatusOr<std::shared_ptr<DeviceEvent>> CudaDevice::RecordEvent(
@@ -339,8 +344,9 @@ absl::StatusOr<std::shared_ptr<DeviceEvent>> CudaDevice::RecordEvent(
 absl::Status CudaDevice::StreamWait(void* stream, DeviceEvent& event) {
   STRATA_ASSIGN_OR_RETURN(CudaEvent * cuda_event, AsCudaEvent(&event));
   STRATA_RETURN_IF_ERROR(SetDevice());
-  return Check(cudaStreamWaitEvent(AsStream(stream), cuda_event->event(), 0),
-               "cudaStreamWaitEvent");
+  return CudaStatus(
+      cudaStreamWaitEvent(AsStream(stream), cuda_event->event(), 0),
+      "cudaStreamWaitEvent");
 }
 
 absl::Status CudaDevice::RegisterHost(void* ptr, uint64_t bytes) {
@@ -353,7 +359,7 @@ absl::Status CudaDevice::RegisterHost(void* ptr, uint64_t bytes) {
     const cudaError_t err = cudaHostRegister(chunks[i].first, chunks[i].second,
                                              cudaHostRegisterDefault);
     if (err == cudaSuccess) continue;
-    absl::Status status = Check(err, "cudaHostRegister");
+    absl::Status status = CudaStatus(err, "cudaHostRegister");
     for (size_t j = 0; j < i; ++j) cudaHostUnregister(chunks[j].first);
     cudaGetLastError();
     return status;
@@ -368,7 +374,7 @@ absl::Status CudaDevice::UnregisterHost(void* ptr, uint64_t bytes) {
   STRATA_RETURN_IF_ERROR(SetDevice());
   absl::Status status;
   for (const auto& [chunk, size] : RegisterChunks(ptr, bytes)) {
-    status.Update(Check(cudaHostUnregister(chunk), "cudaHostUnregister"));
+    status.Update(CudaStatus(cudaHostUnregister(chunk), "cudaHostUnregister"));
   }
   return status;
 }
@@ -379,172 +385,6 @@ absl::StatusOr<DeviceMemInfo> CudaDevice::GetMemInfo() {
   size_t total_bytes = 0;
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   return DeviceMemInfo{free_bytes, total_bytes};
-}
-
-absl::StatusOr<std::byte*> CudaDevice::ReserveManaged(uint64_t bytes) {
-  if (bytes == 0) {
-    return absl::InvalidArgumentError("managed memory size must be > 0");
-  }
-  STRATA_RETURN_IF_ERROR(SetDevice());
-  {
-    MutexLock lock(&mu_);
-    if (managed_ != nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the managed memory on ", name(), " is already reserved"));
-    }
-  }
-  // Without concurrent managed access the CPU may not touch managed memory
-  // while any kernel runs, which the store's host leases would do.
-  int concurrent = 0;
-  STRATA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
-      &concurrent, cudaDevAttrConcurrentManagedAccess, options_.cuda_device));
-  if (concurrent == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        device_name_,
-        " lacks concurrent managed access (cudaDevAttrConcurrentManagedAccess "
-        "is 0), so host and device cannot share managed memory safely: use "
-        "--memory=copies"));
-  }
-  STRATA_ASSIGN_OR_RETURN(DeviceMemInfo info, GetMemInfo());
-  STRATA_RETURN_IF_ERROR(CheckManagedFits(bytes, info, device_name_));
-  void* p = nullptr;
-  const cudaError_t err = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
-  if (err == cudaErrorMemoryAllocation) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cudaMallocManaged of the host budget (", bytes, " bytes) failed on ",
-        device_name_, " (", Describe(err), "): lower --host-budget"));
-  }
-  STRATA_RETURN_IF_ERROR(Check(err, "cudaMallocManaged"));
-  MutexLock lock(&mu_);
-  managed_ = p;
-  return static_cast<std::byte*>(p);
-}
-
-namespace {
-
-cudaMemLocation Location(MemLocation to, int ordinal) {
-  cudaMemLocation location{};
-  if (to == MemLocation::kDevice) {
-    location.type = cudaMemLocationTypeDevice;
-    location.id = ordinal;
-  } else {
-    location.type = cudaMemLocationTypeHost;
-    location.id = 0;  // ignored for the host
-  }
-  return location;
-}
-
-}  // namespace
-
-absl::Status CudaDevice::PrefetchManaged(absl::Span<const ManagedRange> ranges,
-                                         MemLocation to, bool discard,
-                                         DeviceEvent* after) {
-  if (ranges.empty()) return absl::OkStatus();
-  STRATA_RETURN_IF_ERROR(SetDevice());
-  cudaStream_t stream = to == MemLocation::kDevice ? h2d_stream_ : d2h_stream_;
-  if (after != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(CudaEvent * event, AsCudaEvent(after));
-    STRATA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, event->event(), 0));
-  }
-  cudaMemLocation location = Location(to, options_.cuda_device);
-  absl::Status status;
-  // One range: the plain call. Several, or a discard (which exists only as a
-  // batch call): one batch call where every GPU allows it.
-  if (batched_ && (ranges.size() > 1 || discard)) {
-    std::vector<void*> ptrs;
-    std::vector<size_t> sizes;
-    for (const ManagedRange& r : ranges) {
-      ptrs.push_back(r.ptr);
-      sizes.push_back(r.bytes);
-    }
-    size_t first = 0;
-    status = discard ? Check(cudaMemDiscardAndPrefetchBatchAsync(
-                                 ptrs.data(), sizes.data(), ptrs.size(),
-                                 &location, &first, 1, 0, stream),
-                             "cudaMemDiscardAndPrefetchBatchAsync")
-                     : Check(cudaMemPrefetchBatchAsync(
-                                 ptrs.data(), sizes.data(), ptrs.size(),
-                                 &location, &first, 1, 0, stream),
-                             "cudaMemPrefetchBatchAsync");
-  } else {
-    for (const ManagedRange& r : ranges) {
-      if (!status.ok()) break;
-      status = Check(cudaMemPrefetchAsync(r.ptr, r.bytes, location, 0, stream),
-                     "cudaMemPrefetchAsync");
-    }
-  }
-  // Completion: an event after the prefetches, then wait for it.
-  cudaEvent_t done = nullptr;
-  if (status.ok()) {
-    absl::StatusOr<cudaEvent_t> taken = TakeEvent();
-    status = taken.status();
-    if (taken.ok()) done = *taken;
-  }
-  if (status.ok()) {
-    status = Check(cudaEventRecord(done, stream), "cudaEventRecord");
-  }
-  if (status.ok()) {
-    status = Check(cudaEventSynchronize(done), "cudaEventSynchronize");
-  }
-  if (done != nullptr) ReturnEvent(done);
-  if (!status.ok()) {
-    cudaStreamSynchronize(stream);
-    cudaGetLastError();
-  }
-  return status;
-}
-
-absl::Status CudaDevice::DiscardManaged(absl::Span<const ManagedRange> ranges) {
-  if (ranges.empty() || !batched_) return absl::OkStatus();
-  STRATA_RETURN_IF_ERROR(SetDevice());
-  std::vector<void*> ptrs;
-  std::vector<size_t> sizes;
-  for (const ManagedRange& r : ranges) {
-    ptrs.push_back(r.ptr);
-    sizes.push_back(r.bytes);
-  }
-  // Waited for: a discard still queued when the CPU writes the range anew
-  // would wipe those writes.
-  STRATA_CUDA_RETURN_IF_ERROR(cudaMemDiscardBatchAsync(
-      ptrs.data(), sizes.data(), ptrs.size(), 0, h2d_stream_));
-  STRATA_ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
-  absl::Status status =
-      Check(cudaEventRecord(done, h2d_stream_), "cudaEventRecord");
-  if (status.ok()) {
-    status = Check(cudaEventSynchronize(done), "cudaEventSynchronize");
-  }
-  ReturnEvent(done);
-  return status;
-}
-
-absl::Status CudaDevice::AdviseManaged(const ManagedRange& range,
-                                       ManagedAdvice advice) {
-  STRATA_RETURN_IF_ERROR(SetDevice());
-  const cudaMemLocation device =
-      Location(MemLocation::kDevice, options_.cuda_device);
-  const cudaMemLocation host = Location(MemLocation::kHost, 0);
-  switch (advice) {
-    case ManagedAdvice::kPreferHostAccessedByDevice:
-      STRATA_CUDA_RETURN_IF_ERROR(cudaMemAdvise(
-          range.ptr, range.bytes, cudaMemAdviseSetPreferredLocation, host));
-      return Check(cudaMemAdvise(range.ptr, range.bytes,
-                                 cudaMemAdviseSetAccessedBy, device),
-                   "cudaMemAdvise(SetAccessedBy)");
-    case ManagedAdvice::kReadMostly:
-      return Check(cudaMemAdvise(range.ptr, range.bytes,
-                                 cudaMemAdviseSetReadMostly, device),
-                   "cudaMemAdvise(SetReadMostly)");
-    case ManagedAdvice::kUnsetReadMostly:
-      return Check(cudaMemAdvise(range.ptr, range.bytes,
-                                 cudaMemAdviseUnsetReadMostly, device),
-                   "cudaMemAdvise(UnsetReadMostly)");
-  }
-  return absl::InvalidArgumentError("unknown managed-memory advice");
-}
-
-absl::Status CudaDevice::ServeFault(const ManagedRange& /*range*/,
-                                    MemLocation /*to*/) {
-  return absl::OkStatus();
 }
 
 }  // namespace strata

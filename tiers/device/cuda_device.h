@@ -22,6 +22,9 @@
 // cudaMemDiscardAndPrefetchBatchAsync) when every GPU reports concurrent
 // managed access, one cudaMemPrefetchAsync each otherwise.
 //
+// Files: cuda_device.cc (opening the device, the arena, copies, events, host
+// registration) and cuda_managed.cc (unified memory).
+//
 // Thread safety: every method may be called concurrently.
 #ifndef STRATA_TIERS_DEVICE_CUDA_DEVICE_H_
 #define STRATA_TIERS_DEVICE_CUDA_DEVICE_H_
@@ -104,6 +107,12 @@ class CudaDevice : public DeviceBackend {
                           CUevent_st* const events[2]);
   absl::StatusOr<CUevent_st*> TakeEvent();
   void ReturnEvent(CUevent_st* event);
+  // Makes later work on `stream` wait for `after` (none when null);
+  // InvalidArgument when `after` is not this backend's.
+  absl::Status StreamAfter(CUstream_st* stream, DeviceEvent* after);
+  // Records a pooled event on `stream` and waits for it: for all the work
+  // issued there so far.
+  absl::Status WaitForStream(CUstream_st* stream);
 
   // Constant after construction (streams after Init).
   const DeviceOptions options_;

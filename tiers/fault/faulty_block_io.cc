@@ -40,7 +40,7 @@ absl::Status FaultStatus(FaultKind kind, const IoRequest& request) {
           "nvme read file ", request.file_index, " offset ", request.offset,
           ": short read, ", prefix, " of ", request.bytes, " bytes")));
     case FaultKind::kShortWrite:
-      return Injected(absl::ErrnoToStatus(
+      return Injected(IoErrnoToStatus(
           EIO, absl::StrCat("nvme write file ", request.file_index, " offset ",
                             request.offset, ": short write, ", prefix, " of ",
                             request.bytes, " bytes")));

@@ -1,6 +1,7 @@
 // faulty_block_io.h: FaultyBlockIo, a BlockIo wrapper that injects seeded
 // faults (EIO, ENOSPC, short read, short write, bit flip) in front of a real
-// engine, so tests can drive the store's error and checksum paths.
+// engine, so tests can drive the store's error and checksum paths. Errors
+// are worded and coded as the real engines' (tiers/nvme/io_error.h).
 //
 // Policy: a request "matches" when its op passes FaultSpec::ops and the fault
 // kind applies to it (short read and bit flip: reads only; short write:
@@ -27,10 +28,10 @@
 namespace strata {
 
 enum class FaultKind : uint8_t {
-  kEio,         // the request fails with EIO (Unknown); nothing moves
-  kEnospc,      // the request fails with ENOSPC (ResourceExhausted)
+  kEio,         // the request fails with EIO (Unavailable); nothing moves
+  kEnospc,      // the request fails with ENOSPC (ResourceExhausted, disk full)
   kShortRead,   // half the bytes are read, then DataLoss "short read"
-  kShortWrite,  // half the bytes are written, then EIO (Unknown)
+  kShortWrite,  // half the bytes are written, then EIO (Unavailable)
   kBitFlip,     // the read succeeds with one bit flipped; returns OK
 };
 

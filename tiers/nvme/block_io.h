@@ -43,10 +43,10 @@ class BlockIo {
   // "io_uring" or "thread-pool".
   virtual std::string_view engine_name() const = 0;
   // Runs every request (concurrently, up to the queue depth) and returns when
-  // all have finished. OK only if every byte moved. Errors map -errno through
-  // absl::ErrnoToStatus with the operation, file and offset in the message
-  // (ENOSPC -> ResourceExhausted, EIO -> Unknown, EBADF -> FailedPrecondition);
-  // reaching end of file is OutOfRange.
+  // all have finished. OK only if every byte moved. Errors map -errno by the
+  // table in tiers/nvme/io_error.h, with the operation, file and offset in
+  // the message (EIO -> Unavailable, ENOSPC -> ResourceExhausted "disk full",
+  // EBADF -> FailedPrecondition); reaching end of file is OutOfRange.
   virtual absl::Status Run(absl::Span<const IoRequest> requests) = 0;
 };
 

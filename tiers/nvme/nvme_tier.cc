@@ -15,6 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 
@@ -277,7 +279,25 @@ absl::Status NvmeTier::Transfer(IoOp op, uint64_t address, void* buf,
                                  static_cast<char*>(buf) + done, len});
     done += len;
   }
-  return io_->Run(requests);
+  absl::Status status = io_->Run(requests);
+  if (absl::IsResourceExhausted(status)) return NameFullDisk(status, requests);
+  return status;
+}
+
+// The engines know the swap files only by index: a full-disk error gets the
+// directories of the files the failed transfer wrote to.
+absl::Status NvmeTier::NameFullDisk(
+    const absl::Status& status, absl::Span<const IoRequest> requests) const {
+  std::vector<std::string> dirs;
+  for (const IoRequest& r : requests) {
+    const std::string& dir = dirs_[static_cast<size_t>(r.file_index)];
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) {
+      dirs.push_back(dir);
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "NVMe directory ", dirs.size() > 1 ? "(one of) '" : "'",
+      absl::StrJoin(dirs, "', '"), "' is on a full disk: ", status.message()));
 }
 
 std::vector<std::string> NvmeTier::DescribeFiles() const {

@@ -49,6 +49,9 @@ class NvmeTier {
   // Moves `bytes` between the tier address `address` and host memory `buf`.
   // address, buf and bytes must be multiples of kDirectIoAlignment
   // (InvalidArgument otherwise; OutOfRange past capacity). Blocks until done.
+  // I/O errors as tiers/nvme/io_error.h maps them: Unavailable for EIO,
+  // ResourceExhausted naming the directory when its disk is full. A failed
+  // read leaves `buf` undefined; a failed write, the bytes at `address`.
   absl::Status Read(uint64_t address, void* buf, uint64_t bytes);
   absl::Status Write(uint64_t address, const void* buf, uint64_t bytes);
 
@@ -63,6 +66,8 @@ class NvmeTier {
  private:
   NvmeTier() = default;
   absl::Status Transfer(IoOp op, uint64_t address, void* buf, uint64_t bytes);
+  absl::Status NameFullDisk(const absl::Status& status,
+                            absl::Span<const IoRequest> requests) const;
 
   std::vector<int> fds_;
   std::vector<std::string> dirs_;

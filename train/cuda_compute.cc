@@ -1,0 +1,281 @@
+// cuda_compute.cc: CudaCompute, the Compute over CUDA device memory — cuBLAS
+// sgemm for the linear layers and the kernels of cuda_kernels.cu for the
+// rest — and MakeCudaCompute. Host code over the CUDA runtime and cuBLAS
+// APIs; built only with the CUDA toolkit (STRATA_HAVE_CUDA).
+//
+// Row-major matrices are handed to column-major cuBLAS as their transposes:
+// a row-major [r x c] array is a column-major [c x r] one with ld = c, so
+// y = x w^T becomes y^T = w x^T with the operands' roles read off that.
+//
+// Determinism: cuBLAS runs in CUBLAS_DEFAULT_MATH (full fp32, no TF32) on one
+// stream, which cuBLAS documents as bitwise reproducible on the same GPU
+// model; the kernels (cuda_kernels.h) use no atomics and fixed reduction
+// orders.
+//
+// Scratch (per-row softmax results) is cudaMalloc'd on first use and grown
+// by doubling; growing waits for the stream so no kernel still reads it.
+//
+// Thread safety: one CudaCompute serves one thread at a time (it owns one
+// stream, one cuBLAS handle and the scratch); use one per thread.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc/cudaMallocHost overloads
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "base/cublas_status.h"
+#include "base/cuda_status.h"
+#include "strata/status.h"
+#include "train/compute.h"
+#include "train/cuda_kernels.h"
+
+namespace strata::train {
+namespace {
+
+using kernels::BatchResult;
+using kernels::RowResult;
+
+class CudaCompute final : public Compute {
+ public:
+  CudaCompute(int device, std::string gpu_name)
+      : device_(device), name_("cublas:" + std::move(gpu_name)) {}
+  ~CudaCompute() override;
+  CudaCompute(const CudaCompute&) = delete;
+  CudaCompute& operator=(const CudaCompute&) = delete;
+
+  // Creates the stream, the cuBLAS handle and the result buffers.
+  absl::Status Init();
+
+  std::string name() const override { return name_; }
+  void* stream() const override { return stream_; }
+
+  absl::Status LinearForward(const float* x, const float* w, const float* bias,
+                             float* y, int64_t batch, int64_t in,
+                             int64_t out) override;
+  absl::Status LinearBackward(const float* x, const float* w, const float* dy,
+                              float* dw, float* db, float* dx, int64_t batch,
+                              int64_t in, int64_t out) override;
+  absl::Status ActivationForward(Activation act, const float* z, float* a,
+                                 int64_t n) override;
+  absl::Status ActivationBackward(Activation act, const float* z,
+                                  const float* da, float* dz,
+                                  int64_t n) override;
+  absl::StatusOr<LossResult> SoftmaxCrossEntropy(const float* logits,
+                                                 const int32_t* labels,
+                                                 float* dlogits, int64_t batch,
+                                                 int64_t classes) override;
+  absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
+                    const float* g, int64_t n) override;
+  absl::Status Synchronize() override;
+
+ private:
+  // Callers' threads may have another device current.
+  absl::Status SetDevice() const {
+    return CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
+  }
+  // Column-major c[m x n] = op(a) op(b) + beta c on the stream; k == 0 leaves
+  // beta c, which for beta 0 means zeros.
+  absl::Status Gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                    int64_t n, int64_t k, const float* a, int64_t lda,
+                    const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc);
+  absl::Status EnsureRowScratch(int64_t rows);
+  absl::StatusOr<int32_t> FetchLabel(const int32_t* labels, int64_t row);
+
+  // Constant after Init.
+  const int device_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  BatchResult* result_device_ = nullptr;
+  BatchResult* result_host_ = nullptr;  // pinned
+  // Grown by EnsureRowScratch.
+  RowResult* rows_ = nullptr;
+  int64_t rows_capacity_ = 0;
+};
+
+CudaCompute::~CudaCompute() {
+  // Errors are ignored: there is no one left to report them to.
+  (void)SetDevice();
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  cudaFree(rows_);
+  cudaFree(result_device_);
+  cudaFreeHost(result_host_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaCompute::Init() {
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  STRATA_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  STRATA_CUBLAS_RETURN_IF_ERROR(cublasCreate(&blas_));
+  STRATA_CUBLAS_RETURN_IF_ERROR(cublasSetStream(blas_, stream_));
+  STRATA_CUBLAS_RETURN_IF_ERROR(
+      cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
+  // Full fp32: TF32 or emulated modes would break agreement with the CPU.
+  STRATA_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&result_device_, sizeof(BatchResult)));
+  STRATA_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(&result_host_, sizeof(BatchResult)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompute::Gemm(cublasOperation_t ta, cublasOperation_t tb,
+                               int64_t m, int64_t n, int64_t k, const float* a,
+                               int64_t lda, const float* b, int64_t ldb,
+                               float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (k == 0) {
+    // cuBLAS rejects ld = 0, and an empty product is zero.
+    if (beta == 0.0f) {
+      STRATA_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(c, 0, sizeof(float) * m * n, stream_));
+    }
+    return absl::OkStatus();
+  }
+  const float alpha = 1.0f;
+  STRATA_CUBLAS_RETURN_IF_ERROR(
+      cublasSgemm(blas_, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                  static_cast<int>(k), &alpha, a, static_cast<int>(lda), b,
+                  static_cast<int>(ldb), &beta, c, static_cast<int>(ldc)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaCompute::LinearForward(const float* x, const float* w,
+                                        const float* bias, float* y,
+                                        int64_t batch, int64_t in,
+                                        int64_t out) {
+  STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
+  if (batch == 0 || out == 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  STRATA_RETURN_IF_ERROR(kernels::BroadcastRows(bias, y, batch, out, stream_));
+  // y^T[out x batch] = w[out x in] x^T[in x batch] + y^T.
+  return Gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in,
+              /*beta=*/1.0f, y, out);
+}
+
+absl::Status CudaCompute::LinearBackward(const float* x, const float* w,
+                                         const float* dy, float* dw, float* db,
+                                         float* dx, int64_t batch, int64_t in,
+                                         int64_t out) {
+  STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  if (out > 0) {
+    STRATA_RETURN_IF_ERROR(kernels::ColumnSums(dy, db, batch, out, stream_));
+  }
+  // dw^T[in x out] = x^T[in x batch] dy[batch x out].
+  STRATA_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in,
+                              dy, out, /*beta=*/0.0f, dw, in));
+  if (dx == nullptr) return absl::OkStatus();
+  // dx^T[in x batch] = w^T[in x out] dy^T[out x batch].
+  return Gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out,
+              /*beta=*/0.0f, dx, in);
+}
+
+absl::Status CudaCompute::ActivationForward(Activation act, const float* z,
+                                            float* a, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return kernels::ActivationForward(act, z, a, n, stream_);
+}
+
+absl::Status CudaCompute::ActivationBackward(Activation act, const float* z,
+                                             const float* da, float* dz,
+                                             int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return kernels::ActivationBackward(act, z, da, dz, n, stream_);
+}
+
+absl::Status CudaCompute::EnsureRowScratch(int64_t rows) {
+  if (rows <= rows_capacity_) return absl::OkStatus();
+  const int64_t capacity = std::max(rows, 2 * rows_capacity_);
+  // Earlier kernels on the stream may still read the old buffer.
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaFree(rows_));
+  rows_ = nullptr;
+  rows_capacity_ = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&rows_, sizeof(RowResult) * capacity));
+  rows_capacity_ = capacity;
+  return absl::OkStatus();
+}
+
+// The bad label itself, for the error message (the error path only).
+absl::StatusOr<int32_t> CudaCompute::FetchLabel(const int32_t* labels,
+                                                int64_t row) {
+  int32_t label = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      &label, labels + row, sizeof(label), cudaMemcpyDeviceToHost, stream_));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return label;
+}
+
+absl::StatusOr<LossResult> CudaCompute::SoftmaxCrossEntropy(
+    const float* logits, const int32_t* labels, float* dlogits, int64_t batch,
+    int64_t classes) {
+  if (batch < 0 || classes <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "softmax cross-entropy needs batch >= 0 and classes > 0, got "
+        "batch=%d classes=%d",
+        batch, classes));
+  }
+  if (batch == 0) return LossResult{};
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  STRATA_RETURN_IF_ERROR(EnsureRowScratch(batch));
+  STRATA_RETURN_IF_ERROR(kernels::SoftmaxLoss(
+      logits, labels, dlogits, batch, classes, rows_, result_device_, stream_));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result_host_, result_device_,
+                                              sizeof(BatchResult),
+                                              cudaMemcpyDeviceToHost, stream_));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  const BatchResult result = *result_host_;
+  if (result.first_bad_row >= 0) {
+    STRATA_ASSIGN_OR_RETURN(int32_t label,
+                            FetchLabel(labels, result.first_bad_row));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("label %d of row %d is outside [0, %d)", label,
+                        result.first_bad_row, classes));
+  }
+  return LossResult{result.loss_sum, static_cast<int64_t>(result.correct)};
+}
+
+absl::Status CudaCompute::Adam(const AdamParams& p, float* w, float* m,
+                               float* v, const float* g, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return kernels::Adam(p, w, m, v, g, n, stream_);
+}
+
+absl::Status CudaCompute::Synchronize() {
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("no CUDA device (%s)", CudaErrorText(err)));
+  }
+  if (device < 0 || device >= count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no CUDA device %d (cudaGetDeviceCount found %d)", device, count));
+  }
+  cudaDeviceProp prop{};
+  STRATA_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  auto compute = std::make_unique<CudaCompute>(device, prop.name);
+  STRATA_RETURN_IF_ERROR(compute->Init());
+  return std::unique_ptr<Compute>(std::move(compute));
+}
+
+}  // namespace strata::train
