@@ -4,7 +4,6 @@
 // the copies involved are marked loading/evicting (and sources pinned)
 // meanwhile, which keeps the record alive and its bytes stable.
 #include <algorithm>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -164,46 +163,6 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
     }
     changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin
   }
-}
-
-// Candidates: valid, unleased, unpinned, not the tensor's home copy, and not
-// needed within `protect_within` accesses. Belady takes the one whose next
-// use is furthest (clean before dirty at equal distance, then LRU); LRU the
-// least recently used.
-TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
-  TensorRecord* best = nullptr;
-  auto key = [&](const TensorRecord& rec) {
-    const bool belady = options_.eviction == EvictionPolicy::kBelady;
-    const uint64_t distance = belady ? NextUseDistance(rec) : 0;
-    // Larger is a better victim.
-    return std::make_tuple(distance, !rec.dirty(tier),
-                           ~rec.copy(tier).last_use);
-  };
-  for (const auto& [id, rec] : tensors_) {
-    const TierCopy& c = rec->copy(tier);
-    if (c.state != CopyState::kValid || c.leased() || c.transfer_pins > 0 ||
-        rec->is_home(tier)) {
-      continue;
-    }
-    // A dirty copy needs its home copy free to take a write-back; if a
-    // transfer is filling it, leave this copy for now.
-    if (rec->dirty(tier) && rec->has_contents &&
-        rec->copy(rec->spec.home).state != CopyState::kAbsent) {
-      continue;
-    }
-    if (protect_within > 0 && NextUseDistance(*rec) < protect_within) continue;
-    // Unified memory: a host copy whose pages a device copy is using (being
-    // filled, leased or migrating back) stays.
-    const TierCopy& device = rec->copy(Tier::kDevice);
-    if (unified() && tier == Tier::kHost &&
-        device.state != CopyState::kAbsent &&
-        (device.state != CopyState::kValid || device.leased() ||
-         device.transfer_pins > 0)) {
-      continue;
-    }
-    if (best == nullptr || key(*rec) > key(*best)) best = rec.get();
-  }
-  return best;
 }
 
 // A dirty copy on `tier` whose home copy is being filled (a write-back to a

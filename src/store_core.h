@@ -21,12 +21,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
 #include "scheduler/predictor.h"
+#include "scheduler/prefetch_planner.h"
+#include "scheduler/snapshot.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
@@ -169,9 +172,6 @@ class StoreCore : public internal::LeaseReleaser,
                                     const TensorSpec& for_spec,
                                     uint64_t protect_within = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The copy on `tier` to evict next (EvictionPolicy), or null.
-  TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- unified.cc: unified-memory mode, where a device copy is the host
   // copy's managed pages resident on the GPU.
@@ -207,9 +207,20 @@ class StoreCore : public internal::LeaseReleaser,
   ManagedRange RangeOf(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // --- scheduling.cc: the predictor's use in the store.
-  // Records the acquire and prefetches the predicted accesses ahead.
+  // --- scheduling.cc: the scheduler's use in the store.
+  // Records the acquire and queues the prefetches PlanPrefetch returns.
   void ObserveAndPrefetch(TensorId id, Tier tier, Access access)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the prefetch planner knows of tensor `id` on `tier`.
+  std::optional<PrefetchFacts> PrefetchFactsOf(TensorId id, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // rec's copy on `tier` as the eviction policy sees it; `with_next_use`:
+  // look up its predicted next use (else kNoPredictedUse).
+  CopyView ViewOf(const TensorRecord& rec, Tier tier, bool with_next_use) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy on `tier` to evict next (scheduler/eviction.h over a snapshot
+  // of the copies on `tier`), or null.
+  TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a background load of rec's copy on `tier` unless it is there or
@@ -273,6 +284,8 @@ class StoreCore : public internal::LeaseReleaser,
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
+  // PickVictim's snapshot, kept to reuse its storage.
+  mutable std::vector<CopyView> victim_views_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata
