@@ -134,9 +134,9 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
   }
   const std::string eviction = absl::GetFlag(FLAGS_eviction);
   if (eviction == "belady") {
-    o.eviction = EvictionPolicy::kBelady;
+    o.scheduler.eviction = EvictionPolicy::kBelady;
   } else if (eviction == "lru") {
-    o.eviction = EvictionPolicy::kLru;
+    o.scheduler.eviction = EvictionPolicy::kLru;
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("--eviction=%s: use belady or lru", eviction));

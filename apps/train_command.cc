@@ -221,7 +221,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
         {"home_tier", TierName(t.model.home)},
         {"prefetch", s.scheduler.prefetch},
         {"eviction",
-         s.eviction == EvictionPolicy::kBelady ? "belady" : "lru"}}},
+         s.scheduler.eviction == EvictionPolicy::kBelady ? "belady" : "lru"}}},
       {"epochs", epochs},
       {"losses", r.losses},
   };

@@ -113,7 +113,7 @@ CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
 // victim); next-use distances are looked up only when the query uses them.
 TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
   const EvictionQuery query{.tier = tier,
-                            .policy = options_.eviction,
+                            .policy = options_.scheduler.eviction,
                             .protect_within = protect_within,
                             .unified = unified()};
   const bool with_next_use =

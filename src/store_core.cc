@@ -71,8 +71,8 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
                                    tiers_.host->base(), tiers_.nvme.get(),
                                    tiers_.bounce.get(), timeline_.get(),
                                    tiers_.host->managed());
-  prefetch_pool_ =
-      std::make_unique<boost::asio::thread_pool>(options_.prefetch_threads);
+  prefetch_pool_ = std::make_unique<boost::asio::thread_pool>(
+      options_.scheduler.prefetch_threads);
 }
 
 StoreCore::~StoreCore() { Shutdown(); }
@@ -487,7 +487,9 @@ void StoreCore::RunPrefetch(TensorId id, Tier tier) {
   // Never push out a copy needed before this one: then the prefetch waits
   // for a later acquire instead (not a failure).
   const uint64_t protect =
-      options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
+      options_.scheduler.eviction == EvictionPolicy::kBelady
+          ? NextUseDistance(rec)
+          : 0;
   ++prefetches_running_;
   absl::Status filled =
       FillCopy(rec, tier, Fill::kLoad, protect, /*demand=*/false);

@@ -118,6 +118,15 @@ struct SchedulerOptions {
   // there count); 0 = automatic: the tier's budget not under a lease.
   // Default: 0.
   uint64_t lookahead_bytes = 0;
+  // Which copy a full tier evicts. Flag: --eviction=belady|lru.
+  // Default: kBelady.
+  EvictionPolicy eviction = EvictionPolicy::kBelady;
+  // Threads that run prefetches (1 to 64). With one, prefetches run in
+  // trace order, so the nearest predicted access gets the link first; more
+  // threads overlap loads but make them share a link (measured: `strata
+  // bench -t scheduler` hit rate 0.98-0.996 with 2, 1.000 with 1).
+  // Default: 1.
+  int prefetch_threads = 1;
 };
 
 struct StoreOptions {
@@ -125,13 +134,6 @@ struct StoreOptions {
   HostOptions host;
   NvmeOptions nvme;
   SchedulerOptions scheduler;
-  // Default: kBelady.
-  EvictionPolicy eviction = EvictionPolicy::kBelady;
-  // Threads that run prefetches. With one, prefetches run in trace order, so
-  // the nearest predicted access gets the link first; more threads overlap
-  // loads but make them share a link (measured: `strata bench -t scheduler`
-  // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
-  int prefetch_threads = 1;
   // Record every transfer and lease span for Store::WriteTimeline (Chrome
   // trace-event JSON). Costs a little memory per span. Default: false.
   bool timeline = false;
