@@ -129,39 +129,63 @@ Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
 
 }  // namespace
 
-absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
-                                             const TensorSpec& spec,
-                                             uint64_t protect_within) {
+StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
+                                    const TensorSpec& spec,
+                                    uint64_t protect_within) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
+    return Room::Failed(absl::ResourceExhaustedError(absl::StrFormat(
         "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
         spec.name, Bytes(bytes), TierName(tier),
-        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier)));
+        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier))));
   }
   while (true) {
-    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (closed_) {
+      return Room::Failed(absl::FailedPreconditionError("the store is closed"));
+    }
     if (std::optional<Extent> e = alloc(tier).Allocate(
             bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
-      return *e;
+      return {.kind = Room::kReserved, .extent = *e};
     }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       // Unified memory: a device victim ends its residency; a host victim
       // first takes its pages off the device.
       if (unified() && victim->copy(Tier::kDevice).state == CopyState::kValid) {
-        EvictUnified(*victim);
-        continue;
+        return {.kind = Room::kEvictUnified, .victim = victim};
       }
-      if (!victim->has_contents || !victim->dirty(tier)) {
-        DropCopy(*victim, tier, /*eviction=*/true);
-      } else {
-        STRATA_RETURN_IF_ERROR(WriteBack(*victim, tier));
+      if (victim->has_contents && victim->dirty(tier)) {
+        return {.kind = Room::kWriteBack, .victim = victim};
       }
+      DropCopy(*victim, tier, /*eviction=*/true);
       continue;
     }
     if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
-      return TierFull(tier, bytes, spec);
+      return Room::Failed(TierFull(tier, bytes, spec));
     }
-    changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin
+    // A load or eviction in flight will free or unpin space.
+    return {.kind = Room::kWait};
+  }
+}
+
+absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
+                                             const TensorSpec& spec,
+                                             uint64_t protect_within) {
+  while (true) {
+    Room room = MakeRoom(tier, bytes, spec, protect_within);
+    switch (room.kind) {
+      case Room::kReserved:
+        return room.extent;
+      case Room::kFailed:
+        return room.status;
+      case Room::kEvictUnified:
+        EvictUnified(*room.victim);
+        break;
+      case Room::kWriteBack:
+        STRATA_RETURN_IF_ERROR(WriteBack(*room.victim, tier));
+        break;
+      case Room::kWait:
+        changed_.Wait(&mu_);
+        break;
+    }
   }
 }
 
@@ -189,17 +213,26 @@ bool StoreCore::TransfersInFlight(Tier tier) const {
 }
 
 absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
-  TierCopy& src = rec.copy(tier);
-  src.state = CopyState::kEvicting;
+  const Tier target = BeginWriteBack(rec, tier);
+  return EndWriteBack(rec, tier, target, Transfer(rec, tier, target));
+}
+
+Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier) {
+  rec.copy(tier).state = CopyState::kEvicting;
   const Tier target = WriteBackTarget(rec, tier);
+  rec.copy(target).state = CopyState::kLoading;
+  return target;
+}
+
+absl::Status StoreCore::EndWriteBack(TensorRecord& rec, Tier tier, Tier target,
+                                     const absl::Status& moved) {
+  TierCopy& src = rec.copy(tier);
   TierCopy& dst = rec.copy(target);
-  dst.state = CopyState::kLoading;
-  absl::Status status = Transfer(rec, tier, target);
   src.state = CopyState::kValid;
-  if (!status.ok()) {
+  if (!moved.ok()) {
     AbandonCopy(rec, target);
-    changed_.SignalAll();
-    return status;
+    Changed();
+    return moved;
   }
   dst.state = CopyState::kValid;
   dst.last_use = src.last_use;  // keep its age: it was not used, just moved
@@ -239,21 +272,33 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
 }
 
 absl::Status StoreCore::Transfer(TensorRecord& rec, Tier src, Tier dst) {
+  MoveRequest request = BeginTransfer(rec, src, dst);
+  mu_.Unlock();
+  absl::Status status =
+      mover_->Move(request.src, request.dst, request.bytes, &request.checksum,
+                   request.after.get(), request.label);
+  mu_.Lock();
+  return EndTransfer(rec, src, dst, status, request.checksum);
+}
+
+MoveRequest StoreCore::BeginTransfer(TensorRecord& rec, Tier src, Tier dst) {
   TierCopy& from = rec.copy(src);
   ++from.transfer_pins;
-  const Place src_place{src, *from.extent};
-  const Place dst_place{dst, *rec.copy(dst).extent};
-  const uint64_t bytes = rec.spec.size_bytes;
-  uint64_t checksum = rec.nvme_checksum;
-  std::shared_ptr<DeviceEvent> after =
-      src == Tier::kDevice ? from.release_event : nullptr;
-  mu_.Unlock();
-  absl::Status status = mover_->Move(src_place, dst_place, bytes, &checksum,
-                                     after.get(), rec.spec.name);
-  mu_.Lock();
-  --from.transfer_pins;
+  return MoveRequest{
+      .src = {src, *from.extent},
+      .dst = {dst, *rec.copy(dst).extent},
+      .bytes = rec.spec.size_bytes,
+      .checksum = rec.nvme_checksum,
+      .after = src == Tier::kDevice ? from.release_event : nullptr,
+      .label = rec.spec.name};
+}
+
+absl::Status StoreCore::EndTransfer(TensorRecord& rec, Tier src, Tier dst,
+                                    const absl::Status& status,
+                                    uint64_t checksum) {
+  --rec.copy(src).transfer_pins;
   if (status.ok() && dst == Tier::kNvme) rec.nvme_checksum = checksum;
-  changed_.SignalAll();
+  Changed();
   if (!status.ok()) {
     return absl::Status(
         status.code(),
@@ -277,7 +322,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();
   }
-  changed_.SignalAll();
+  Changed();
 }
 
 void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
@@ -301,7 +346,7 @@ void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();
   }
-  changed_.SignalAll();
+  Changed();
 }
 
 absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,

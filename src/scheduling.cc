@@ -9,7 +9,6 @@
 // the store's records. Belady eviction with protection (a prefetch never
 // evicts a copy needed before its own) keeps a wide window from thrashing.
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -135,18 +134,6 @@ void StoreCore::PausePrefetch(bool paused) {
   // Pausing returns once no prefetch is moving bytes, so that the caller's
   // next allocations see the tier as it will stay.
   while (paused && prefetches_running_ > 0) changed_.Wait(&mu_);
-}
-
-void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
-  TierCopy& copy = rec.copy(tier);
-  if (copy.state != CopyState::kAbsent || copy.prefetch_pending) return;
-  // Unified memory without hints: pages reach the device by faults only.
-  if (unified() && !hints() && tier == Tier::kDevice) return;
-  ++prefetch_.issued;
-  copy.prefetch_pending = true;
-  const TensorId id = rec.id;
-  boost::asio::post(*prefetch_pool_,
-                    [this, id, tier] { RunPrefetch(id, tier); });
 }
 
 }  // namespace strata
