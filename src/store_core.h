@@ -62,7 +62,8 @@ class StoreCore : public internal::LeaseReleaser,
  public:
   StoreCore(const StoreOptions& options, TierSet tiers);
   ~StoreCore() override;
-  // Stops the prefetch threads; later calls fail with FailedPrecondition.
+  // Waits for the prefetches in flight and stops the executor; later calls
+  // fail with FailedPrecondition.
   void Shutdown();
 
   absl::StatusOr<TensorId> Create(const TensorSpec& spec);

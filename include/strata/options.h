@@ -112,7 +112,7 @@ enum class EvictionPolicy : uint8_t {
 
 struct SchedulerOptions {
   // After each Acquire, prefetch the accesses the learned trace predicts
-  // next, in order, on the prefetch threads. Default: true.
+  // next, in order (see prefetch_threads). Default: true.
   bool prefetch = true;
   // Bytes the predicted accesses ahead may occupy per tier (those already
   // there count); 0 = automatic: the tier's budget not under a lease.
@@ -121,11 +121,12 @@ struct SchedulerOptions {
   // Which copy a full tier evicts. Flag: --eviction=belady|lru.
   // Default: kBelady.
   EvictionPolicy eviction = EvictionPolicy::kBelady;
-  // Threads that run prefetches (1 to 64). With one, prefetches run in
-  // trace order, so the nearest predicted access gets the link first; more
-  // threads overlap loads but make them share a link (measured: `strata
-  // bench -t scheduler` hit rate 0.98-0.996 with 2, 1.000 with 1).
-  // Default: 1.
+  // Prefetches in flight at once (1 to 64), started in the order they were
+  // queued; each moves its bytes on its own transfer thread while the
+  // scheduler's executor thread goes on. With one, prefetches run in trace
+  // order, so the nearest predicted access gets the link first; more overlap
+  // loads but make them share a link (measured: `strata bench -t scheduler`
+  // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
   int prefetch_threads = 1;
 };
 
