@@ -65,7 +65,9 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
                                      LookaheadBytes(Tier::kHost), 0};
   const std::vector<PrefetchRequest> plan = PlanPrefetch(
       predictor_.Upcoming(kLookaheadEvents), limit,
-      [this](TensorId id, Tier tier) { return PrefetchFactsOf(id, tier); });
+      [this](TensorId id, Tier tier) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return PrefetchFactsOf(id, tier);  // called here, with mu_ held
+      });
   for (const PrefetchRequest& load : plan) {
     QueuePrefetch(*tensors_.at(load.id), load.tier);
   }

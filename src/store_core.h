@@ -403,9 +403,11 @@ class StoreCore : public internal::LeaseReleaser,
   const TierSet tiers_;
   uint64_t capacity_[kNumTiers] = {0, 0, 0};
   std::unique_ptr<Timeline> timeline_;  // null unless options_.timeline
-  std::unique_ptr<Mover> mover_;
-  // The executor: runs prefetch jobs' steps and transfer completions.
+  // The executor: runs prefetch jobs' steps and transfer completions. Declared
+  // before mover_ so that it outlives the transfer threads, which post to it
+  // (a post may still be returning when its handler has run).
   std::unique_ptr<boost::asio::thread_pool> executor_;
+  std::unique_ptr<Mover> mover_;
 
   mutable Mutex mu_;
   CondVar changed_;  // signalled on every copy or lease state change
