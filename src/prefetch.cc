@@ -27,6 +27,7 @@ namespace strata {
 // The callbacks below that run on the executor (OnExecutor, and the `then`
 // of an asynchronous transfer) hold mu_; the analysis cannot see that
 // through std::function, so they opt out of it.
+//
 // A transfer's status moves from its transfer thread to the executor, never
 // copied: a copy would share its payload's reference count between threads,
 // which ThreadSanitizer cannot follow into Debian's (uninstrumented) Abseil.
