@@ -77,7 +77,7 @@ absl::StatusOr<VariantResult> RunVariant(const SchedulerBenchConfig& c,
   o.device.sim_link_gbps = c.link_gbps;
   o.host.budget_bytes = c.layers * c.layer_bytes + 16 * kMiB;
   o.host.lock_memory = false;
-  o.eviction = v.eviction;
+  o.scheduler.eviction = v.eviction;
   o.scheduler.prefetch = v.prefetch;
   o.device.memory = v.memory;
   o.device.unified_hints = v.unified_hints;

@@ -119,7 +119,7 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
       o.nvme.engine,
       ParseIoEngine(absl::GetFlag(FLAGS_io_engine), "--io-engine"));
   STRATA_ASSIGN_OR_RETURN(
-      o.eviction,
+      o.scheduler.eviction,
       ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction), "--eviction"));
   o.scheduler.prefetch = absl::GetFlag(FLAGS_prefetch);
   STRATA_ASSIGN_OR_RETURN(

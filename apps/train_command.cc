@@ -221,7 +221,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
         {"optimizer_tier", TierName(t.model.optimizer_tier)},
         {"home_tier", TierName(t.model.home)},
         {"prefetch", s.scheduler.prefetch},
-        {"eviction", EvictionPolicyName(s.eviction)}}},
+        {"eviction", EvictionPolicyName(s.scheduler.eviction)}}},
       {"epochs", epochs},
       {"losses", r.losses},
   };

@@ -60,16 +60,35 @@ absl::Status Drain(std::future<absl::Status>& pending) {
 
 Mover::Mover(DeviceBackend* device, std::byte* device_base,
              std::byte* host_base, NvmeTier* nvme, BouncePool* bounce,
-             Timeline* timeline, bool host_managed)
+             Timeline* timeline, bool host_managed, int transfer_threads)
     : device_(device),
       device_base_(device_base),
       host_base_(host_base),
       nvme_(nvme),
       bounce_(bounce),
       timeline_(timeline),
-      host_managed_(host_managed) {}
+      host_managed_(host_managed),
+      transfers_(static_cast<size_t>(std::max(1, transfer_threads))) {}
 
-Mover::~Mover() { pipeline_.join(); }
+Mover::~Mover() {
+  transfers_.join();  // before the pipeline its requests use
+  pipeline_.join();
+}
+
+void Mover::MoveAsync(MoveRequest request, MoveDone done) {
+  auto r = std::make_shared<MoveRequest>(std::move(request));
+  boost::asio::post(transfers_, [this, r, done = std::move(done)] {
+    absl::Status status =
+        Move(r->src, r->dst, r->bytes, &r->checksum, r->after.get(), r->label);
+    done(std::move(status), *r);
+  });
+}
+
+void Mover::RunAsync(std::function<absl::Status()> work,
+                     std::function<void(absl::Status)> done) {
+  boost::asio::post(transfers_, [work = std::move(work),
+                                 done = std::move(done)] { done(work()); });
+}
 
 std::byte* Mover::Pointer(const Place& place) const {
   std::byte* base = place.tier == Tier::kDevice ? device_base_ : host_base_;

@@ -13,8 +13,13 @@
 // Unified memory also moves bytes by hints (Migrate, ServeFault), counted on
 // the H2D/D2H links like copies.
 //
+// Asynchronous use (MoveAsync, RunAsync): the tier interfaces are blocking
+// calls, so a request runs on one of the Mover's transfer threads and its
+// completion is called there; the caller's thread returns at once.
+//
 // Thread safety: Move may be called concurrently; the caller guarantees the
-// source is not modified and the destination not read meanwhile.
+// source is not modified and the destination not read meanwhile (for an
+// asynchronous request, until its completion has run).
 #ifndef STRATA_SRC_MOVER_H_
 #define STRATA_SRC_MOVER_H_
 
@@ -23,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -43,15 +49,27 @@ struct Place {
   Extent extent;
 };
 
+// One transfer for MoveAsync: Move's arguments, owned.
+struct MoveRequest {
+  Place src;
+  Place dst;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;  // in for NVMe sources, out for NVMe destinations
+  std::shared_ptr<DeviceEvent> after;  // device sources: wait for it first
+  std::string label;
+};
+
 class Mover {
  public:
   // All pointers must outlive the Mover; `nvme` and `bounce` may be null when
   // there is no NVMe tier.
   // `timeline` (may be null) receives a span per transfer.
   // `host_managed`: the host arena is managed memory (unified mode).
+  // `transfer_threads` (>= 1) run asynchronous requests.
   Mover(DeviceBackend* device, std::byte* device_base, std::byte* host_base,
         NvmeTier* nvme, BouncePool* bounce, Timeline* timeline = nullptr,
-        bool host_managed = false);
+        bool host_managed = false, int transfer_threads = 1);
+  // Waits for the asynchronous requests still running.
   ~Mover();
 
   // Copies the first `bytes` of `src` to `dst` (different tiers). When the
@@ -63,6 +81,17 @@ class Mover {
   absl::Status Move(const Place& src, const Place& dst, uint64_t bytes,
                     uint64_t* checksum, DeviceEvent* after,
                     std::string_view label = "");
+
+  // Move, asynchronously: returns at once; the transfer runs on a transfer
+  // thread, which then calls `done` with Move's status and the request (its
+  // checksum set as Move sets *checksum). Requests beyond the transfer
+  // threads wait their turn, in order.
+  using MoveDone = std::function<void(absl::Status, const MoveRequest&)>;
+  void MoveAsync(MoveRequest request, MoveDone done);
+  // Runs `work` (blocking transfers: Migrate, ServeFault, ...) on a transfer
+  // thread, then `done` there with its status; returns at once.
+  void RunAsync(std::function<absl::Status()> work,
+                std::function<void(absl::Status)> done);
 
   // Unified memory: migrates `range` to `to` by a prefetch hint (discard:
   // its contents are dead and nothing crosses), after `after`; returns when
@@ -120,6 +149,8 @@ class Mover {
   const bool host_managed_;
   // Runs the second stage of NVMe<->device pipelines.
   boost::asio::thread_pool pipeline_{4};
+  // Runs MoveAsync and RunAsync requests (which may use pipeline_).
+  boost::asio::thread_pool transfers_;
 
   mutable Mutex mu_;
   std::array<LinkStats, kNumLinks> links_ ABSL_GUARDED_BY(mu_);

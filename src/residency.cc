@@ -4,7 +4,6 @@
 // the copies involved are marked loading/evicting (and sources pinned)
 // meanwhile, which keeps the record alive and its bytes stable.
 #include <algorithm>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -42,18 +41,17 @@ std::string_view BudgetFlag(Tier tier) {
 }  // namespace
 
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                                 uint64_t protect_within, bool demand,
-                                 bool* no_room) {
+                                 uint64_t protect_within, bool demand) {
   TierCopy& copy = rec.copy(tier);
   if (unified() && tier == Tier::kDevice) {
     STRATA_RETURN_IF_ERROR(
-        FillUnifiedDevice(rec, fill, protect_within, demand, no_room));
+        FillUnifiedDevice(rec, fill, protect_within, demand));
     copy.last_use = ++tick_;
     return absl::OkStatus();
   }
   if (!copy.extent) {
-    absl::StatusOr<Extent> extent = AllocateOn(
-        tier, rec.spec.size_bytes, rec.spec, protect_within, no_room);
+    absl::StatusOr<Extent> extent =
+        AllocateOn(tier, rec.spec.size_bytes, rec.spec, protect_within);
     if (!extent.ok()) {
       AbandonCopy(rec, tier);
       return extent.status();
@@ -65,9 +63,8 @@ absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
     status = LoadFromNearest(rec, tier);
   } else if (fill == Fill::kZero) {
     const Place place{tier, *copy.extent};
-    mu_.Unlock();
+    MutexUnlock unlocked(&mu_);
     status = mover_->Zero(place, rec.spec.size_bytes);
-    mu_.Lock();
   }
   if (!status.ok()) {
     AbandonCopy(rec, tier);
@@ -131,82 +128,66 @@ Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
 
 }  // namespace
 
-absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
-                                             const TensorSpec& spec,
-                                             uint64_t protect_within,
-                                             bool* no_room) {
+StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
+                                    const TensorSpec& spec,
+                                    uint64_t protect_within) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
+    return Room::Failed(absl::ResourceExhaustedError(absl::StrFormat(
         "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
         spec.name, Bytes(bytes), TierName(tier),
-        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier)));
+        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier))));
   }
   while (true) {
-    if (closed_) return absl::FailedPreconditionError("the store is closed");
+    if (closed_) {
+      return Room::Failed(absl::FailedPreconditionError("the store is closed"));
+    }
     if (std::optional<Extent> e = alloc(tier).Allocate(
             bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
-      return *e;
+      return {.kind = Room::kReserved, .extent = *e};
     }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       // Unified memory: a device victim ends its residency; a host victim
       // first takes its pages off the device.
       if (unified() && victim->copy(Tier::kDevice).state == CopyState::kValid) {
-        EvictUnified(*victim);
-        continue;
+        return {.kind = Room::kEvictUnified, .victim = victim};
       }
-      if (!victim->has_contents || !victim->dirty(tier)) {
-        DropCopy(*victim, tier, /*eviction=*/true);
-      } else {
-        STRATA_RETURN_IF_ERROR(WriteBack(*victim, tier));
+      if (victim->has_contents && victim->dirty(tier)) {
+        return {.kind = Room::kWriteBack, .victim = victim};
       }
+      DropCopy(*victim, tier, /*eviction=*/true);
       continue;
     }
     if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
-      if (no_room != nullptr) *no_room = true;
-      return TierFull(tier, bytes, spec);
+      Room full = Room::Failed(TierFull(tier, bytes, spec));
+      full.tier_full = true;
+      return full;
     }
-    changed_.Wait(&mu_);  // an eviction or load in flight will free or unpin
+    // A load or eviction in flight will free or unpin space.
+    return {.kind = Room::kWait};
   }
 }
 
-// Candidates: valid, unleased, unpinned, not the tensor's home copy, and not
-// needed within `protect_within` accesses. Belady takes the one whose next
-// use is furthest (clean before dirty at equal distance, then LRU); LRU the
-// least recently used.
-TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
-  TensorRecord* best = nullptr;
-  auto key = [&](const TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const bool belady = options_.eviction == EvictionPolicy::kBelady;
-    const uint64_t distance = belady ? NextUseDistance(rec) : 0;
-    // Larger is a better victim.
-    return std::make_tuple(distance, !rec.dirty(tier),
-                           ~rec.copy(tier).last_use);
-  };
-  for (const auto& [id, rec] : tensors_) {
-    const TierCopy& c = rec->copy(tier);
-    if (c.state != CopyState::kValid || c.leased() || c.transfer_pins > 0 ||
-        rec->is_home(tier)) {
-      continue;
+absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
+                                             const TensorSpec& spec,
+                                             uint64_t protect_within) {
+  while (true) {
+    Room room = MakeRoom(tier, bytes, spec, protect_within);
+    switch (room.kind) {
+      case Room::kReserved:
+        return room.extent;
+      case Room::kFailed:
+        return room.status;
+      case Room::kEvictUnified:
+        EvictUnified(*room.victim);
+        break;
+      case Room::kWriteBack:
+        STRATA_RETURN_IF_ERROR(WriteBack(*room.victim, tier));
+        break;
+      case Room::kWait:
+        changed_.Wait(&mu_);
+        break;
     }
-    // A dirty copy needs its home copy free to take a write-back; if a
-    // transfer is filling it, leave this copy for now.
-    if (rec->dirty(tier) && rec->has_contents &&
-        rec->copy(rec->spec.home).state != CopyState::kAbsent) {
-      continue;
-    }
-    if (protect_within > 0 && NextUseDistance(*rec) < protect_within) continue;
-    // Unified memory: a host copy whose pages a device copy is using (being
-    // filled, leased or migrating back) stays.
-    const TierCopy& device = rec->copy(Tier::kDevice);
-    if (unified() && tier == Tier::kHost &&
-        device.state != CopyState::kAbsent &&
-        (device.state != CopyState::kValid || device.leased() ||
-         device.transfer_pins > 0)) {
-      continue;
-    }
-    if (best == nullptr || key(*rec) > key(*best)) best = rec.get();
   }
-  return best;
 }
 
 // A dirty copy on `tier` whose home copy is being filled (a write-back to a
@@ -233,17 +214,26 @@ bool StoreCore::TransfersInFlight(Tier tier) const {
 }
 
 absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
-  TierCopy& src = rec.copy(tier);
-  src.state = CopyState::kEvicting;
+  const Tier target = BeginWriteBack(rec, tier);
+  return EndWriteBack(rec, tier, target, Transfer(rec, tier, target));
+}
+
+Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier) {
+  rec.copy(tier).state = CopyState::kEvicting;
   const Tier target = WriteBackTarget(rec, tier);
+  rec.copy(target).state = CopyState::kLoading;
+  return target;
+}
+
+absl::Status StoreCore::EndWriteBack(TensorRecord& rec, Tier tier, Tier target,
+                                     const absl::Status& moved) {
+  TierCopy& src = rec.copy(tier);
   TierCopy& dst = rec.copy(target);
-  dst.state = CopyState::kLoading;
-  absl::Status status = Transfer(rec, tier, target);
   src.state = CopyState::kValid;
-  if (!status.ok()) {
+  if (!moved.ok()) {
     AbandonCopy(rec, target);
-    changed_.SignalAll();
-    return status;
+    Changed();
+    return moved;
   }
   dst.state = CopyState::kValid;
   dst.last_use = src.last_use;  // keep its age: it was not used, just moved
@@ -283,21 +273,35 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
 }
 
 absl::Status StoreCore::Transfer(TensorRecord& rec, Tier src, Tier dst) {
+  MoveRequest request = BeginTransfer(rec, src, dst);
+  absl::Status status;
+  {
+    MutexUnlock unlocked(&mu_);
+    status =
+        mover_->Move(request.src, request.dst, request.bytes, &request.checksum,
+                     request.after.get(), request.label);
+  }
+  return EndTransfer(rec, src, dst, status, request.checksum);
+}
+
+MoveRequest StoreCore::BeginTransfer(TensorRecord& rec, Tier src, Tier dst) {
   TierCopy& from = rec.copy(src);
   ++from.transfer_pins;
-  const Place src_place{src, *from.extent};
-  const Place dst_place{dst, *rec.copy(dst).extent};
-  const uint64_t bytes = rec.spec.size_bytes;
-  uint64_t checksum = rec.nvme_checksum;
-  std::shared_ptr<DeviceEvent> after =
-      src == Tier::kDevice ? from.release_event : nullptr;
-  mu_.Unlock();
-  absl::Status status = mover_->Move(src_place, dst_place, bytes, &checksum,
-                                     after.get(), rec.spec.name);
-  mu_.Lock();
-  --from.transfer_pins;
+  return MoveRequest{
+      .src = {src, *from.extent},
+      .dst = {dst, *rec.copy(dst).extent},
+      .bytes = rec.spec.size_bytes,
+      .checksum = rec.nvme_checksum,
+      .after = src == Tier::kDevice ? from.release_event : nullptr,
+      .label = rec.spec.name};
+}
+
+absl::Status StoreCore::EndTransfer(TensorRecord& rec, Tier src, Tier dst,
+                                    const absl::Status& status,
+                                    uint64_t checksum) {
+  --rec.copy(src).transfer_pins;
   if (status.ok() && dst == Tier::kNvme) rec.nvme_checksum = checksum;
-  changed_.SignalAll();
+  Changed();
   if (!status.ok()) {
     return absl::Status(
         status.code(),
@@ -321,7 +325,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();
   }
-  changed_.SignalAll();
+  Changed();
 }
 
 void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
@@ -345,7 +349,7 @@ void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
     alloc(tier).Free(*c.extent);
     c.extent.reset();
   }
-  changed_.SignalAll();
+  Changed();
 }
 
 absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,

@@ -2,17 +2,19 @@
 // observing every acquire, prefetching the predicted accesses ahead within a
 // byte lookahead per tier, and next-use distances for Belady eviction.
 //
-// Prefetch order is trace order: the walk over Upcoming() stops adding loads
-// for a tier once the copies of the predicted accesses (those already there
-// included) would pass its lookahead — by default all of the tier not under a
-// lease — so nearer accesses are always served first and the window never
-// asks for more than fits. Belady eviction with protection (a prefetch never
+// The policies are the scheduler's pure functions: PlanPrefetch
+// (scheduler/prefetch_planner.h) picks the loads within each tier's
+// lookahead — by default all of the tier not under a lease — and PickVictim
+// (scheduler/eviction.h) the copy to evict; this file builds their views of
+// the store's records. Belady eviction with protection (a prefetch never
 // evicts a copy needed before its own) keeps a wide window from thrashing.
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <limits>
+#include <optional>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "scheduler/eviction.h"
+#include "scheduler/prefetch_planner.h"
 #include "src/store_core.h"
 
 namespace strata {
@@ -59,38 +61,73 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
       !predictor_.has_prediction()) {
     return;
   }
-  uint64_t window[kNumTiers] = {0, 0, 0};
-  bool full[kNumTiers] = {false, false, false};
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
                                      LookaheadBytes(Tier::kHost), 0};
-  // Tensors a predicted access writes before the one being considered, and
-  // on which tier: a copy prefetched to another tier now would be stale by
-  // its use (e.g. next step's weights, before the optimizer updates them).
-  absl::flat_hash_map<TensorId, Tier> written;
-  for (const AccessEvent& next : predictor_.Upcoming(kLookaheadEvents)) {
-    const int t = static_cast<int>(next.tier);
-    const auto earlier_write = written.find(next.id);
-    const bool stale_by_use =
-        earlier_write != written.end() && earlier_write->second != next.tier;
-    if (next.access != Access::kRead) written[next.id] = next.tier;
-    if (next.tier == Tier::kNvme || full[t]) continue;
-    auto it = tensors_.find(next.id);
-    if (it == tensors_.end()) continue;
-    TensorRecord& rec = *it->second;
-    const uint64_t bytes = alloc(next.tier).RoundUp(rec.spec.size_bytes);
-    if (window[t] + bytes > limit[t]) {
-      full[t] = true;  // nearer accesses first: nothing later on this tier
-      continue;
-    }
-    window[t] += bytes;
-    // An overwrite needs no contents; a copy below the home tier cannot exist.
-    if (next.access == Access::kOverwrite || !rec.has_contents ||
-        stale_by_use ||
-        static_cast<int>(next.tier) > static_cast<int>(rec.spec.home)) {
-      continue;
-    }
-    QueuePrefetch(rec, next.tier);
+  const std::vector<PrefetchRequest> plan = PlanPrefetch(
+      predictor_.Upcoming(kLookaheadEvents), limit,
+      [this](TensorId id, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return PrefetchFactsOf(id, tier);  // called here, with mu_ held
+      });
+  for (const PrefetchRequest& load : plan) {
+    QueuePrefetch(*tensors_.at(load.id), load.tier);
   }
+}
+
+std::optional<PrefetchFacts> StoreCore::PrefetchFactsOf(TensorId id,
+                                                        Tier tier) const {
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) return std::nullopt;
+  const TensorRecord& rec = *it->second;
+  const TierCopy& copy = rec.copy(tier);
+  return PrefetchFacts{
+      .bytes = alloc_[static_cast<int>(tier)]->RoundUp(rec.spec.size_bytes),
+      .home = rec.spec.home,
+      .has_contents = rec.has_contents,
+      .loadable = copy.state == CopyState::kAbsent && !copy.prefetch_pending};
+}
+
+CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
+                           bool with_next_use) const {
+  const TierCopy& c = rec.copy(tier);
+  auto peer = [](const TierCopy& p) {
+    return PeerView{.state = p.state,
+                    .leased = p.leased(),
+                    .transfer_pinned = p.transfer_pins > 0};
+  };
+  return CopyView{
+      .id = rec.id,
+      .tier = tier,
+      .bytes = c.extent ? c.extent->bytes : 0,
+      .state = c.state,
+      .leased = c.leased(),
+      .transfer_pinned = c.transfer_pins > 0,
+      .dirty = rec.dirty(tier),
+      .is_home = rec.is_home(tier),
+      .has_contents = rec.has_contents,
+      .home = peer(rec.copy(rec.spec.home)),
+      .device = peer(rec.copy(Tier::kDevice)),
+      .next_use = with_next_use ? NextUseDistance(rec) : kNoPredictedUse,
+      .last_use = c.last_use};
+}
+
+// The snapshot holds the copies present on `tier` (an absent copy is never a
+// victim); next-use distances are looked up only when the query uses them.
+TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
+  const EvictionQuery query{.tier = tier,
+                            .policy = options_.scheduler.eviction,
+                            .protect_within = protect_within,
+                            .unified = unified()};
+  const bool with_next_use =
+      query.policy == EvictionPolicy::kBelady || protect_within > 0;
+  victim_views_.clear();
+  for (const auto& [id, rec] : tensors_) {
+    if (rec->copy(tier).state == CopyState::kAbsent) continue;
+    victim_views_.push_back(ViewOf(*rec, tier, with_next_use));
+  }
+  const std::optional<size_t> victim =
+      ::strata::PickVictim(victim_views_, query);
+  if (!victim.has_value()) return nullptr;
+  return tensors_.at(victim_views_[*victim].id).get();
 }
 
 void StoreCore::PausePrefetch(bool paused) {
@@ -99,18 +136,6 @@ void StoreCore::PausePrefetch(bool paused) {
   // Pausing returns once no prefetch is moving bytes, so that the caller's
   // next allocations see the tier as it will stay.
   while (paused && prefetches_running_ > 0) changed_.Wait(&mu_);
-}
-
-void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
-  TierCopy& copy = rec.copy(tier);
-  if (copy.state != CopyState::kAbsent || copy.prefetch_pending) return;
-  // Unified memory without hints: pages reach the device by faults only.
-  if (unified() && !hints() && tier == Tier::kDevice) return;
-  ++prefetch_.issued;
-  copy.prefetch_pending = true;
-  const TensorId id = rec.id;
-  boost::asio::post(*prefetch_pool_,
-                    [this, id, tier] { RunPrefetch(id, tier); });
 }
 
 }  // namespace strata

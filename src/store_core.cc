@@ -2,7 +2,6 @@
 // and the acquire paths. Moving copies between tiers is in residency.cc.
 #include "src/store_core.h"
 
-#include <boost/asio/post.hpp>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -67,12 +66,13 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   alloc_[1].emplace(capacity_[1], kHostAllocationGranuleBytes);
   alloc_[2].emplace(capacity_[2], kNvmeAllocationGranuleBytes);
   if (options_.timeline) timeline_ = std::make_unique<Timeline>();
-  mover_ = std::make_unique<Mover>(tiers_.device.get(), tiers_.device_base,
-                                   tiers_.host->base(), tiers_.nvme.get(),
-                                   tiers_.bounce.get(), timeline_.get(),
-                                   tiers_.host->managed());
-  prefetch_pool_ =
-      std::make_unique<boost::asio::thread_pool>(options_.prefetch_threads);
+  // One transfer thread per prefetch job that may run (each job has at most
+  // one transfer in flight); one executor thread, whose handlers never wait.
+  mover_ = std::make_unique<Mover>(
+      tiers_.device.get(), tiers_.device_base, tiers_.host->base(),
+      tiers_.nvme.get(), tiers_.bounce.get(), timeline_.get(),
+      tiers_.host->managed(), options_.scheduler.prefetch_threads);
+  executor_ = std::make_unique<boost::asio::thread_pool>(1);
 }
 
 StoreCore::~StoreCore() { Shutdown(); }
@@ -82,9 +82,12 @@ void StoreCore::Shutdown() {
     MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
-    changed_.SignalAll();
+    Changed();
+    // Queued jobs end at their first step (the store is closed); started
+    // ones once their transfer in flight completes.
+    while (prefetch_jobs_ > 0 || !prefetch_queue_.empty()) changed_.Wait(&mu_);
   }
-  prefetch_pool_->join();
+  executor_->join();
 }
 
 absl::StatusOr<TensorRecord*> StoreCore::Find(TensorId id) const {
@@ -193,7 +196,7 @@ absl::Status StoreCore::Destroy(TensorId id) {
     if (c.extent) alloc(static_cast<Tier>(t)).Free(*c.extent);
   }
   tensors_.erase(id);
-  changed_.SignalAll();
+  Changed();
   return absl::OkStatus();
 }
 
@@ -249,7 +252,7 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     copy.state = CopyState::kLoading;
     STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad));
     copy.state = CopyState::kValid;
-    changed_.SignalAll();
+    Changed();
   }
 }
 
@@ -290,7 +293,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
         PrepareExclusive(*rec, tier, access, was_valid, only_copy, user);
     if (moves_bytes || write_backs_ != write_backs_before) *stalled = true;
     rec->exclusive_pending = false;
-    changed_.SignalAll();
+    Changed();
     STRATA_RETURN_IF_ERROR(prepared);
     copy.state = CopyState::kValid;
     return Grant(*rec, tier, access, stream);
@@ -350,21 +353,22 @@ std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
   std::byte* to = mover_->Pointer({Tier::kDevice, *fresh});
   const std::byte* from = mover_->Pointer({Tier::kDevice, *copy.extent});
   const uint64_t size = rec.spec.size_bytes;
-  mu_.Unlock();
   absl::Status status;
-  if (user.bytes < size) {  // keep the bytes the write does not cover
-    status = tiers_.device->Copy(CopyKind::kD2D, to, from, size);
+  {
+    MutexUnlock unlocked(&mu_);
+    if (user.bytes < size) {  // keep the bytes the write does not cover
+      status = tiers_.device->Copy(CopyKind::kD2D, to, from, size);
+    }
+    if (status.ok()) {
+      status = tiers_.device->Copy(CopyKind::kH2D, to + user.offset, user.src,
+                                   user.bytes);
+    }
   }
-  if (status.ok()) {
-    status = tiers_.device->Copy(CopyKind::kH2D, to + user.offset, user.src,
-                                 user.bytes);
-  }
-  mu_.Lock();
   Extent drop = status.ok() ? *copy.extent : *fresh;
   if (status.ok()) copy.extent = *fresh;
   alloc(Tier::kDevice).Free(drop);
   if (!status.ok()) copy.state = CopyState::kValid;  // the old copy is intact
-  changed_.SignalAll();
+  Changed();
   return status;
 }
 
@@ -441,71 +445,12 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   }
   if (!copy.leased())
     leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
-  changed_.SignalAll();
+  Changed();
   if (grant.tier != Tier::kDevice || closed_) return absl::OkStatus();
   // Later copies out of this tier wait for the caller's work on `stream`.
   STRATA_ASSIGN_OR_RETURN(copy.release_event,
                           tiers_.device->RecordEvent(stream));
   return absl::OkStatus();
-}
-
-absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
-  MutexLock lock(&mu_);
-  STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
-  STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
-  TierCopy& copy = rec->copy(tier);
-  if (copy.state == CopyState::kValid) {
-    ++prefetch_.issued;
-    copy.prefetched = true;  // already there: the next acquire is a hit
-    return absl::OkStatus();
-  }
-  QueuePrefetch(*rec, tier);  // counted once per copy, however often asked
-  return absl::OkStatus();
-}
-
-void StoreCore::CountLatePrefetch(TierCopy& copy) {
-  if (!copy.prefetch_pending) return;
-  ++prefetch_.late;  // asked for, but not there when the acquire came
-  copy.prefetch_pending = false;
-}
-
-void StoreCore::RunPrefetch(TensorId id, Tier tier) {
-  MutexLock lock(&mu_);
-  absl::StatusOr<TensorRecord*> found = Find(id);
-  if (!found.ok()) return;  // destroyed meanwhile, or closing
-  TensorRecord& rec = **found;
-  TierCopy& copy = rec.copy(tier);
-  if (!copy.prefetch_pending || copy.state != CopyState::kAbsent) {
-    return;  // an acquire got there first (and counted it late)
-  }
-  if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending ||
-      prefetch_paused_) {
-    copy.prefetch_pending = false;  // nothing to load, about to change, or
-    return;                         // paused (PausePrefetch)
-  }
-  copy.state = CopyState::kLoading;
-  // Never push out a copy needed before this one: then the prefetch waits
-  // for a later acquire instead (not a failure).
-  const uint64_t protect =
-      options_.eviction == EvictionPolicy::kBelady ? NextUseDistance(rec) : 0;
-  ++prefetches_running_;
-  bool no_room = false;
-  absl::Status filled =
-      FillCopy(rec, tier, Fill::kLoad, protect, /*demand=*/false, &no_room);
-  --prefetches_running_;
-  changed_.SignalAll();  // PausePrefetch may be waiting for this one
-  if (!filled.ok()) {
-    // Skipped, not failed, when the tier had no room to make now (all of it
-    // leased, pinned or needed sooner); any other error, whatever its code
-    // (a full disk is ResourceExhausted too), is a failed prefetch.
-    if (!no_room) ++prefetch_.failed;
-    copy.prefetch_pending = false;
-    return;
-  }
-  copy.state = CopyState::kValid;
-  copy.prefetched = copy.prefetch_pending;  // unless an acquire counted it late
-  copy.prefetch_pending = false;
-  changed_.SignalAll();
 }
 
 absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
@@ -545,7 +490,7 @@ absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
     STRATA_RETURN_IF_ERROR(FillCopy(*rec, to_tier, Fill::kLoad));
     rec->copy(to_tier).state = CopyState::kValid;
     ++write_backs_;
-    changed_.SignalAll();
+    Changed();
   }
 }
 

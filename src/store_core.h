@@ -9,7 +9,9 @@
 // among unleased, unpinned, non-home copies; clean copies are dropped, dirty
 // ones written back to the next slower tier with space (always possible: the
 // home extent is reserved). Every acquire is shown to the predictor, whose
-// upcoming accesses are prefetched on a background thread (scheduling.cc).
+// upcoming accesses are prefetched by jobs on an executor (scheduling.cc,
+// prefetch.cc): their transfers run on the Mover's transfer threads and their
+// completions continue the work, so no executor thread waits.
 //
 // Thread safety: thread-safe. Owned by a shared_ptr so that leases (weak_ptr)
 // can outlive the Store handle safely.
@@ -18,15 +20,20 @@
 
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
 #include "scheduler/predictor.h"
+#include "scheduler/prefetch_planner.h"
+#include "scheduler/snapshot.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
@@ -55,7 +62,8 @@ class StoreCore : public internal::LeaseReleaser,
  public:
   StoreCore(const StoreOptions& options, TierSet tiers);
   ~StoreCore() override;
-  // Stops the prefetch threads; later calls fail with FailedPrecondition.
+  // Waits for the prefetches in flight and stops the executor; later calls
+  // fail with FailedPrecondition.
   void Shutdown();
 
   absl::StatusOr<TensorId> Create(const TensorSpec& spec);
@@ -136,8 +144,6 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountAcquire(absl::Time start, bool stalled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunPrefetch(TensorId id, Tier tier);
-  void CountLatePrefetch(TierCopy& copy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CopyThroughLease(TensorId id, void* user, uint64_t bytes,
                                 uint64_t offset, bool to_tensor);
 
@@ -152,11 +158,8 @@ class StoreCore : public internal::LeaseReleaser,
   // many accesses are not evicted for it (a prefetch must not push out what
   // is needed before the tensor it fetches); 0 protects nothing.
   // `demand`: an acquire waits for it (not a prefetch).
-  // `no_room` (if not null) is set when the error is TierFull: nothing could
-  // be evicted to make room now, the one failure a prefetch just skips.
   absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                        uint64_t protect_within = 0, bool demand = true,
-                        bool* no_room = nullptr)
+                        uint64_t protect_within = 0, bool demand = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -167,15 +170,112 @@ class StoreCore : public internal::LeaseReleaser,
   // `tier` first.
   std::optional<Tier> PickSource(const TensorRecord& rec, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reserves `bytes` on `tier`, evicting unpinned copies (LRU) as needed.
-  // Sets `*no_room` (if not null) when it fails with TierFull.
+  // Reserves `bytes` on `tier`, evicting copies (PickVictim) as needed.
   absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
                                     const TensorSpec& for_spec,
-                                    uint64_t protect_within = 0,
-                                    bool* no_room = nullptr)
+                                    uint64_t protect_within = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The copy on `tier` to evict next (EvictionPolicy), or null.
-  TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
+  // One attempt of AllocateOn that never waits: reserves the space, drops
+  // clean victims on the way, or says what must happen first.
+  struct Room {
+    enum Kind {
+      kReserved,      // `extent` is ours
+      kEvictUnified,  // `victim`'s device residency must end (EvictUnified)
+      kWriteBack,     // `victim`'s dirty copy must be written back
+      kWait,          // a transfer in flight will free or unpin space
+      kFailed,        // `status` says why
+    };
+    Kind kind = kFailed;
+    bool tier_full = false;  // kFailed because nothing can be evicted now
+    Extent extent{};
+    TensorRecord* victim = nullptr;
+    absl::Status status;
+    static Room Failed(absl::Status status) {
+      return {.kind = kFailed, .status = std::move(status)};
+    }
+  };
+  Room MakeRoom(Tier tier, uint64_t bytes, const TensorSpec& for_spec,
+                uint64_t protect_within) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- prefetch.cc: a prefetch is a job on the executor, whose handlers
+  // never wait. A job's steps run with mu_ held: a step that starts a
+  // transfer (the load, or the write-back or migration that makes room)
+  // returns, and the transfer's completion, posted back to the executor,
+  // takes the next step; a step that must wait for a transfer another thread
+  // runs parks the job until the next Changed(). At most
+  // options_.scheduler.prefetch_threads jobs run at once, started in the
+  // order they were queued; each has at most one transfer in flight.
+  struct PrefetchJob {
+    enum class Stage : uint8_t {
+      kStart,             // checks; marks the copy loading
+      kHostWait,          // unified device copy: the host copy must settle
+      kReserve,           // space for the copy on `filling`
+      kLoad,              // starts the transfer that fills `filling`
+      kLoaded,            // the copy on `filling` has its bytes
+      kReserveResidency,  // unified device copy: residency on the device
+      kMigrate,           // unified device copy: starts the migration
+      kMigrated,          // unified device copy: the pages are there
+    };
+    TensorId id;
+    Tier tier;            // the copy the prefetch brings
+    Tier filling = tier;  // the copy being filled now (unified: host first)
+    Stage stage = Stage::kStart;
+    uint64_t protect = 0;  // FillCopy's protect_within
+    absl::Status failure;  // set by a failed transfer before its step
+    // Nothing could be evicted to make room now (TierFull): the one failure
+    // that is a skip, not counted failed; a later acquire loads it.
+    bool no_room = false;
+  };
+
+  // Queues a background load of rec's copy on `tier` (a PrefetchJob) unless
+  // it is there or coming.
+  void QueuePrefetch(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An acquire that must wait for or make the copy a prefetch was asked to
+  // bring counts that prefetch late.
+  void CountLatePrefetch(TierCopy& copy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using JobPtr = std::shared_ptr<PrefetchJob>;
+  using Stage = PrefetchJob::Stage;
+  enum class Next { kContinue, kSuspended, kFinished };
+  // Runs `fn` on the executor with mu_ held.
+  void OnExecutor(std::function<void()> fn);
+  // Starts queued jobs while fewer than prefetch_threads run.
+  void PumpPrefetches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the job's steps until it suspends or finishes.
+  void StepPrefetch(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next StepOnce(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next StartPrefetch(PrefetchJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next WaitForHost(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves `bytes` on `tier` into `*extent` (then the job goes to `next`),
+  // or starts what must come first and suspends.
+  Next Reserve(const JobPtr& job, Tier tier, uint64_t bytes,
+               std::optional<Extent>* extent, Stage next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next StartLoad(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next Loaded(PrefetchJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next StartMigration(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes what the job's stage holds (FillCopy's and FillUnifiedDevice's
+  // error paths), then ends it.
+  Next FailPrefetch(PrefetchJob& job, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The prefetch's end: the copy is valid (or, on error, absent again).
+  Next EndPrefetch(PrefetchJob& job, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Next Park(const JobPtr& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Continues `job` at `next` after its transfer, or fails it.
+  void Resume(const JobPtr& job, const absl::Status& status, Stage next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Transfer, WriteBack and EvictUnified started on a transfer thread; each
+  // calls `then` on the executor with mu_ held when done. EvictUnifiedAsync
+  // returns false when nothing had to move (the residency ended at once and
+  // `then` is not called).
+  using Then = std::function<void(const absl::Status&)>;
+  void TransferAsync(TensorRecord& rec, Tier src, Tier dst, Then then)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteBackAsync(TensorRecord& rec, Tier tier, Then then)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictUnifiedAsync(TensorRecord& rec, Then then)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- unified.cc: unified-memory mode, where a device copy is the host
@@ -192,8 +292,7 @@ class StoreCore : public internal::LeaseReleaser,
   // migrates the pages (a prefetch hint, discarding when `fill` is kNone) or,
   // without hints, charges a fault.
   absl::Status FillUnifiedDevice(TensorRecord& rec, Fill fill,
-                                 uint64_t protect_within, bool demand,
-                                 bool* no_room)
+                                 uint64_t protect_within, bool demand)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends rec's device residency (valid, unleased, idle): live contents come
   // back over the link (a prefetch to host with hints, charged page faults
@@ -203,12 +302,33 @@ class StoreCore : public internal::LeaseReleaser,
   // `contents_dead`: an overwrite or Discard follows, so nothing comes back.
   void EvictUnified(TensorRecord& rec, bool contents_dead = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // EvictUnified's move with mu_ released: a prefetch to host (`migrate`,
-  // with hints) or, without hints, waiting for `after` then charging the
-  // faults back; then the discard of dead pages (`discard`).
-  absl::Status MoveUnifiedBack(const ManagedRange& range, bool migrate,
-                               bool discard, DeviceEvent* after,
-                               const std::string& name)
+  // EvictUnified in three parts, for callers that run the middle one
+  // elsewhere: Begin marks the device copy evicting and pins the host copy,
+  // or returns nullopt when nothing moves (the residency just ends);
+  // RunUnifiedEviction moves the pages (no lock needed); End ends the
+  // residency.
+  struct UnifiedEviction {
+    ManagedRange range;
+    bool migrate = false;                // live pages come back to the host
+    bool discard = false;                // dead pages are discarded
+    bool was_pending = false;            // rec.exclusive_pending before
+    std::shared_ptr<DeviceEvent> after;  // the last lease's release
+    std::string label;
+  };
+  std::optional<UnifiedEviction> BeginEvictUnified(TensorRecord& rec,
+                                                   bool contents_dead)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RunUnifiedEviction(const UnifiedEviction& eviction) const;
+  void EndEvictUnified(TensorRecord& rec, const UnifiedEviction& eviction,
+                       const absl::Status& moved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FillUnifiedDevice's migration of `range` to the device (no lock
+  // needed), and its bookkeeping after: unpins the host copy, counts, and
+  // advises; on error the caller abandons the copies.
+  absl::Status MoveUnifiedPages(const ManagedRange& range, bool discard,
+                                std::string_view label) const;
+  absl::Status EndUnifiedFill(TensorRecord& rec, Fill fill, bool demand,
+                              const absl::Status& moved)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a host acquire should first take rec's pages off the device.
   bool ShouldEvictForHost(const TensorRecord& rec) const
@@ -220,15 +340,22 @@ class StoreCore : public internal::LeaseReleaser,
   ManagedRange RangeOf(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // --- scheduling.cc: the predictor's use in the store.
-  // Records the acquire and prefetches the predicted accesses ahead.
+  // --- scheduling.cc: the scheduler's use in the store.
+  // Records the acquire and queues the prefetches PlanPrefetch returns.
   void ObserveAndPrefetch(TensorId id, Tier tier, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a background load of rec's copy on `tier` unless it is there or
-  // coming.
-  void QueuePrefetch(TensorRecord& rec, Tier tier)
+  // What the prefetch planner knows of tensor `id` on `tier`.
+  std::optional<PrefetchFacts> PrefetchFactsOf(TensorId id, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // rec's copy on `tier` as the eviction policy sees it; `with_next_use`:
+  // look up its predicted next use (else kNoPredictedUse).
+  CopyView ViewOf(const TensorRecord& rec, Tier tier, bool with_next_use) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy on `tier` to evict next (scheduler/eviction.h over a snapshot
+  // of the copies on `tier`), or null.
+  TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Predicted distance to rec's next use; no prediction = furthest.
   uint64_t NextUseDistance(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -237,6 +364,14 @@ class StoreCore : public internal::LeaseReleaser,
   // Writes rec's dirty copy on `tier` to a slower tier, then frees it.
   absl::Status WriteBack(TensorRecord& rec, Tier tier)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WriteBack around its transfer: Begin marks the copy evicting and the
+  // target loading and returns the target; End, given the transfer's
+  // status, frees the copy (or on error keeps it and abandons the target).
+  Tier BeginWriteBack(TensorRecord& rec, Tier tier)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EndWriteBack(TensorRecord& rec, Tier tier, Tier target,
+                            const absl::Status& moved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where a write-back of rec's copy on `tier` goes: host if it has room
   // (made by dropping clean copies only), else the home tier.
   Tier WriteBackTarget(TensorRecord& rec, Tier tier)
@@ -244,11 +379,21 @@ class StoreCore : public internal::LeaseReleaser,
   // Runs one transfer between two copies of rec with mu_ released.
   absl::Status Transfer(TensorRecord& rec, Tier src, Tier dst)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Transfer around its Move: Begin pins the source and describes the move;
+  // End unpins it, keeps the NVMe checksum and names the tensor in an error.
+  MoveRequest BeginTransfer(TensorRecord& rec, Tier src, Tier dst)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EndTransfer(TensorRecord& rec, Tier src, Tier dst,
+                           const absl::Status& status, uint64_t checksum)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees a cache copy (or marks the home copy invalid, keeping its space).
   void DropCopy(TensorRecord& rec, Tier tier, bool eviction)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropOthers(TensorRecord& rec, Tier keep)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Signals a copy or lease state change: wakes the threads waiting on
+  // changed_ and resumes the parked prefetch jobs (on the executor).
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ResourceExhausted naming what fills `tier`.
   absl::Status TierFull(Tier tier, uint64_t bytes, const TensorSpec& spec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -262,15 +407,22 @@ class StoreCore : public internal::LeaseReleaser,
   const TierSet tiers_;
   uint64_t capacity_[kNumTiers] = {0, 0, 0};
   std::unique_ptr<Timeline> timeline_;  // null unless options_.timeline
+  // The executor: runs prefetch jobs' steps and transfer completions. Declared
+  // before mover_ so that it outlives the transfer threads, which post to it
+  // (a post may still be returning when its handler has run).
+  std::unique_ptr<boost::asio::thread_pool> executor_;
   std::unique_ptr<Mover> mover_;
-  std::unique_ptr<boost::asio::thread_pool> prefetch_pool_;
 
   mutable Mutex mu_;
   CondVar changed_;  // signalled on every copy or lease state change
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool prefetch_paused_ ABSL_GUARDED_BY(mu_) = false;  // PausePrefetch
   bool in_step_ ABSL_GUARDED_BY(mu_) = false;  // between BeginStep and EndStep
-  int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;  // moving bytes now
+  int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;         // moving bytes now
+  std::deque<JobPtr> prefetch_queue_ ABSL_GUARDED_BY(mu_);  // not started
+  int prefetch_jobs_ ABSL_GUARDED_BY(mu_) = 0;       // started, not finished
+  bool pumping_ ABSL_GUARDED_BY(mu_) = false;        // in PumpPrefetches
+  std::vector<JobPtr> parked_ ABSL_GUARDED_BY(mu_);  // until Changed()
   absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_
       ABSL_GUARDED_BY(mu_);
   std::optional<ExtentAllocator> alloc_[kNumTiers] ABSL_GUARDED_BY(mu_);
@@ -286,6 +438,8 @@ class StoreCore : public internal::LeaseReleaser,
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
+  // PickVictim's snapshot, kept to reuse its storage.
+  mutable std::vector<CopyView> victim_views_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -158,8 +158,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
         FormatByteSize(o.device.budget_bytes),
         FormatByteSize(o.host.budget_bytes)));
   }
-  if (o.prefetch_threads < 1 || o.prefetch_threads > 64) {
-    return absl::InvalidArgumentError("prefetch_threads must be in [1, 64]");
+  if (o.scheduler.prefetch_threads < 1 || o.scheduler.prefetch_threads > 64) {
+    return absl::InvalidArgumentError(
+        "scheduler.prefetch_threads must be in [1, 64]");
   }
   const NvmeOptions& n = o.nvme;
   if (n.directories.empty() != (n.budget_bytes == 0)) {

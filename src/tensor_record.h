@@ -14,13 +14,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "scheduler/snapshot.h"
 #include "src/extent_allocator.h"
 #include "strata/tensor.h"
 #include "tiers/device/device_backend.h"
 
 namespace strata {
 
-enum class CopyState : uint8_t { kAbsent, kLoading, kValid, kEvicting };
+// CopyState (absent, loading, valid, evicting) is the scheduler's, so that
+// its snapshots speak the store's states (scheduler/snapshot.h).
 
 struct TierCopy {
   CopyState state = CopyState::kAbsent;

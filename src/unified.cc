@@ -29,8 +29,8 @@ std::byte* StoreCore::DataPointer(const TensorRecord& rec, Tier tier) const {
 }
 
 absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
-                                          uint64_t protect_within, bool demand,
-                                          bool* no_room) {
+                                          uint64_t protect_within,
+                                          bool demand) {
   TierCopy& host = rec.copy(Tier::kHost);
   // The device copy is the host copy's pages: they must be there first.
   while (host.state == CopyState::kLoading ||
@@ -40,15 +40,14 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   bool host_filled = false;  // holds no contents of the tensor yet
   if (host.state == CopyState::kAbsent) {
     host.state = CopyState::kLoading;
-    absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within,
-                                   /*demand=*/true, no_room);
+    absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within);
     if (!loaded.ok()) {
       AbandonCopy(rec, Tier::kDevice);
       return loaded;
     }
     host.state = CopyState::kValid;
     host_filled = fill != Fill::kLoad;
-    changed_.SignalAll();
+    Changed();
   }
   auto abandon = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     AbandonCopy(rec, Tier::kDevice);
@@ -57,8 +56,8 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   ++host.transfer_pins;
   // Pages migrate whole: residency is charged for the host extent (whole
   // 4 KiB pages), not the tensor's byte size.
-  absl::StatusOr<Extent> residency = AllocateOn(
-      Tier::kDevice, host.extent->bytes, rec.spec, protect_within, no_room);
+  absl::StatusOr<Extent> residency =
+      AllocateOn(Tier::kDevice, host.extent->bytes, rec.spec, protect_within);
   if (!residency.ok()) {
     --host.transfer_pins;
     abandon();
@@ -66,25 +65,37 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   }
   rec.copy(Tier::kDevice).extent = *residency;
   const ManagedRange range = RangeOf(rec);
-  // Dead contents (an overwrite) need not cross the link, with hints.
-  const bool discard = fill == Fill::kNone;
   absl::Status moved;
   {
     MutexUnlock unlocked(&mu_);
-    moved = hints() ? mover_->Migrate(range, MemLocation::kDevice, discard,
-                                      nullptr, rec.spec.name)
-                    : mover_->ServeFault(range, MemLocation::kDevice,
-                                         rec.spec.name);
+    // Dead contents (an overwrite) need not cross the link, with hints.
+    moved =
+        MoveUnifiedPages(range, /*discard=*/fill == Fill::kNone, rec.spec.name);
   }
-  --host.transfer_pins;
-  changed_.SignalAll();
+  absl::Status filled = EndUnifiedFill(rec, fill, demand, moved);
+  if (!filled.ok()) abandon();
+  return filled;
+}
+
+absl::Status StoreCore::MoveUnifiedPages(const ManagedRange& range,
+                                         bool discard,
+                                         std::string_view label) const {
+  return hints() ? mover_->Migrate(range, MemLocation::kDevice, discard,
+                                   nullptr, label)
+                 : mover_->ServeFault(range, MemLocation::kDevice, label);
+}
+
+absl::Status StoreCore::EndUnifiedFill(TensorRecord& rec, Fill fill,
+                                       bool demand, const absl::Status& moved) {
+  --rec.copy(Tier::kHost).transfer_pins;
+  Changed();
   if (!moved.ok()) {
-    abandon();
     return absl::Status(
         moved.code(),
         absl::StrFormat("moving tensor '%s' to the device (unified memory): %s",
                         rec.spec.name, moved.message()));
   }
+  const bool discard = fill == Fill::kNone;
   if (hints()) {
     unified_.prefetches += discard ? 0 : 1;
     unified_.discards += discard ? 1 : 0;
@@ -97,57 +108,72 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
   return absl::OkStatus();
 }
 
-absl::Status StoreCore::MoveUnifiedBack(const ManagedRange& range, bool migrate,
-                                        bool discard, DeviceEvent* after,
-                                        const std::string& name) {
-  MutexUnlock unlocked(&mu_);
-  if (migrate && hints()) {
-    return mover_->Migrate(range, MemLocation::kHost, /*discard=*/false, after,
-                           name);
+void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
+  std::optional<UnifiedEviction> eviction =
+      BeginEvictUnified(rec, contents_dead);
+  if (!eviction.has_value()) {
+    DropCopy(rec, Tier::kDevice, /*eviction=*/true);
+    return;
   }
-  // Kernels still using the pages on the caller's stream finish before the
-  // CPU (or a discard) touches them.
   absl::Status moved;
-  if (after != nullptr) moved = after->Synchronize();
-  if (moved.ok() && migrate) {
-    moved = mover_->ServeFault(range, MemLocation::kHost, name);
+  {
+    MutexUnlock unlocked(&mu_);
+    moved = RunUnifiedEviction(*eviction);
   }
-  if (moved.ok() && discard) {
-    moved = tiers_.device->DiscardManaged(absl::MakeConstSpan(&range, 1));
-  }
-  return moved;
+  EndEvictUnified(rec, *eviction, moved);
 }
 
-void StoreCore::EvictUnified(TensorRecord& rec, bool contents_dead) {
+std::optional<StoreCore::UnifiedEviction> StoreCore::BeginEvictUnified(
+    TensorRecord& rec, bool contents_dead) {
   TierCopy& device = rec.copy(Tier::kDevice);
-  TierCopy& host = rec.copy(Tier::kHost);
-  const ManagedRange range = RangeOf(rec);
   const bool live = rec.has_contents && !contents_dead;
   // Live pages come back over the link: by a prefetch with hints; without,
   // by the page faults of whoever touches them next on the host (charged
   // now). Read-mostly ones have a valid host duplicate; dead ones are
   // discarded.
-  const bool migrate = live && !rec.read_mostly;
-  const bool discard = hints() && !live;
-  std::shared_ptr<DeviceEvent> after = device.release_event;
-  if (migrate || discard || after != nullptr) {
-    device.state = CopyState::kEvicting;
-    ++host.transfer_pins;
-    // Dead contents are about to be destroyed: no reader may be granted the
-    // (still valid) host copy meanwhile.
-    const bool was_pending = rec.exclusive_pending;
-    if (!live) rec.exclusive_pending = true;
-    const absl::Status moved =
-        MoveUnifiedBack(range, migrate, discard, after.get(), rec.spec.name);
-    // A failure is counted on the D2H link and otherwise ignored: the pages
-    // stay coherent wherever the driver left them.
-    --host.transfer_pins;
-    device.state = CopyState::kValid;
-    rec.exclusive_pending = was_pending;
-    changed_.SignalAll();
-    if (moved.ok() && migrate && hints()) ++unified_.evictions;
-    if (moved.ok() && discard) ++unified_.discards;
+  UnifiedEviction e{.range = RangeOf(rec),
+                    .migrate = live && !rec.read_mostly,
+                    .discard = hints() && !live,
+                    .was_pending = rec.exclusive_pending,
+                    .after = device.release_event,
+                    .label = rec.spec.name};
+  if (!e.migrate && !e.discard && e.after == nullptr) return std::nullopt;
+  device.state = CopyState::kEvicting;
+  ++rec.copy(Tier::kHost).transfer_pins;
+  // Dead contents are about to be destroyed: no reader may be granted the
+  // (still valid) host copy meanwhile.
+  if (!live) rec.exclusive_pending = true;
+  return e;
+}
+
+absl::Status StoreCore::RunUnifiedEviction(const UnifiedEviction& e) const {
+  if (e.migrate && hints()) {
+    return mover_->Migrate(e.range, MemLocation::kHost, /*discard=*/false,
+                           e.after.get(), e.label);
   }
+  // Kernels still using the pages on the caller's stream finish before the
+  // CPU (or a discard) touches them.
+  absl::Status moved;
+  if (e.after != nullptr) moved = e.after->Synchronize();
+  if (moved.ok() && e.migrate) {
+    moved = mover_->ServeFault(e.range, MemLocation::kHost, e.label);
+  }
+  if (moved.ok() && e.discard) {
+    moved = tiers_.device->DiscardManaged(absl::MakeConstSpan(&e.range, 1));
+  }
+  return moved;
+}
+
+void StoreCore::EndEvictUnified(TensorRecord& rec, const UnifiedEviction& e,
+                                const absl::Status& moved) {
+  // A failure is counted on the D2H link and otherwise ignored: the pages
+  // stay coherent wherever the driver left them.
+  --rec.copy(Tier::kHost).transfer_pins;
+  rec.copy(Tier::kDevice).state = CopyState::kValid;
+  rec.exclusive_pending = e.was_pending;
+  Changed();
+  if (moved.ok() && e.migrate && hints()) ++unified_.evictions;
+  if (moved.ok() && e.discard) ++unified_.discards;
   DropCopy(rec, Tier::kDevice, /*eviction=*/true);
 }
 

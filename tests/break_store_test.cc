@@ -1178,7 +1178,7 @@ TEST(BreakConcurrencyTest, PrefetchStormOnFullTiersThenClose) {
         std::make_unique<Env>(kMiB, kMiB, 32 * kMiB, [](StoreOptions& o) {
           o.device.sim_link_gbps = 1;
           o.device.sim_latency_seconds = 0.001;
-          o.prefetch_threads = 4;
+          o.scheduler.prefetch_threads = 4;
         });
     constexpr uint64_t kSize = 256 * 1024;
     std::vector<TensorId> holders, others;
@@ -1469,7 +1469,7 @@ TEST(BreakConcurrencyTest, LifecycleOpsRaceSlowPrefetch) {
     Env env(4 * kMiB, 4 * kMiB, 32 * kMiB, [](StoreOptions& o) {
       o.device.sim_link_gbps = 0.2;  // 1 MiB takes ~5 ms
       o.device.sim_latency_seconds = 0.002;
-      o.prefetch_threads = 3;
+      o.scheduler.prefetch_threads = 3;
     });
     constexpr uint64_t kSize = kMiB + 3;
     for (int i = 0; i < 30; ++i) {

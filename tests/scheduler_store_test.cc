@@ -22,10 +22,10 @@ class SchedulerStoreTest : public ::testing::Test {
             uint64_t lookahead = 0) {
     StoreOptions o = ::strata::testing::SmallStoreOptions(
         dir_.path(), device_bytes, 16 * kMiB, 64 * kMiB);
-    o.eviction = policy;
+    o.scheduler.eviction = policy;
     o.scheduler.prefetch = prefetch;
     o.scheduler.lookahead_bytes = lookahead;
-    o.prefetch_threads = 1;  // prefetches run in trace order
+    o.scheduler.prefetch_threads = 1;  // prefetches run in trace order
     auto s = Store::Open(o);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);

@@ -107,7 +107,7 @@ RunResult TrainWith(const Budgets& b, TrainOptions job, const Dataset& train,
     so.nvme.budget_bytes = 0;
   }
   so.scheduler.prefetch = b.prefetch;
-  so.eviction = b.eviction;
+  so.scheduler.eviction = b.eviction;
   so.device.memory = b.memory;
   so.device.unified_hints = b.unified_hints;
   job.model.home = b.home;

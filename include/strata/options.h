@@ -120,12 +120,22 @@ enum class EvictionPolicy : uint8_t {
 
 struct SchedulerOptions {
   // After each Acquire, prefetch the accesses the learned trace predicts
-  // next, in order, on the prefetch threads. Default: true.
+  // next, in order (see prefetch_threads). Default: true.
   bool prefetch = true;
   // Bytes the predicted accesses ahead may occupy per tier (those already
   // there count); 0 = automatic: the tier's budget not under a lease.
   // Default: 0.
   uint64_t lookahead_bytes = 0;
+  // Which copy a full tier evicts. Flag: --eviction=belady|lru.
+  // Default: kBelady.
+  EvictionPolicy eviction = EvictionPolicy::kBelady;
+  // Prefetches in flight at once (1 to 64), started in the order they were
+  // queued; each moves its bytes on its own transfer thread while the
+  // scheduler's executor thread goes on. With one, prefetches run in trace
+  // order, so the nearest predicted access gets the link first; more overlap
+  // loads but make them share a link (measured: `strata bench -t scheduler`
+  // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
+  int prefetch_threads = 1;
 };
 
 struct StoreOptions {
@@ -133,13 +143,6 @@ struct StoreOptions {
   HostOptions host;
   NvmeOptions nvme;
   SchedulerOptions scheduler;
-  // Default: kBelady.
-  EvictionPolicy eviction = EvictionPolicy::kBelady;
-  // Threads that run prefetches. With one, prefetches run in trace order, so
-  // the nearest predicted access gets the link first; more threads overlap
-  // loads but make them share a link (measured: `strata bench -t scheduler`
-  // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
-  int prefetch_threads = 1;
   // Record every transfer and lease span for Store::WriteTimeline (Chrome
   // trace-event JSON). Costs a little memory per span. Default: false.
   bool timeline = false;

@@ -1,0 +1,64 @@
+// prefetch_planner.h: the prefetch planner — which copies to load ahead of
+// the predicted accesses, in which order.
+//
+// Policy: prefetch in trace order within a byte lookahead per tier. The walk
+// over the upcoming accesses charges every predicted access on a tier its
+// tensor's size (rounded to the tier's allocation granule; copies already
+// there and repeated accesses count too) against that tier's lookahead, and
+// stops planning a tier at the first access that would pass it, so nearer
+// accesses are always served first and the window never asks for more than
+// fits. Within the window a load is planned unless the access is an
+// overwrite (it needs no contents), the tensor has no contents, a predicted
+// write on another tier comes before it (the copy would be stale by its
+// use, e.g. next step's weights before the optimizer updates them), the tier
+// is slower than the tensor's home (no such copy exists), or the copy is
+// already there or coming. NVMe accesses are never prefetched (home copies).
+//
+// Thread safety: a pure function; `lookup` is called on the calling thread.
+#ifndef STRATA_SCHEDULER_PREFETCH_PLANNER_H_
+#define STRATA_SCHEDULER_PREFETCH_PLANNER_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
+#include "scheduler/access_trace.h"
+#include "strata/tensor.h"
+
+namespace strata {
+
+// What the planner needs to know of one tensor on one tier.
+struct PrefetchFacts {
+  uint64_t bytes = 0;  // the tensor's size rounded to the tier's granule
+  Tier home = Tier::kNvme;
+  bool has_contents = false;
+  // The copy on the tier is absent and no prefetch of it is pending: a load
+  // would bring it.
+  bool loadable = false;
+};
+
+// Facts about tensor `id` on `tier`; nullopt when the store has no such
+// tensor (the access is skipped and charges nothing).
+using PrefetchLookup =
+    absl::FunctionRef<std::optional<PrefetchFacts>(TensorId id, Tier tier)>;
+
+struct PrefetchRequest {
+  TensorId id{};
+  Tier tier = Tier::kDevice;
+
+  friend bool operator==(const PrefetchRequest&,
+                         const PrefetchRequest&) = default;
+};
+
+// The copies to prefetch for `upcoming` (the predicted accesses, nearest
+// first), nearest first, each once. `lookahead_bytes[t]` bounds tier t's
+// window (the NVMe entry is unused).
+std::vector<PrefetchRequest> PlanPrefetch(
+    absl::Span<const AccessEvent> upcoming,
+    const uint64_t (&lookahead_bytes)[kNumTiers], PrefetchLookup lookup);
+
+}  // namespace strata
+
+#endif  // STRATA_SCHEDULER_PREFETCH_PLANNER_H_

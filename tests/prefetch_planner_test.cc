@@ -1,0 +1,189 @@
+// Unit tests for the scheduler's prefetch planner
+// (scheduler/prefetch_planner.h) on hand-built predictions and tensor facts,
+// with no Store: trace order, the byte window per tier (copies already there
+// count; a tier stops at the first access that does not fit), and each rule
+// that skips a load.
+#include "scheduler/prefetch_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "strata/options.h"
+
+namespace strata {
+namespace {
+
+AccessEvent Read(uint64_t id, Tier tier = Tier::kDevice) {
+  return {TensorId{id}, tier, Access::kRead};
+}
+AccessEvent Write(uint64_t id, Tier tier = Tier::kDevice) {
+  return {TensorId{id}, tier, Access::kWrite};
+}
+AccessEvent Overwrite(uint64_t id, Tier tier = Tier::kDevice) {
+  return {TensorId{id}, tier, Access::kOverwrite};
+}
+PrefetchRequest Load(uint64_t id, Tier tier = Tier::kDevice) {
+  return {TensorId{id}, tier};
+}
+
+// Tensors the store would report: by default 1 MiB on every tier, home
+// NVMe, with contents, absent everywhere.
+class Facts {
+ public:
+  PrefetchFacts& operator[](uint64_t id) {
+    auto it = facts_.find(id);
+    if (it == facts_.end()) {
+      it = facts_
+               .emplace(id, PrefetchFacts{.bytes = kMiB,
+                                          .home = Tier::kNvme,
+                                          .has_contents = true,
+                                          .loadable = true})
+               .first;
+    }
+    return it->second;
+  }
+  // Tensor `id` is already on (or coming to) `tier`.
+  void Present(uint64_t id, Tier tier) { present_[{id, tier}] = true; }
+  std::optional<PrefetchFacts> Lookup(TensorId id, Tier tier) const {
+    auto it = facts_.find(id.value);
+    if (it == facts_.end()) return std::nullopt;
+    PrefetchFacts f = it->second;
+    if (present_.contains({id.value, tier})) f.loadable = false;
+    return f;
+  }
+
+ private:
+  absl::flat_hash_map<uint64_t, PrefetchFacts> facts_;
+  absl::flat_hash_map<std::pair<uint64_t, Tier>, bool> present_;
+};
+
+std::vector<PrefetchRequest> Plan(const std::vector<AccessEvent>& upcoming,
+                                  const Facts& facts, uint64_t device_bytes,
+                                  uint64_t host_bytes = 64 * kMiB) {
+  const uint64_t limits[kNumTiers] = {device_bytes, host_bytes, 0};
+  return PlanPrefetch(upcoming, limits, [&facts](TensorId id, Tier tier) {
+    return facts.Lookup(id, tier);
+  });
+}
+
+TEST(PrefetchPlannerTest, NoPredictionPlansNothing) {
+  Facts f;
+  EXPECT_TRUE(Plan({}, f, 64 * kMiB).empty());
+}
+
+TEST(PrefetchPlannerTest, PlansInTraceOrder) {
+  Facts f;
+  for (uint64_t id : {1, 2, 3}) f[id];
+  EXPECT_EQ(Plan({Read(3), Read(1), Read(2)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(3), Load(1), Load(2)}));
+}
+
+TEST(PrefetchPlannerTest, WindowStopsATierAtTheFirstAccessThatDoesNotFit) {
+  Facts f;
+  f[1].bytes = 2 * kMiB;
+  f[2].bytes = 2 * kMiB;
+  f[3].bytes = kMiB;  // would fit after 2, but nearer accesses come first
+  EXPECT_EQ(Plan({Read(1), Read(2), Read(3)}, f, 3 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1)}));
+  // Exactly full is inside the window.
+  EXPECT_EQ(Plan({Read(1), Read(2)}, f, 4 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1), Load(2)}));
+}
+
+TEST(PrefetchPlannerTest, CopiesAlreadyThereCountInTheWindow) {
+  Facts f;
+  for (uint64_t id : {1, 2, 3}) f[id];
+  f.Present(1, Tier::kDevice);
+  EXPECT_EQ(Plan({Read(1), Read(2), Read(3)}, f, 2 * kMiB),
+            (std::vector<PrefetchRequest>{Load(2)}));
+}
+
+TEST(PrefetchPlannerTest, RepeatedAccessesCountEachTimeAndLoadOnce) {
+  Facts f;
+  for (uint64_t id : {1, 2}) f[id];
+  EXPECT_EQ(Plan({Read(1), Read(1), Read(2)}, f, 3 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1), Load(2)}));
+  EXPECT_EQ(Plan({Read(1), Read(1), Read(2)}, f, 2 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1)}));
+}
+
+TEST(PrefetchPlannerTest, TiersHaveTheirOwnWindows) {
+  Facts f;
+  for (uint64_t id : {1, 2, 3}) f[id];
+  // The device window is full after 1; the host's still takes 3.
+  EXPECT_EQ(Plan({Read(1), Read(2), Read(3, Tier::kHost)}, f, kMiB, kMiB),
+            (std::vector<PrefetchRequest>{Load(1), Load(3, Tier::kHost)}));
+}
+
+TEST(PrefetchPlannerTest, SkippedAccessesStillChargeTheWindow) {
+  Facts f;
+  for (uint64_t id : {1, 2, 3, 4}) f[id];
+  f[2].has_contents = false;
+  // 1: overwrite, 2: no contents; both charge the window, so 4 does not fit.
+  EXPECT_EQ(Plan({Overwrite(1), Read(2), Read(3), Read(4)}, f, 3 * kMiB),
+            (std::vector<PrefetchRequest>{Load(3)}));
+}
+
+TEST(PrefetchPlannerTest, NeverPlansNvmeOrTiersBelowHome) {
+  Facts f;
+  f[1].home = Tier::kHost;
+  f[2].home = Tier::kDevice;
+  f[3];
+  EXPECT_EQ(Plan({Read(1, Tier::kNvme), Read(2, Tier::kHost), Read(1),
+                  Read(3, Tier::kHost)},
+                 f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1), Load(3, Tier::kHost)}));
+  // NVMe accesses charge nothing: a zero NVMe window stops nothing.
+  EXPECT_EQ(Plan({Read(3, Tier::kNvme), Read(3)}, f, kMiB),
+            (std::vector<PrefetchRequest>{Load(3)}));
+}
+
+TEST(PrefetchPlannerTest, UnknownTensorsAreSkippedAndChargeNothing) {
+  Facts f;
+  f[2];
+  EXPECT_EQ(Plan({Read(7), Read(2)}, f, kMiB),
+            (std::vector<PrefetchRequest>{Load(2)}));
+}
+
+TEST(PrefetchPlannerTest, CopiesThereOrComingAreNotLoadedAgain) {
+  Facts f;
+  f[1];
+  f[2];
+  f.Present(1, Tier::kDevice);
+  EXPECT_EQ(Plan({Read(1), Read(2), Read(1, Tier::kHost)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(2), Load(1, Tier::kHost)}));
+}
+
+// A predicted write of a tensor on one tier makes a later prefetch of it to
+// another tier stale by its use; on the same tier it is fine.
+TEST(PrefetchPlannerTest, EarlierWriteOnAnotherTierMakesALoadStale) {
+  Facts f;
+  f[1];
+  f[2];
+  EXPECT_EQ(
+      Plan({Write(1, Tier::kHost), Read(1), Write(2), Read(2)}, f, 64 * kMiB),
+      (std::vector<PrefetchRequest>{Load(1, Tier::kHost), Load(2)}));
+  // An overwrite counts as a write; a read does not.
+  EXPECT_EQ(
+      Plan({Read(2, Tier::kHost), Overwrite(1, Tier::kHost), Read(1), Read(2)},
+           f, 64 * kMiB),
+      (std::vector<PrefetchRequest>{Load(2, Tier::kHost), Load(2)}));
+  // The latest write decides: written on the host, then on the device.
+  EXPECT_EQ(Plan({Write(2, Tier::kHost), Write(2), Read(2)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(2, Tier::kHost), Load(2)}));
+}
+
+// Writes are remembered even for accesses the window no longer plans.
+TEST(PrefetchPlannerTest, WritesBeyondAFullTierStillMakeLoadsStale) {
+  Facts f;
+  f[1].bytes = 4 * kMiB;
+  f[2];
+  EXPECT_EQ(Plan({Read(1), Write(2), Read(2, Tier::kHost)}, f, kMiB),
+            (std::vector<PrefetchRequest>{}));
+}
+
+}  // namespace
+}  // namespace strata
