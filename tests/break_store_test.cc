@@ -677,7 +677,8 @@ TEST(BreakFaultTest, FailedWholeWriteToDeviceHomeTensorKeepsIt) {
     constexpr uint64_t kSize = 300 * 1024 + 7;
     TensorId id = env.Make(kSize, Tier::kDevice);
     ASSERT_TRUE(env.store->Write(id, Pattern(kSize, 1).data(), kSize).ok());
-    env.device->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+    env.device->set_spec(
+        {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
     absl::Status s = env.store->Write(id, Pattern(kSize, 2).data(), kSize);
     EXPECT_FALSE(s.ok());
     env.NoFaults();
@@ -694,7 +695,8 @@ TEST(BreakFaultTest, FailedPartialWriteToDeviceHomeTensorKeepsIt) {
     constexpr uint64_t kSize = 300 * 1024 + 7;
     TensorId id = env.Make(kSize, Tier::kDevice);
     ASSERT_TRUE(env.store->Write(id, Pattern(kSize, 1).data(), kSize).ok());
-    env.device->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+    env.device->set_spec(
+        {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
     auto part = Pattern(1000, 2);
     absl::Status s = env.store->Write(id, part.data(), 1000, 4096);
     EXPECT_FALSE(s.ok());
@@ -716,13 +718,22 @@ TEST(BreakFaultTest, FailedWriteThroughDeviceKeepsOnlyDirtyCopy) {
   struct Scenario {
     const char* what;
     bool whole;
-    CopyFaultSpec device;
+    FaultSpec device;
     FaultSpec io;
   };
   const Scenario scenarios[] = {
-      {"whole write, H2D fails", true, {.fail_nth = 1, .d2h = false}, {}},
-      {"partial write, H2D fails", false, {.fail_nth = 1, .d2h = false}, {}},
-      {"partial write, D2H fails", false, {.fail_nth = 1, .h2d = false}, {}},
+      {"whole write, H2D fails",
+       true,
+       {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy},
+       {}},
+      {"partial write, H2D fails",
+       false,
+       {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy},
+       {}},
+      {"partial write, D2H fails",
+       false,
+       {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy},
+       {}},
       {"partial write, NVMe write fails",
        false,
        {},
@@ -819,7 +830,8 @@ TEST(BreakFaultTest, EverythingFailsThenRecovers) {
                                     Code::kResourceExhausted,
                                     Code::kFailedPrecondition};
     for (int round = 0; round < 3; ++round) {
-      env.device->set_spec({.seed = 3, .rate = 1.0});
+      env.device->set_spec(
+          {.seed = 3, .rate = 1.0, .kind = FaultKind::kTornCopy});
       env.io->set_spec({.seed = 3,
                         .rate = 1.0,
                         .kind = round == 1   ? FaultKind::kShortWrite
@@ -851,7 +863,8 @@ TEST(BreakFaultTest, EverythingFailsThenRecovers) {
           env.NoFaults();
           EXPECT_TRUE(env.Holds(t.id, t.size, t.seed))
               << "failed Write (" << w << ") lost the previous contents";
-          env.device->set_spec({.seed = 3, .rate = 1.0});
+          env.device->set_spec(
+              {.seed = 3, .rate = 1.0, .kind = FaultKind::kTornCopy});
           env.io->set_spec({.seed = 3,
                             .rate = 1.0,
                             .kind = round == 1   ? FaultKind::kShortWrite
@@ -1558,7 +1571,8 @@ TEST(BreakFaultTest, DeviceFaultStormThroughDevice) {
     std::vector<std::byte> init(kSize);
     FillTagged(init.data(), kSize, 1);
     ASSERT_TRUE(env.store->Write(id, init.data(), kSize).ok());
-    env.device->set_spec({.seed = 11, .rate = 0.2});
+    env.device->set_spec(
+        {.seed = 11, .rate = 0.2, .kind = FaultKind::kTornCopy});
     std::atomic<uint64_t> next_seed{2};
     std::atomic<int> torn{0};
     std::atomic<int> lost{0};  // ops that found no valid copy at all

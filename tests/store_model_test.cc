@@ -51,7 +51,9 @@ struct Faults {
   FaultyBlockIo* block_io = nullptr;
   FaultKind io_kind = FaultKind::kEio;
   void Set(double r, uint64_t seed) const {
-    if (device) device->set_spec(CopyFaultSpec{.seed = seed, .rate = r});
+    if (device) {
+      device->set_spec({.seed = seed, .rate = r, .kind = FaultKind::kTornCopy});
+    }
     if (block_io)
       block_io->set_spec({.seed = seed, .rate = r, .kind = io_kind});
   }

@@ -390,7 +390,8 @@ TEST_F(UnifiedStoreTest, FailedPrefetchHintLosesNothing) {
   Open();
   constexpr uint64_t kSize = 200 * kKiB;
   const TensorId id = Make(kSize, 60);
-  faults_->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+  faults_->set_spec(
+      {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(lease.status().message(), HasSubstr("injected copy fault"));
