@@ -52,9 +52,9 @@ inline Clock& Clock::Real() {
 
 // Time that moves only when told. Starts at the Unix epoch.
 // Policy: with auto_advance off (the default), SleepUntil parks the caller
-// until Advance/AdvanceTo reaches its deadline; with it on, SleepUntil moves
-// the time to its deadline itself and returns (time passes exactly as fast
-// as the code under test asks it to).
+// until Advance or AdvanceToNextDeadline reaches its deadline; with it on,
+// SleepUntil moves the time to its deadline itself and returns (time passes
+// exactly as fast as the code under test asks it to).
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(bool auto_advance = false) : auto_(auto_advance) {}
