@@ -28,6 +28,8 @@ using Condition = absl::Condition;
 #include <functional>
 #include <mutex>
 
+#include "absl/time/time.h"
+
 namespace strata {
 
 // A predicate evaluated with the mutex held (absl::Condition's four forms).
@@ -98,6 +100,16 @@ class CondVar {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
+  }
+  // True if `timeout` passed first, as absl::CondVar says.
+  bool WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
+    mu->awaiters_.notify_all();  // releasing without Unlock(): see Await
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool timed_out =
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) ==
+        std::cv_status::timeout;
+    lock.release();
+    return timed_out;
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }

@@ -1,7 +1,8 @@
-// block_io_test.cc: both BlockIo engines (io_uring with and without fixed
-// buffers, and the pread/pwrite thread pool) on O_DIRECT files: round trips,
-// concurrent callers, end of file, bad descriptors, queue depth 1. io_uring
-// cases skip, saying why, where the ring cannot be set up.
+// block_io_test.cc: the BlockIo engines (io_uring with and without fixed
+// buffers and the pread/pwrite thread pool on O_DIRECT files, and the
+// in-memory engine tests use instead of a disk): round trips, concurrent
+// callers, end of file, bad descriptors, queue depth 1. io_uring cases skip,
+// saying why, where the ring cannot be set up.
 #include "tiers/nvme/block_io.h"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tiers/nvme/memory_block_io.h"
 
 namespace strata {
 namespace {
@@ -28,7 +30,7 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kFileBytes = 4 * kKiB * kKiB;
 constexpr uint64_t kArenaBytes = 8 * kKiB * kKiB;
 
-enum class Engine { kUringFixed, kUringPlain, kThreadPool };
+enum class Engine { kUringFixed, kUringPlain, kThreadPool, kMemory };
 
 std::string EngineName(const ::testing::TestParamInfo<Engine>& info) {
   switch (info.param) {
@@ -36,6 +38,8 @@ std::string EngineName(const ::testing::TestParamInfo<Engine>& info) {
       return "UringFixed";
     case Engine::kUringPlain:
       return "UringPlain";
+    case Engine::kMemory:
+      return "Memory";
     default:
       return "ThreadPool";
   }
@@ -74,7 +78,11 @@ class BlockIoTest : public ::testing::TestWithParam<Engine> {
                   std::unique_ptr<BlockIo>* out) {
     out->reset();
     absl::StatusOr<std::unique_ptr<BlockIo>> io;
-    if (GetParam() == Engine::kThreadPool) {
+    if (GetParam() == Engine::kMemory) {
+      // One in-memory file per descriptor, as long as the real ones.
+      io = std::unique_ptr<BlockIo>(
+          new MemoryBlockIo(static_cast<int>(fds.size()), kFileBytes));
+    } else if (GetParam() == Engine::kThreadPool) {
       io = OpenThreadPoolBlockIo(fds, depth);
     } else {
       std::vector<iovec> buffers;
@@ -205,6 +213,9 @@ TEST_P(BlockIoTest, OneFailureStillWaitsForTheRest) {
 }
 
 TEST_P(BlockIoTest, BadDescriptorIsAnErrorNotACrash) {
+  if (GetParam() == Engine::kMemory) {
+    GTEST_SKIP() << "the memory engine has no descriptors";
+  }
   // A closed descriptor number high enough that the ring's own fd (the
   // lowest free number) cannot take it.
   int fd = 1000;
@@ -250,14 +261,32 @@ TEST_P(BlockIoTest, QueueDepthOneRunsAHundredRequests) {
 
 TEST_P(BlockIoTest, EngineName) {
   if (io_ == nullptr) return;
-  EXPECT_EQ(io_->engine_name(),
-            GetParam() == Engine::kThreadPool ? "thread-pool" : "io_uring");
+  const char* want = GetParam() == Engine::kThreadPool ? "thread-pool"
+                     : GetParam() == Engine::kMemory   ? "memory"
+                                                       : "io_uring";
+  EXPECT_EQ(io_->engine_name(), want);
+}
+
+// What only the memory engine does: files grow on a write past the end, as
+// pwrite makes them; Contents shows what reached the "disk".
+TEST(MemoryBlockIoTest, WritePastEndGrowsTheFileAndContentsShowIt) {
+  MemoryBlockIo io(1, 8 * kKiB);
+  std::vector<char> buf(4 * kKiB);
+  FillPattern(buf.data(), buf.size(), 9);
+  const IoRequest write{IoOp::kWrite, 0, 12 * kKiB, buf.data(), buf.size()};
+  ASSERT_TRUE(io.Run({&write, 1}).ok());
+  const std::vector<std::byte> file = io.Contents(0);
+  ASSERT_EQ(file.size(), 16 * kKiB);
+  EXPECT_EQ(file[8 * kKiB], std::byte{0});  // the gap reads as zeros
+  EXPECT_TRUE(MatchesPattern(file.data() + 12 * kKiB, 4 * kKiB, 9));
+  EXPECT_TRUE(io.Contents(1).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, BlockIoTest,
                          ::testing::Values(Engine::kUringFixed,
                                            Engine::kUringPlain,
-                                           Engine::kThreadPool),
+                                           Engine::kThreadPool,
+                                           Engine::kMemory),
                          EngineName);
 
 }  // namespace

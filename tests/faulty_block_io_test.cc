@@ -1,6 +1,7 @@
-// faulty_block_io_test.cc: FaultyBlockIo over an in-memory BlockIo: each
-// fault kind's status and effect on the bytes, the op filter, rates, the nth
-// request, reproducibility by seed, and changing the spec at run time.
+// faulty_block_io_test.cc: FaultyBlockIo over MemoryBlockIo: each fault
+// kind's status and effect on the bytes, the op filter, rates, the nth
+// request, reproducibility by seed, changing the spec at run time, and the
+// gate holding a batch in flight.
 #include "tiers/fault/faulty_block_io.h"
 
 #include <algorithm>
@@ -10,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "base/sync.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tiers/nvme/memory_block_io.h"
 
 namespace strata {
 namespace {
@@ -23,35 +24,10 @@ using ::strata::testing::MatchesPattern;
 constexpr uint64_t kRequest = 16 * 1024;
 constexpr uint64_t kFileBytes = 1 << 20;
 
-// One in-memory "file" per index; every request succeeds.
-class MemoryBlockIo : public BlockIo {
- public:
-  explicit MemoryBlockIo(int files)
-      : files_(files, std::vector<char>(kFileBytes)) {}
-  std::string_view engine_name() const override { return "memory"; }
-  absl::Status Run(absl::Span<const IoRequest> requests) override {
-    MutexLock lock(&mu_);
-    for (const IoRequest& r : requests) {
-      char* file = files_[r.file_index].data() + r.offset;
-      if (r.op == IoOp::kRead) {
-        std::memcpy(r.buf, file, r.bytes);
-      } else {
-        std::memcpy(file, r.buf, r.bytes);
-      }
-    }
-    return absl::OkStatus();
-  }
-  const char* file(int i) const { return files_[i].data(); }
-
- private:
-  Mutex mu_;
-  std::vector<std::vector<char>> files_;
-};
-
 class FaultyBlockIoTest : public ::testing::Test {
  protected:
   FaultyBlockIoTest() {
-    auto memory = std::make_unique<MemoryBlockIo>(2);
+    auto memory = std::make_unique<MemoryBlockIo>(2, kFileBytes);
     memory_ = memory.get();
     faulty_ = std::make_unique<FaultyBlockIo>(std::move(memory), FaultSpec{});
     FillPattern(data_.data(), kRequest, 1);
@@ -64,6 +40,14 @@ class FaultyBlockIoTest : public ::testing::Test {
   absl::Status Read(uint64_t offset) {
     const IoRequest r{IoOp::kRead, 0, offset, back_.data(), kRequest};
     return faulty_->Run({&r, 1});
+  }
+
+  // File `i` as the engine holds it, as chars.
+  std::vector<char> File(int i) const {
+    std::vector<std::byte> bytes = memory_->Contents(i);
+    return std::vector<char>(
+        reinterpret_cast<const char*>(bytes.data()),
+        reinterpret_cast<const char*>(bytes.data()) + bytes.size());
   }
 
   MemoryBlockIo* memory_;
@@ -88,7 +72,7 @@ TEST_F(FaultyBlockIoTest, EioIsUnavailableAndMovesNothing) {
   EXPECT_NE(status.message().find("nvme write file 0 offset 0"),
             std::string::npos)
       << status;
-  EXPECT_EQ(memory_->file(0)[0], 0);
+  EXPECT_EQ(File(0)[0], 0);
   EXPECT_EQ(faulty_->injected(), 1u);
 }
 
@@ -123,8 +107,8 @@ TEST_F(FaultyBlockIoTest, ShortWriteFailsAfterWritingHalf) {
   const absl::Status status = Write(0);
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   EXPECT_NE(status.message().find("short write"), std::string::npos);
-  EXPECT_TRUE(MatchesPattern(memory_->file(0), kRequest / 2, 1));
-  EXPECT_FALSE(MatchesPattern(memory_->file(0), kRequest, 1));
+  EXPECT_TRUE(MatchesPattern(File(0).data(), kRequest / 2, 1));
+  EXPECT_FALSE(MatchesPattern(File(0).data(), kRequest, 1));
 }
 
 TEST_F(FaultyBlockIoTest, BitFlipReturnsOkWithOneBitWrong) {
@@ -165,17 +149,19 @@ TEST_F(FaultyBlockIoTest, OtherRequestsOfABatchStillRun) {
     writes.push_back(IoRequest{IoOp::kWrite, 1, i * kRequest,
                                bufs.data() + i * kRequest, kRequest});
   }
-  EXPECT_TRUE(absl::IsUnavailable(faulty_->Run(writes)));
-  EXPECT_EQ(std::memcmp(memory_->file(1), bufs.data(), kRequest), 0);
-  EXPECT_EQ(memory_->file(1)[kRequest], 0);  // the faulted one
-  EXPECT_EQ(std::memcmp(memory_->file(1) + 2 * kRequest,
-                        bufs.data() + 2 * kRequest, 2 * kRequest),
+  EXPECT_EQ(faulty_->Run(writes).code(),
+            FaultyBlockIo::InjectedCode(FaultKind::kEio));
+  const std::vector<char> file = File(1);
+  EXPECT_EQ(std::memcmp(file.data(), bufs.data(), kRequest), 0);
+  EXPECT_EQ(file[kRequest], 0);  // the faulted one
+  EXPECT_EQ(std::memcmp(file.data() + 2 * kRequest, bufs.data() + 2 * kRequest,
+                        2 * kRequest),
             0);
 }
 
 // Which of `count` single-request writes fail under `spec`.
 std::vector<bool> FaultPositions(const FaultSpec& spec, int count) {
-  FaultyBlockIo faulty(std::make_unique<MemoryBlockIo>(1), spec);
+  FaultyBlockIo faulty(std::make_unique<MemoryBlockIo>(1, kFileBytes), spec);
   std::vector<char> buf(kRequest);
   std::vector<bool> failed;
   for (int i = 0; i < count; ++i) {
@@ -221,6 +207,86 @@ TEST_F(FaultyBlockIoTest, CountsAreExactUnderConcurrency) {
   EXPECT_EQ(faulty_->injected(),
             static_cast<uint64_t>(failures[0] + failures[1] + failures[2] +
                                   failures[3]));
+}
+
+// InjectedCode(kind) is what Run returns for that kind: the model test's
+// list of acceptable codes is built from it.
+TEST_F(FaultyBlockIoTest, InjectedCodeIsWhatRunReturns) {
+  ASSERT_TRUE(Write(0).ok());
+  struct Case {
+    FaultKind kind;
+    bool read;
+  };
+  for (Case c :
+       {Case{FaultKind::kEio, true}, Case{FaultKind::kEio, false},
+        Case{FaultKind::kEnospc, false}, Case{FaultKind::kShortRead, true},
+        Case{FaultKind::kShortWrite, false}, Case{FaultKind::kBitFlip, true}}) {
+    faulty_->set_spec(FaultSpec{.rate = 1.0, .kind = c.kind});
+    const absl::Status status = c.read ? Read(0) : Write(0);
+    EXPECT_EQ(status.code(), FaultyBlockIo::InjectedCode(c.kind)) << status;
+  }
+  EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kShortRead),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kEnospc),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kShortWrite),
+            FaultyBlockIo::InjectedCode(FaultKind::kEio));
+}
+
+TEST_F(FaultyBlockIoTest, DeviceOnlyOpsAndKindsMatchNoRequest) {
+  for (FaultOps ops : {FaultOps::kH2D, FaultOps::kD2H}) {
+    faulty_->set_spec(FaultSpec{.rate = 1.0, .ops = ops});
+    EXPECT_TRUE(Write(0).ok());
+    EXPECT_TRUE(Read(0).ok());
+  }
+  faulty_->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kTornCopy});
+  EXPECT_TRUE(Write(0).ok());
+  EXPECT_TRUE(Read(0).ok());
+  EXPECT_EQ(faulty_->injected(), 0u);
+}
+
+// The gate parks a read before anything moves; writes pass meanwhile; the
+// read runs once released, under the spec set while it waited.
+TEST_F(FaultyBlockIoTest, GateHoldsAReadUntilReleased) {
+  ASSERT_TRUE(Write(0).ok());
+  Gate& gate = faulty_->gate();
+  gate.Arm(GateOp::kNvmeRead);
+  absl::Status read;
+  std::thread reader([&] { read = Read(0); });
+  ASSERT_TRUE(gate.WaitUntilHeld(GateOp::kNvmeRead));
+  EXPECT_EQ(back_[0], 0) << "the held read moved bytes";
+  EXPECT_TRUE(Write(kRequest).ok());  // another op kind is not held
+  EXPECT_EQ(gate.held(GateOp::kNvmeWrite), 0u);
+  faulty_->set_spec(FaultSpec{.nth = 1, .ops = FaultOps::kReads});
+  gate.Release(GateOp::kNvmeRead);
+  reader.join();
+  EXPECT_EQ(read.code(), FaultyBlockIo::InjectedCode(FaultKind::kEio));
+  EXPECT_EQ(gate.held(GateOp::kNvmeRead), 1u);
+  EXPECT_TRUE(Read(0).ok());  // disarmed by Release: passes
+  EXPECT_TRUE(MatchesPattern(back_.data(), kRequest, 1));
+  EXPECT_EQ(gate.held(GateOp::kNvmeRead), 1u);
+}
+
+// Arm(op, 2) holds two batches at once; one Release lets both go.
+TEST_F(FaultyBlockIoTest, GateHoldsSeveralAndReleasesThemTogether) {
+  Gate& gate = faulty_->gate();
+  gate.Arm(GateOp::kNvmeWrite, 2);
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 2; ++i) {
+    writers.emplace_back([this, i] {
+      std::vector<char> buf(kRequest);
+      FillPattern(buf.data(), kRequest, 10 + i);
+      const IoRequest r{IoOp::kWrite, 1, i * kRequest, buf.data(), kRequest};
+      EXPECT_TRUE(faulty_->Run({&r, 1}).ok());
+    });
+  }
+  ASSERT_TRUE(gate.WaitUntilHeld(GateOp::kNvmeWrite, 2));
+  EXPECT_EQ(File(1)[0], 0);
+  gate.Release(GateOp::kNvmeWrite);
+  for (std::thread& w : writers) w.join();
+  EXPECT_EQ(gate.held(GateOp::kNvmeWrite), 2u);
+  EXPECT_TRUE(MatchesPattern(File(1).data(), kRequest, 10));
+  EXPECT_TRUE(MatchesPattern(File(1).data() + kRequest, kRequest, 11));
 }
 
 }  // namespace

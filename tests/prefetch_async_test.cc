@@ -271,7 +271,8 @@ TEST_F(PrefetchAsyncTest, FailedWriteBackInAPrefetchKeepsTheDirtyCopy) {
   Open(kMiB, /*prefetch_threads=*/1);
   const TensorId d = MakeDirtyOnDevice(kMiB, 1);
   const TensorId p = Make(kMiB, 2);
-  faults_->set_spec({.fail_nth = 1, .h2d = false});
+  faults_->set_spec(
+      {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(p, Tier::kDevice).ok());
   ASSERT_TRUE(
       Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));
@@ -288,7 +289,8 @@ TEST_F(PrefetchAsyncTest, FailedWriteBackInAPrefetchKeepsTheDirtyCopy) {
 TEST_F(PrefetchAsyncTest, FailedLoadLeavesTheSourceIntact) {
   Open(4 * kMiB, /*prefetch_threads=*/1);
   const TensorId a = Make(kSize, 1);
-  faults_->set_spec({.fail_nth = 1, .d2h = false});
+  faults_->set_spec(
+      {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(a, Tier::kDevice).ok());
   ASSERT_TRUE(
       Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));
@@ -354,7 +356,8 @@ TEST_F(PrefetchAsyncTest, UnifiedPrefetchEvictsByMigratingBack) {
 TEST_F(PrefetchAsyncTest, UnifiedFailedMigrationLosesNothing) {
   Open(kMiB, /*prefetch_threads=*/1, /*unified=*/true);
   const TensorId z = Make(kSize, 5);
-  faults_->set_spec({.fail_nth = 1, .d2h = false});
+  faults_->set_spec(
+      {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(z, Tier::kDevice).ok());
   ASSERT_TRUE(
       Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));

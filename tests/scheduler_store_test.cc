@@ -1,19 +1,24 @@
 // The scheduler inside the store: Belady eviction against a hand-computed
 // order (and LRU as the baseline), prefetch of the predicted accesses, and
 // the rule that a prefetch never evicts a copy needed before the one it
-// fetches.
+// fetches. Prefetches run on the store's one prefetch thread; a
+// PrefetchBarrier (tests/race_test_util.h) waits for the ones queued so far
+// to have run, where a test needs them done, instead of sleeping.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
+#include <memory>
 
+#include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/race_test_util.h"
 #include "tests/test_util.h"
+#include "tiers/fault/faulty_block_io.h"
 
 namespace strata {
 namespace {
 
 using ::strata::testing::Pattern;
+using ::strata::testing::PrefetchBarrier;
 using State = Residency::State;
 
 class SchedulerStoreTest : public ::testing::Test {
@@ -26,19 +31,27 @@ class SchedulerStoreTest : public ::testing::Test {
     o.scheduler.prefetch = prefetch;
     o.scheduler.lookahead_bytes = lookahead;
     o.scheduler.prefetch_threads = 1;  // prefetches run in trace order
-    auto s = Store::Open(o);
+    StoreSeams seams;
+    seams.wrap_block_io = [this](std::unique_ptr<BlockIo> io) {
+      auto f = std::make_unique<FaultyBlockIo>(std::move(io), FaultSpec{});
+      io_ = f.get();
+      return f;
+    };
+    auto s = OpenStore(o, seams);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
+    barrier_ = std::make_unique<PrefetchBarrier>(store_.get(), io_);
   }
-  // `n` tensors of 1 MiB with contents, all on NVMe only.
-  std::vector<TensorId> Tensors(int n) {
+  // `n` tensors of 1 MiB with contents, on NVMe only (`to` kNvme) or also in
+  // host memory (kHost: their loads then never read NVMe).
+  std::vector<TensorId> Tensors(int n, Tier to = Tier::kNvme) {
     std::vector<TensorId> ids;
     for (int i = 0; i < n; ++i) {
       auto id = store_->Create(
           {.name = std::string(1, char('A' + i)), .size_bytes = kMiB});
       EXPECT_TRUE(id.ok());
       EXPECT_TRUE(store_->Write(*id, Pattern(kMiB, i).data(), kMiB).ok());
-      EXPECT_TRUE(store_->Evict(*id, Tier::kNvme).ok());
+      EXPECT_TRUE(store_->Evict(*id, to).ok());
       ids.push_back(*id);
     }
     return ids;
@@ -51,7 +64,9 @@ class SchedulerStoreTest : public ::testing::Test {
     return store_->GetResidency(id)->tiers[static_cast<int>(Tier::kDevice)];
   }
   ::strata::testing::TempDir dir_;
+  FaultyBlockIo* io_ = nullptr;  // owned by store_
   std::unique_ptr<Store> store_;
+  std::unique_ptr<PrefetchBarrier> barrier_;
 };
 
 // Step A B C A D C B on a device that holds three: when D arrives in step 2,
@@ -88,46 +103,54 @@ TEST_F(SchedulerStoreTest, BeladyEvictsTheCopyUsedFurthestAhead) {
 
 // Step A B C with room for two on the device. In step 2, A is held while the
 // scheduler prefetches B (needed next) and C (after B). C may not evict B,
-// which is needed first, so C waits; B's acquire is a prefetch hit.
+// which is needed first, so C gives up and waits for its acquire; B's
+// acquire is a prefetch hit. The barrier returns once both prefetches have
+// run (B's load, then C's attempt), so the test looks after C's attempt,
+// not after a guess at how long it takes.
 TEST_F(SchedulerStoreTest, PrefetchNeverEvictsACopyNeededSooner) {
   Open(2 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true,
        /*lookahead=*/2 * kMiB);
-  std::vector<TensorId> t = Tensors(3);
+  std::vector<TensorId> t = Tensors(3, Tier::kHost);
   const TensorId a = t[0], b = t[1], c = t[2];
   store_->BeginStep();
   for (TensorId id : t) Use(id);
   store_->EndStep();
-  ASSERT_TRUE(store_->Evict(b, Tier::kNvme).ok());
-  ASSERT_TRUE(store_->Evict(c, Tier::kNvme).ok());
+  ASSERT_TRUE(store_->Evict(b, Tier::kHost).ok());
+  ASSERT_TRUE(store_->Evict(c, Tier::kHost).ok());
+  const uint64_t issued_before = store_->GetStats().prefetch.issued;
   store_->BeginStep();
   auto held = store_->Acquire(a, Tier::kDevice, Access::kRead);
   ASSERT_TRUE(held.ok()) << held.status();
-  for (int i = 0; i < 1000 && OnDevice(b) != State::kClean; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // C's attempt
+  EXPECT_EQ(store_->GetStats().prefetch.issued - issued_before, 2u)
+      << "B and C are predicted next and both fit the lookahead";
+  barrier_->Wait();  // B's prefetch and C's attempt have both run
   EXPECT_EQ(OnDevice(b), State::kClean);
   EXPECT_EQ(OnDevice(c), State::kAbsent);
+  EXPECT_EQ(store_->GetStats().prefetch.failed, 0u)
+      << "a prefetch that finds no room waits for its acquire: no failure";
   ASSERT_TRUE(held->Release().ok());
   const uint64_t hits_before = store_->GetStats().prefetch.hit;
   Use(b);
   EXPECT_EQ(store_->GetStats().prefetch.hit, hits_before + 1);
 }
 
-// A layered loop with a little compute per layer: after the first step the
-// scheduler has the next layers on the device before they are acquired.
+// A layered loop: after each acquire the prefetches it queued run to the
+// end (the barrier stands in for the layer's compute, long enough for any
+// transfer), so from step 2 on the scheduler has the next layers on the
+// device before they are acquired. The layers' contents stay in host
+// memory, so their loads never read NVMe (the barrier's own read).
 TEST_F(SchedulerStoreTest, PrefetchServesAReplayedLoop) {
   Open(4 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true);
-  std::vector<TensorId> layers = Tensors(8);
+  std::vector<TensorId> layers = Tensors(8, Tier::kHost);
   for (int step = 0; step < 4; ++step) {
     store_->BeginStep();
     for (int i = 0; i < 8; ++i) {
       Use(layers[i]);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // "compute"
+      barrier_->Wait();
     }
     for (int i = 7; i >= 0; --i) {
       Use(layers[i]);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      barrier_->Wait();
     }
     store_->EndStep();
   }

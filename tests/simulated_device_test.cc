@@ -1,5 +1,6 @@
-// simulated_device_test.cc: SimulatedDevice — round trips, the link model,
-// round-robin chunk service, concurrent copies and the one-time reservation.
+// simulated_device_test.cc: SimulatedDevice — round trips, the link model
+// (on the real clock and, exactly, on a fake one), round-robin chunk service
+// in its copy engine, concurrent copies and the one-time reservation.
 #include "tiers/device/simulated_device.h"
 
 #include <cstring>
@@ -8,8 +9,10 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tiers/device/sim_copy_engine.h"
 
 namespace strata {
 namespace {
@@ -127,29 +130,67 @@ TEST(SimulatedDeviceTest, LatencyIsPaidOncePerCopy) {
   EXPECT_GE(absl::ToDoubleSeconds(absl::Now() - start), 0.05);
 }
 
-TEST(SimulatedDeviceTest, SmallCopyOvertakesALargeOne) {
-  // 64 MiB at 0.5 GB/s occupies the H2D link for 0.134 s in 1 MiB chunks of
-  // 2 ms; a 4 KiB copy queued 20 ms in waits for about one chunk.
-  constexpr uint64_t kBig = 64 * kMiB;
-  DeviceOptions options = Options(kBig + kMiB, kMiB);
-  options.sim_link_gbps = 0.5;
-  auto device = MakeDevice(options);
-  auto arena = device->ReserveArena(kBig + kMiB);
+// On a clock that moves only as far as the link model asks, a copy takes
+// exactly its modelled time: 64 MiB at 1 GB/s in 4 MiB chunks, plus the
+// latency once.
+TEST(SimulatedDeviceTest, LinkModelTimeIsExactOnAFakeClock) {
+  DeviceOptions options = Options(64 * kMiB, 4 * kMiB);
+  options.sim_link_gbps = 1.0;
+  options.sim_latency_seconds = 0.05;
+  FakeClock clock(/*auto_advance=*/true);
+  auto device = SimulatedDevice::Create(options, &clock);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto arena = (*device)->ReserveArena(64 * kMiB);
   ASSERT_TRUE(arena.ok());
-  std::vector<std::byte> big(kBig), small(4096);
-  FillPattern(small.data(), small.size(), 7);
-  absl::Time big_done;
-  std::thread big_copy([&] {
-    EXPECT_TRUE(device->Copy(CopyKind::kH2D, *arena, big.data(), kBig).ok());
-    big_done = absl::Now();
-  });
-  absl::SleepFor(absl::Milliseconds(20));
+  std::vector<std::byte> src(64 * kMiB);
+  FillPattern(src.data(), 4096, 5);
+  const absl::Time start = clock.Now();
   ASSERT_TRUE(
-      device->Copy(CopyKind::kH2D, *arena + kBig, small.data(), 4096).ok());
-  const absl::Time small_done = absl::Now();
-  big_copy.join();
-  EXPECT_LT(small_done + absl::Milliseconds(50), big_done);
-  EXPECT_TRUE(MatchesPattern(*arena + kBig, 4096, 7));
+      (*device)->Copy(CopyKind::kH2D, *arena, src.data(), src.size()).ok());
+  EXPECT_EQ(clock.Now() - start,
+            absl::Nanoseconds(67108864) + absl::Milliseconds(50));
+  EXPECT_TRUE(MatchesPattern(*arena, 4096, 5));
+}
+
+// A 4 KiB copy queued while the first 1 MiB chunk of a 16 MiB copy holds the
+// link (0.5 GB/s: 2.097152 ms a chunk) waits for exactly that chunk, then
+// overtakes the other fifteen. The fake clock parks the engine at the end of
+// each chunk, so the test decides when each chunk ends and queues the small
+// copy while the first one is provably in service.
+TEST(SimCopyEngineTest, SmallCopyOvertakesALargeOne) {
+  constexpr uint64_t kBig = 16 * kMiB, kSmall = 4096;
+  FakeClock clock;
+  SimCopyEngine engine(kMiB, 0.5, 0, &clock);
+  std::vector<std::byte> big_src(kBig), big_dst(kBig), small_dst(kSmall);
+  std::vector<std::byte> small_src = ::strata::testing::Pattern(kSmall, 7);
+  FillPattern(big_src.data(), kBig, 8);
+  const absl::Time t0 = clock.Now();
+  std::thread big([&] {
+    EXPECT_TRUE(engine.Copy(big_dst.data(), big_src.data(), kBig).ok());
+  });
+  clock.WaitForSleepers(1);  // chunk 1 of the big copy is on the link
+  EXPECT_EQ(engine.queued(), 0);
+  std::thread small([&] {
+    EXPECT_TRUE(engine.Copy(small_dst.data(), small_src.data(), kSmall).ok());
+  });
+  while (engine.queued() < 1) std::this_thread::yield();  // queued behind it
+  ASSERT_TRUE(clock.AdvanceToNextDeadline());             // chunk 1 ends
+  clock.WaitForSleepers(1);  // the small copy is served
+  ASSERT_TRUE(clock.AdvanceToNextDeadline());
+  small.join();
+  const absl::Time small_done = clock.Now();
+  EXPECT_TRUE(MatchesPattern(small_dst.data(), kSmall, 7));
+  for (int chunk = 2; chunk <= 16; ++chunk) {
+    clock.WaitForSleepers(1);
+    ASSERT_TRUE(clock.AdvanceToNextDeadline()) << "chunk " << chunk;
+  }
+  big.join();
+  const absl::Duration chunk_time = absl::Nanoseconds(2097152);
+  const absl::Duration small_time = absl::Nanoseconds(8192);
+  EXPECT_EQ(small_done - t0, chunk_time + small_time);
+  EXPECT_EQ(clock.Now() - t0, 16 * chunk_time + small_time);
+  EXPECT_TRUE(MatchesPattern(big_dst.data(), kBig, 8));
+  EXPECT_EQ(engine.queued(), 0);
 }
 
 TEST(SimulatedDeviceTest, ConcurrentCopiesFromEightThreadsAreCorrect) {

@@ -148,7 +148,8 @@ TEST_F(StoreFaultTest, BitFlipIsDataLossNeverWrongData) {
 }
 
 TEST_F(StoreFaultTest, FailedH2DLeavesHostCopy) {
-  device_->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+  device_->set_spec(
+      {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   auto lease = store_->Acquire(id_, Tier::kDevice, Access::kRead);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(lease.status().message(), HasSubstr("host -> device"));
@@ -163,11 +164,13 @@ TEST_F(StoreFaultTest, FailedD2HWriteBackKeepsDirtyDeviceCopy) {
     ASSERT_TRUE(lease.ok());
     ::strata::testing::FillPattern(lease->data(), kSize, 2);
   }
-  device_->set_spec({.fail_nth = 1, .h2d = false, .d2h = true});
+  device_->set_spec(
+      {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy});
   EXPECT_EQ(store_->Evict(id_, Tier::kHost).code(),
             absl::StatusCode::kInternal);
   EXPECT_EQ(StateOn(Tier::kDevice), State::kDirty);
-  device_->set_spec({.fail_nth = 1, .h2d = false, .d2h = true});
+  device_->set_spec(
+      {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy});
   EXPECT_FALSE(store_->Evict(id_, Tier::kNvme).ok());  // through bounce chunks
   EXPECT_EQ(StateOn(Tier::kDevice), State::kDirty);
   ExpectIntact(2);

@@ -8,9 +8,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "base/system_info.h"
+#include "src/store_open.h"
 #include "tests/test_util.h"
+#include "tiers/fault/faulty_block_io.h"
 #include "tiers/host/host_arena.h"
 
 namespace strata {
@@ -177,23 +180,42 @@ TEST_F(StoreTest, WriteLeaseOnNewTensorPresentsZeros) {
   EXPECT_EQ(std::memcmp(lease->data(), zeros.data(), 5000), 0);
 }
 
+// A prefetch loads the copy ahead of its acquire, which is then a hit. The
+// gate holds the prefetch's NVMe read to show the copy loading before
+// anyone asked; PausePrefetch returns once that load has finished.
 TEST_F(StoreTest, PrefetchLoadsAheadAndCountsHit) {
+  FaultyBlockIo* io = nullptr;
+  StoreSeams seams;
+  seams.wrap_block_io = [&io](std::unique_ptr<BlockIo> b) {
+    auto f = std::make_unique<FaultyBlockIo>(std::move(b), FaultSpec{});
+    io = f.get();
+    return f;
+  };
+  store_.reset();
+  auto s = OpenStore(
+      SmallStoreOptions(dir_.path(), 4 * kMiB, 4 * kMiB, 64 * kMiB), seams);
+  ASSERT_TRUE(s.ok()) << s.status();
+  store_ = std::move(*s);
   TensorId id = MustCreate(kMiB);
   auto in = Pattern(kMiB, 11);
   ASSERT_TRUE(store_->Write(id, in.data(), kMiB).ok());
   ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  io->gate().Arm(GateOp::kNvmeRead);
   ASSERT_TRUE(store_->Prefetch(id, Tier::kDevice).ok());
-  for (int i = 0; i < 2000 && StateOn(id, Tier::kDevice) != State::kClean;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  ASSERT_TRUE(io->gate().WaitUntilHeld(GateOp::kNvmeRead));
+  EXPECT_EQ(StateOn(id, Tier::kDevice), State::kLoading);
+  io->gate().Release(GateOp::kNvmeRead);
+  store_->PausePrefetch(true);  // the load in flight finishes first
+  store_->PausePrefetch(false);
   ASSERT_EQ(StateOn(id, Tier::kDevice), State::kClean);
+  const uint64_t stalled = store_->GetStats().stalled_acquires;
   auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
   ASSERT_TRUE(lease.ok());
   EXPECT_TRUE(MatchesPattern(lease->data(), kMiB, 11));
   Stats stats = store_->GetStats();
   EXPECT_EQ(stats.prefetch.issued, 1u);
   EXPECT_EQ(stats.prefetch.hit, 1u);
+  EXPECT_EQ(stats.stalled_acquires, stalled) << "the hit waited for nothing";
 }
 
 // Every prefetch ends up counted once: hit, late, wasted or failed, even when

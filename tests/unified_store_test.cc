@@ -1,25 +1,31 @@
 // Unified-memory mode on the simulated device: a device copy is the host
 // copy's managed pages, moved by prefetch hints (or, without hints, by
 // faults); the lease pointer is the same on both tiers; the managed-memory
-// cap refuses oversubscription; a failed hint loses nothing.
+// cap refuses oversubscription; a failed hint loses nothing; no reader is
+// granted pages while they are being discarded (forced with a gate).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/race_test_util.h"
 #include "tests/test_util.h"
+#include "tiers/fault/faulty_block_io.h"
 #include "tiers/fault/faulty_device.h"
 
 namespace strata {
 namespace {
 
+using ::strata::testing::AcquiresObserved;
 using ::strata::testing::FillPattern;
 using ::strata::testing::MatchesPattern;
+using ::strata::testing::PrefetchBarrier;
+using ::strata::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kKiB = 1024;
@@ -35,6 +41,11 @@ class UnifiedStoreTest : public ::testing::Test {
     seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
       auto f = std::make_unique<FaultyDevice>(std::move(d));
       faults_ = f.get();
+      return f;
+    };
+    seams.wrap_block_io = [this](std::unique_ptr<BlockIo> b) {
+      auto f = std::make_unique<FaultyBlockIo>(std::move(b), FaultSpec{});
+      io_ = f.get();
       return f;
     };
     auto store = OpenStore(o, seams);
@@ -73,7 +84,8 @@ class UnifiedStoreTest : public ::testing::Test {
   }
 
   ::strata::testing::TempDir dir_;
-  FaultyDevice* faults_ = nullptr;
+  FaultyDevice* faults_ = nullptr;  // owned by store_
+  FaultyBlockIo* io_ = nullptr;     // owned by store_
   std::unique_ptr<Store> store_;
 };
 
@@ -166,30 +178,20 @@ TEST_F(UnifiedStoreTest, WithoutHintsPagesMoveByFaultsOnly) {
   for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(Holds(ids[i], kSize, 20 + i));
 }
 
-// Waits (at most a second) for `id`'s device copy to be there: "compute"
-// long enough for a prefetch to land. Returns at once when none is coming.
-void AwaitPrefetch(Store& store, TensorId id) {
-  for (int i = 0; i < 1000; ++i) {
-    auto r = store.GetResidency(id);
-    if (!r.ok() || r->tiers[0] == Residency::State::kClean ||
-        store.GetStats().prefetch.issued == 0) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
 // Four 256 KiB layers through a 512 KiB device, step after step: the
-// scheduler's prefetches are hints that arrive before their acquires.
-uint64_t RunLayers(Store& store, const std::vector<TensorId>& layers,
-                   int steps) {
+// scheduler's prefetches are hints that arrive before their acquires. From
+// step 2 on, each acquire is followed by `barrier` (when given): the hints
+// it queued have run before the next acquire, as a layer's compute would
+// allow.
+uint64_t RunLayers(Store& store, const std::vector<TensorId>& layers, int steps,
+                   PrefetchBarrier* barrier) {
   for (int s = 0; s < steps; ++s) {
     store.BeginStep();
     for (size_t i = 0; i < layers.size(); ++i) {
       auto lease = store.Acquire(layers[i], Tier::kDevice, Access::kRead);
       EXPECT_TRUE(lease.ok()) << lease.status();
       if (!lease.ok()) return 0;
-      if (s > 0) AwaitPrefetch(store, layers[(i + 1) % layers.size()]);
+      if (s > 0 && barrier != nullptr) barrier->Wait();
       EXPECT_TRUE(lease->Release().ok());
     }
     store.EndStep();
@@ -201,7 +203,8 @@ TEST_F(UnifiedStoreTest, SchedulerPrefetchesAreHintsThatHit) {
   Open(/*hints=*/true, /*device_bytes=*/512 * kKiB);
   std::vector<TensorId> layers;
   for (uint64_t i = 0; i < 4; ++i) layers.push_back(Make(256 * kKiB, 30 + i));
-  const uint64_t hits = RunLayers(*store_, layers, 4);
+  PrefetchBarrier barrier(store_.get(), io_);  // the layers live in host memory
+  const uint64_t hits = RunLayers(*store_, layers, 4, &barrier);
   const Stats stats = store_->GetStats();
   EXPECT_GT(hits, 0u);
   EXPECT_GT(stats.unified.prefetches, stats.unified.faults);
@@ -213,7 +216,8 @@ TEST_F(UnifiedStoreTest, WithoutHintsTheSchedulerDoesNotPrefetchToTheDevice) {
   std::vector<TensorId> layers;
   for (uint64_t i = 0; i < 4; ++i) layers.push_back(Make(256 * kKiB, 40 + i));
   const uint64_t stalled_writes = store_->GetStats().stalled_acquires;
-  EXPECT_EQ(RunLayers(*store_, layers, 4), 0u);
+  // No hint is ever queued, so there is nothing to wait for.
+  EXPECT_EQ(RunLayers(*store_, layers, 4, /*barrier=*/nullptr), 0u);
   const Stats stats = store_->GetStats();
   EXPECT_EQ(stats.prefetch.issued, 0u);
   // Every acquire that found its layer gone faulted it in (Belady keeps
@@ -274,25 +278,31 @@ TEST_F(UnifiedStoreTest, HostOverwriteOfResidentTensorDiscardsAndStalls) {
   EXPECT_EQ(after.stalled_acquires, stalled + 1);
 }
 
-// A discard that takes a while and leaves the range undefined, as a GPU's
-// may: no reader may be looking while it runs.
-class SlowScribblingDiscard : public FaultyDevice {
+// A discard that leaves the range undefined, as a GPU's may, before it
+// reaches the gate: while the gate holds it, the pages are scribbled over.
+class ScribblingDiscard : public FaultyDevice {
  public:
   using FaultyDevice::FaultyDevice;
   absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (const ManagedRange& r : ranges) std::memset(r.ptr, 0xdd, r.bytes);
     return FaultyDevice::DiscardManaged(ranges);
   }
 };
 
+// A whole Write of a resident tensor discards its dead pages; a reader that
+// comes while the discard runs must wait for the write, then see its bytes.
+// The gate holds the discard (pages scribbled) until the reader is provably
+// waiting: an acquire holds the store's lock from being observed until it
+// waits, and it cannot be granted before the discard is let go.
 TEST_F(UnifiedStoreTest, NoReaderSeesContentsBeingDiscarded) {
   StoreOptions o = ::strata::testing::SmallStoreOptions(dir_.path(), kMiB,
                                                         4 * kMiB, 32 * kMiB);
   o.device.memory = DeviceMemory::kUnified;
   StoreSeams seams;
-  seams.wrap_device = [](std::unique_ptr<DeviceBackend> d) {
-    return std::make_unique<SlowScribblingDiscard>(std::move(d));
+  seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
+    auto f = std::make_unique<ScribblingDiscard>(std::move(d));
+    faults_ = f.get();
+    return f;
   };
   auto store = OpenStore(o, seams);
   ASSERT_TRUE(store.ok()) << store.status();
@@ -302,20 +312,31 @@ TEST_F(UnifiedStoreTest, NoReaderSeesContentsBeingDiscarded) {
   ASSERT_NE(Touch(id, Tier::kDevice), nullptr);  // resident
   std::vector<std::byte> fresh(kSize);
   FillPattern(fresh.data(), kSize, 301);
+  Gate& gate = faults_->gate();
+  gate.Arm(GateOp::kDiscard);
   std::thread writer([&] {  // a whole write: the old contents are discarded
     EXPECT_TRUE(store_->Write(id, fresh.data(), kSize).ok());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  auto lease = store_->Acquire(id, Tier::kHost, Access::kRead);
-  if (lease.ok()) {
-    // Held across the discard's whole run: the bytes under a read lease
-    // never change (it waited for the write, or the write waits for it).
-    std::this_thread::sleep_for(std::chrono::milliseconds(80));
-    EXPECT_TRUE(MatchesPattern(lease->data(), kSize, 301) ||
-                MatchesPattern(lease->data(), kSize, 300));
+  ASSERT_TRUE(gate.WaitUntilHeld(GateOp::kDiscard));
+  EXPECT_EQ(store_->GetResidency(id)->tiers[0], Residency::State::kEvicting);
+  const uint64_t observed = AcquiresObserved(*store_);
+  std::atomic<bool> saw_write{false}, saw_discard{false}, granted{false};
+  std::thread reader([&] {
+    auto lease = store_->Acquire(id, Tier::kHost, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    granted = true;
+    saw_write = MatchesPattern(lease->data(), kSize, 301);
+    saw_discard = static_cast<unsigned char*>(lease->data())[0] == 0xdd;
     EXPECT_TRUE(lease->Release().ok());
-  }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return AcquiresObserved(*store_) > observed; }));
+  EXPECT_FALSE(granted) << "a reader was granted pages being discarded";
+  gate.Release(GateOp::kDiscard);
   writer.join();
+  reader.join();
+  EXPECT_TRUE(saw_write) << "the reader did not see the whole write";
+  EXPECT_FALSE(saw_discard) << "the reader saw discarded (scribbled) pages";
+  EXPECT_EQ(gate.held(GateOp::kDiscard), 1u);
   EXPECT_TRUE(Holds(id, kSize, 301));
 }
 
@@ -390,7 +411,8 @@ TEST_F(UnifiedStoreTest, FailedPrefetchHintLosesNothing) {
   Open();
   constexpr uint64_t kSize = 200 * kKiB;
   const TensorId id = Make(kSize, 60);
-  faults_->set_spec({.fail_nth = 1, .h2d = true, .d2h = false});
+  faults_->set_spec(
+      {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(lease.status().message(), HasSubstr("injected copy fault"));

@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/time/clock.h"
-
 namespace strata {
 
 SimCopyEngine::SimCopyEngine(uint64_t chunk_bytes, double link_gbps,
-                             double latency_seconds)
+                             double latency_seconds, Clock* clock)
     : chunk_bytes_(chunk_bytes),
       link_gbps_(link_gbps),
       latency_(absl::Seconds(latency_seconds)),
+      clock_(clock),
       thread_([this] { Run(); }) {}
 
 SimCopyEngine::~SimCopyEngine() { Shutdown(); }
@@ -24,6 +23,11 @@ void SimCopyEngine::Shutdown() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+}
+
+int SimCopyEngine::queued() const {
+  MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
 }
 
 absl::Status SimCopyEngine::Copy(void* dst, const void* src, uint64_t bytes) {
@@ -39,7 +43,7 @@ absl::Status SimCopyEngine::Copy(void* dst, const void* src, uint64_t bytes) {
     queue_.push_back(&job);
     mu_.Await(Condition(&job.finished));
   }
-  if (latency_ > absl::ZeroDuration()) absl::SleepFor(latency_);
+  if (latency_ > absl::ZeroDuration()) clock_->SleepFor(latency_);
   return absl::OkStatus();
 }
 
@@ -67,7 +71,7 @@ void SimCopyEngine::ServeChunk(Job& job) {
   // A link that was busy until just now continues on its own clock, so sleep
   // overshoot on one chunk is made up on the next (to within kBusySlack).
   constexpr absl::Duration kBusySlack = absl::Milliseconds(2);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   const absl::Time start =
       now - link_free_at_ < kBusySlack ? link_free_at_ : now;
   const uint64_t n = std::min(chunk_bytes_, job.bytes - job.done);
@@ -80,8 +84,7 @@ void SimCopyEngine::ServeChunk(Job& job) {
   if (link_gbps_ <= 0) return;
   link_free_at_ =
       start + absl::Seconds(static_cast<double>(n) / (link_gbps_ * 1e9));
-  const absl::Duration left = link_free_at_ - absl::Now();
-  if (left > absl::ZeroDuration()) absl::SleepFor(left);
+  clock_->SleepUntil(link_free_at_);
 }
 
 }  // namespace strata

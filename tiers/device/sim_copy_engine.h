@@ -9,7 +9,9 @@
 // own clock while busy, so sleep overshoot does not accumulate: n bytes take
 // at least n / (link_gbps * 1e9) seconds less 2 ms of slack. Each copy
 // additionally waits latency_seconds once after its last chunk (the link is
-// free meanwhile, as with a pipelined DMA).
+// free meanwhile, as with a pipelined DMA). Time is read and waited for on a
+// Clock (base/clock.h): the real one, or a test's FakeClock, which makes the
+// modelled time exact and the order of chunks deterministic.
 //
 // Thread safety: Copy may be called concurrently from any number of threads.
 #ifndef STRATA_TIERS_DEVICE_SIM_COPY_ENGINE_H_
@@ -22,15 +24,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "base/sync.h"
 
 namespace strata {
 
 class SimCopyEngine {
  public:
-  // `chunk_bytes` > 0; `link_gbps` 0 disables the link model. Starts the
-  // engine thread.
-  SimCopyEngine(uint64_t chunk_bytes, double link_gbps, double latency_seconds);
+  // `chunk_bytes` > 0; `link_gbps` 0 disables the link model. `clock` (not
+  // owned, outlives the engine) times the link model. Starts the engine
+  // thread.
+  SimCopyEngine(uint64_t chunk_bytes, double link_gbps, double latency_seconds,
+                Clock* clock = &Clock::Real());
   ~SimCopyEngine();  // Shutdown()
   SimCopyEngine(const SimCopyEngine&) = delete;
   SimCopyEngine& operator=(const SimCopyEngine&) = delete;
@@ -42,6 +47,10 @@ class SimCopyEngine {
   // Serves the copies already queued, then stops and joins the thread.
   // Idempotent.
   void Shutdown();
+
+  // Copies waiting for their next chunk, not counting the one being served
+  // (a test's way to know a copy is queued).
+  int queued() const;
 
  private:
   struct Job {
@@ -63,11 +72,12 @@ class SimCopyEngine {
   const uint64_t chunk_bytes_;
   const double link_gbps_;
   const absl::Duration latency_;
+  Clock* const clock_;
 
   // Engine thread only.
   absl::Time link_free_at_ = absl::InfinitePast();
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 

@@ -39,7 +39,7 @@ class SimEvent : public DeviceEvent {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SimulatedDevice>> SimulatedDevice::Create(
-    const DeviceOptions& options) {
+    const DeviceOptions& options, Clock* clock) {
   if (options.copy_chunk_bytes == 0) {
     return absl::InvalidArgumentError("copy_chunk_bytes must be > 0");
   }
@@ -49,17 +49,18 @@ absl::StatusOr<std::unique_ptr<SimulatedDevice>> SimulatedDevice::Create(
         options.sim_link_gbps,
         ", sim_latency_seconds=", options.sim_latency_seconds));
   }
-  return std::unique_ptr<SimulatedDevice>(new SimulatedDevice(options));
+  return std::unique_ptr<SimulatedDevice>(
+      new SimulatedDevice(options, clock ? clock : &Clock::Real()));
 }
 
-SimulatedDevice::SimulatedDevice(const DeviceOptions& options)
+SimulatedDevice::SimulatedDevice(const DeviceOptions& options, Clock* clock)
     : options_(options),
       h2d_(std::make_unique<SimCopyEngine>(options.copy_chunk_bytes,
                                            options.sim_link_gbps,
-                                           options.sim_latency_seconds)),
-      d2h_(std::make_unique<SimCopyEngine>(options.copy_chunk_bytes,
-                                           options.sim_link_gbps,
-                                           options.sim_latency_seconds)) {}
+                                           options.sim_latency_seconds, clock)),
+      d2h_(std::make_unique<SimCopyEngine>(
+          options.copy_chunk_bytes, options.sim_link_gbps,
+          options.sim_latency_seconds, clock)) {}
 
 SimulatedDevice::~SimulatedDevice() {
   h2d_->Shutdown();

@@ -33,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/clock.h"
 #include "base/sync.h"
 #include "strata/options.h"
 #include "tiers/device/device_backend.h"
@@ -43,10 +44,11 @@ class SimCopyEngine;  // defined in simulated_device.cc
 
 class SimulatedDevice : public DeviceBackend {
  public:
-  // Starts the two copy engines. InvalidArgument on a zero chunk size or a
-  // negative link model parameter.
+  // Starts the two copy engines, timing the link model on `clock` (not
+  // owned, outlives the device; null: the real clock). InvalidArgument on a
+  // zero chunk size or a negative link model parameter.
   static absl::StatusOr<std::unique_ptr<SimulatedDevice>> Create(
-      const DeviceOptions& options);
+      const DeviceOptions& options, Clock* clock = nullptr);
   ~SimulatedDevice() override;  // joins the engines, unmaps the arena
   SimulatedDevice(const SimulatedDevice&) = delete;
   SimulatedDevice& operator=(const SimulatedDevice&) = delete;
@@ -82,7 +84,7 @@ class SimulatedDevice : public DeviceBackend {
   bool batched_prefetch() const override { return true; }
 
  private:
-  explicit SimulatedDevice(const DeviceOptions& options);
+  SimulatedDevice(const DeviceOptions& options, Clock* clock);
   absl::Status CheckDeviceRange(const void* ptr, uint64_t bytes) const;
   absl::Status CheckManagedRange(const ManagedRange& range) const;
   // Occupies the link toward `to` for `bytes` (no bytes move).

@@ -62,6 +62,13 @@ struct FaultyBlockIo::Plan {
   std::vector<Fault> faults;  // one per request
 };
 
+absl::StatusCode FaultyBlockIo::InjectedCode(FaultKind kind) {
+  if (kind == FaultKind::kBitFlip || kind == FaultKind::kTornCopy) {
+    return absl::StatusCode::kOk;
+  }
+  return FaultStatus(kind, IoRequest{}).code();
+}
+
 FaultyBlockIo::FaultyBlockIo(std::unique_ptr<BlockIo> inner,
                              const FaultSpec& spec)
     : inner_(std::move(inner)),
@@ -72,8 +79,7 @@ FaultyBlockIo::FaultyBlockIo(std::unique_ptr<BlockIo> inner,
 void FaultyBlockIo::set_spec(const FaultSpec& spec) {
   MutexLock lock(&mu_);
   spec_ = spec;
-  rng_state_ = spec.seed;
-  matched_ = 0;
+  draws_.Reset(spec);
 }
 
 uint64_t FaultyBlockIo::injected() const {
@@ -83,20 +89,40 @@ uint64_t FaultyBlockIo::injected() const {
 
 bool FaultyBlockIo::Matches(const IoRequest& request) const {
   const bool read = request.op == IoOp::kRead;
-  if (spec_.ops == FaultOps::kReads && !read) return false;
-  if (spec_.ops == FaultOps::kWrites && read) return false;
+  switch (spec_.ops) {
+    case FaultOps::kAll:
+      break;
+    case FaultOps::kReads:
+      if (!read) return false;
+      break;
+    case FaultOps::kWrites:
+      if (read) return false;
+      break;
+    default:
+      return false;  // device directions: not block I/O
+  }
   switch (spec_.kind) {
     case FaultKind::kShortRead:
     case FaultKind::kBitFlip:
       return read;
     case FaultKind::kShortWrite:
       return !read;
+    case FaultKind::kTornCopy:
+      return false;  // a device fault
     default:
       return true;
   }
 }
 
-uint64_t FaultyBlockIo::NextDraw() { return SplitMix64Next(rng_state_); }
+void FaultyBlockIo::PassGate(absl::Span<const IoRequest> requests) {
+  bool reads = false, writes = false;
+  for (const IoRequest& r : requests) {
+    reads = reads || r.op == IoOp::kRead;
+    writes = writes || r.op == IoOp::kWrite;
+  }
+  if (reads) gate_.Pass(GateOp::kNvmeRead);
+  if (writes) gate_.Pass(GateOp::kNvmeWrite);
+}
 
 FaultyBlockIo::Plan FaultyBlockIo::PlanFaults(
     absl::Span<const IoRequest> requests) {
@@ -104,19 +130,15 @@ FaultyBlockIo::Plan FaultyBlockIo::PlanFaults(
   plan.faults.resize(requests.size());
   MutexLock lock(&mu_);
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (!Matches(requests[i])) continue;
-    ++matched_;
-    const uint64_t draw = NextDraw();
-    const double unit = static_cast<double>(draw >> 11) * 0x1.0p-53;
-    if (unit < spec_.rate || matched_ == spec_.nth) {
-      plan.faults[i] = Fault{true, spec_.kind, NextDraw()};
-      ++injected_;
-    }
+    if (!Matches(requests[i]) || !draws_.NextFails(spec_)) continue;
+    plan.faults[i] = Fault{true, spec_.kind, draws_.Next()};
+    ++injected_;
   }
   return plan;
 }
 
 absl::Status FaultyBlockIo::Run(absl::Span<const IoRequest> requests) {
+  PassGate(requests);
   const Plan plan = PlanFaults(requests);
   std::vector<IoRequest> pass;
   pass.reserve(requests.size());

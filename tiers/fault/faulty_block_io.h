@@ -1,15 +1,15 @@
 // faulty_block_io.h: FaultyBlockIo, a BlockIo wrapper that injects seeded
 // faults (EIO, ENOSPC, short read, short write, bit flip) in front of a real
-// engine, so tests can drive the store's error and checksum paths. Errors
-// are worded and coded as the real engines' (tiers/nvme/io_error.h).
+// engine, so tests can drive the store's error and checksum paths, and holds
+// chosen requests at its gate, so tests can force a race.
 //
-// Policy: a request "matches" when its op passes FaultSpec::ops and the fault
-// kind applies to it (short read and bit flip: reads only; short write:
-// writes only). Each matching request draws one number from a SplitMix64
-// stream seeded by FaultSpec::seed and is faulted if the draw falls below
-// `rate`, or if it is the `nth` matching one. The same seed and the same
-// sequence of requests give the same faults. Requests that are not faulted
-// run on the wrapped engine in one batch with the rest.
+// Policy: the spec is a FaultSpec (fault_spec.h). A request matches when its
+// op passes `ops` (kAll, kReads, kWrites; kH2D and kD2H match nothing here)
+// and the kind applies to it (short read and bit flip: reads only; short
+// write: writes only; kTornCopy: nothing). Requests that are not faulted run
+// on the wrapped engine in one batch with the rest. Before anything else, a
+// batch with a read in it passes the gate as GateOp::kNvmeRead, one with a
+// write as GateOp::kNvmeWrite.
 //
 // Thread safety: thread-safe; set_spec may be called while Run is running
 // (later requests see the new spec).
@@ -22,35 +22,13 @@
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "base/sync.h"
+#include "tiers/fault/fault_spec.h"
+#include "tiers/fault/gate.h"
 #include "tiers/nvme/block_io.h"
 
 namespace strata {
-
-enum class FaultKind : uint8_t {
-  kEio,         // the request fails with EIO (Unavailable); nothing moves
-  kEnospc,      // the request fails with ENOSPC (ResourceExhausted, disk full)
-  kShortRead,   // half the bytes are read, then DataLoss "short read"
-  kShortWrite,  // half the bytes are written, then EIO (Unavailable)
-  kBitFlip,     // the read succeeds with one bit flipped; returns OK
-};
-
-// Which requests faults may hit.
-enum class FaultOps : uint8_t { kReads, kWrites, kBoth };
-
-struct FaultSpec {
-  // Seeds the draw stream. Default: 1.
-  uint64_t seed = 1;
-  // Probability that a matching request is faulted, 0..1. Default: 0.
-  double rate = 0.0;
-  // Fault exactly the nth matching request (1-based) as well; 0: off.
-  // Default: 0.
-  uint64_t nth = 0;
-  // Default: kBoth.
-  FaultOps ops = FaultOps::kBoth;
-  // Default: kEio.
-  FaultKind kind = FaultKind::kEio;
-};
 
 class FaultyBlockIo final : public BlockIo {
  public:
@@ -71,22 +49,30 @@ class FaultyBlockIo final : public BlockIo {
   void set_spec(const FaultSpec& spec);
   // Faults injected so far.
   uint64_t injected() const;
+  // Where tests hold requests in flight.
+  Gate& gate() { return gate_; }
+
+  // The code Run returns for a fault of `kind` (OK for kBitFlip, whose
+  // request succeeds with a flipped bit; OK for kTornCopy, never injected
+  // here).
+  static absl::StatusCode InjectedCode(FaultKind kind);
 
  private:
   struct Plan;
   bool Matches(const IoRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t NextDraw() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PassGate(absl::Span<const IoRequest> requests);
   Plan PlanFaults(absl::Span<const IoRequest> requests);
 
   // Constant after construction.
   const std::unique_ptr<BlockIo> inner_;
   const std::string name_;
 
+  Gate gate_;  // thread-safe on its own
+
   mutable Mutex mu_;
   FaultSpec spec_ ABSL_GUARDED_BY(mu_);
-  uint64_t rng_state_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t matched_ ABSL_GUARDED_BY(mu_) = 0;
+  FaultDraws draws_ ABSL_GUARDED_BY(mu_);
   uint64_t injected_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

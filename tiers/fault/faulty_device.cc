@@ -9,17 +9,31 @@
 
 namespace strata {
 
+namespace {
+
+const char* KindName(CopyKind kind) {
+  return kind == CopyKind::kH2D ? "H2D" : "D2H";
+}
+
+GateOp HintGate(MemLocation to, bool fault) {
+  if (to == MemLocation::kDevice) {
+    return fault ? GateOp::kFaultToDevice : GateOp::kPrefetchToDevice;
+  }
+  return fault ? GateOp::kFaultToHost : GateOp::kPrefetchToHost;
+}
+
+}  // namespace
+
 FaultyDevice::FaultyDevice(std::unique_ptr<DeviceBackend> inner,
-                           const CopyFaultSpec& spec)
+                           const FaultSpec& spec)
     : inner_(std::move(inner)) {
   set_spec(spec);
 }
 
-void FaultyDevice::set_spec(const CopyFaultSpec& spec) {
+void FaultyDevice::set_spec(const FaultSpec& spec) {
   MutexLock lock(&mu_);
   spec_ = spec;
-  rng_.seed(spec.seed);
-  eligible_ = 0;
+  draws_.Reset(spec);
 }
 
 uint64_t FaultyDevice::injected() const {
@@ -27,42 +41,40 @@ uint64_t FaultyDevice::injected() const {
   return injected_;
 }
 
-bool FaultyDevice::ShouldFail(CopyKind kind, uint64_t* ordinal,
-                              bool* copy_prefix) {
+bool FaultyDevice::ShouldFail(CopyKind kind, uint64_t* ordinal, bool* torn) {
   MutexLock lock(&mu_);
   // Device-to-device copies are not injected: they do not cross the link.
-  const bool eligible = kind == CopyKind::kH2D   ? spec_.h2d
-                        : kind == CopyKind::kD2H ? spec_.d2h
-                                                 : false;
-  if (!eligible) return false;
-  *ordinal = ++eligible_;
-  *copy_prefix = spec_.copy_prefix;
-  bool fail = spec_.fail_nth != 0 && *ordinal == spec_.fail_nth;
-  if (spec_.rate > 0) {
-    // Draw for every eligible copy so the stream does not depend on fail_nth.
-    const bool draw =
-        std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < spec_.rate;
-    fail = fail || draw;
-  }
+  if (kind == CopyKind::kD2D) return false;
+  const bool ops = spec_.ops == FaultOps::kAll ||
+                   (spec_.ops == FaultOps::kH2D && kind == CopyKind::kH2D) ||
+                   (spec_.ops == FaultOps::kD2H && kind == CopyKind::kD2H);
+  const bool kind_applies =
+      spec_.kind == FaultKind::kEio || spec_.kind == FaultKind::kTornCopy;
+  if (!ops || !kind_applies) return false;
+  const bool fail = draws_.NextFails(spec_);
+  *ordinal = draws_.matched();
+  *torn = spec_.kind == FaultKind::kTornCopy;
   if (fail) ++injected_;
   return fail;
 }
 
 absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
                                 uint64_t bytes, DeviceEvent* after) {
+  if (kind != CopyKind::kD2D) {
+    gate_.Pass(kind == CopyKind::kH2D ? GateOp::kH2D : GateOp::kD2H);
+  }
   uint64_t ordinal = 0;
-  bool copy_prefix = false;
-  if (!ShouldFail(kind, &ordinal, &copy_prefix)) {
+  bool torn = false;
+  if (!ShouldFail(kind, &ordinal, &torn)) {
     return inner_->Copy(kind, dst, src, bytes, after);
   }
-  const uint64_t prefix = copy_prefix ? bytes / 2 : 0;
+  const uint64_t prefix = torn ? bytes / 2 : 0;
   if (prefix > 0) {
     STRATA_RETURN_IF_ERROR(inner_->Copy(kind, dst, src, prefix, after));
   }
-  return absl::InternalError(absl::StrCat(
-      "injected copy fault: ", kind == CopyKind::kH2D ? "H2D" : "D2H",
-      " copy #", ordinal, " of ", bytes, " bytes (first ", prefix,
-      " bytes copied)"));
+  return absl::InternalError(
+      absl::StrCat("injected copy fault: ", KindName(kind), " copy #", ordinal,
+                   " of ", bytes, " bytes (first ", prefix, " bytes copied)"));
 }
 
 absl::StatusOr<std::byte*> FaultyDevice::ReserveArena(uint64_t bytes) {
@@ -99,22 +111,24 @@ absl::Status FaultyDevice::MaybeFailHint(MemLocation to,
   const CopyKind kind =
       to == MemLocation::kDevice ? CopyKind::kH2D : CopyKind::kD2H;
   uint64_t ordinal = 0;
-  bool copy_prefix = false;
-  if (!ShouldFail(kind, &ordinal, &copy_prefix)) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(
-      "injected copy fault: ", kind == CopyKind::kH2D ? "H2D" : "D2H", " ",
-      std::string(what), " #", ordinal, " (nothing moved)"));
+  bool torn = false;
+  if (!ShouldFail(kind, &ordinal, &torn)) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("injected copy fault: ", KindName(kind), " ",
+                   std::string(what), " #", ordinal, " (nothing moved)"));
 }
 
 absl::Status FaultyDevice::PrefetchManaged(
     absl::Span<const ManagedRange> ranges, MemLocation to, bool discard,
     DeviceEvent* after) {
+  gate_.Pass(HintGate(to, /*fault=*/false));
   STRATA_RETURN_IF_ERROR(MaybeFailHint(to, "prefetch"));
   return inner_->PrefetchManaged(ranges, to, discard, after);
 }
 
 absl::Status FaultyDevice::DiscardManaged(
     absl::Span<const ManagedRange> ranges) {
+  gate_.Pass(GateOp::kDiscard);
   return inner_->DiscardManaged(ranges);
 }
 
@@ -125,6 +139,7 @@ absl::Status FaultyDevice::AdviseManaged(const ManagedRange& range,
 
 absl::Status FaultyDevice::ServeFault(const ManagedRange& range,
                                       MemLocation to) {
+  gate_.Pass(HintGate(to, /*fault=*/true));
   STRATA_RETURN_IF_ERROR(MaybeFailHint(to, "page fault"));
   return inner_->ServeFault(range, to);
 }

@@ -1,17 +1,20 @@
 // faulty_device.h: FaultyDevice, a DeviceBackend that wraps another one and
-// makes chosen Copy calls fail, to test that a failed transfer never costs
-// data.
+// makes chosen transfers fail, to test that a failed transfer never costs
+// data, and holds chosen ones at its gate, so tests can force a race.
 //
-// Policy: every call is forwarded to the wrapped backend. A Copy of a kind the
-// CopyFaultSpec covers is "eligible"; the fail_nth-th eligible copy fails, and
-// each eligible copy also fails with probability `rate` (seeded, so a run is
-// reproducible for a given order of calls). A failing copy first copies the
-// first half of its bytes when `copy_prefix` is set, so the destination holds
-// a mix of old and new data (callers must not trust it), then returns
-// Internal("injected copy fault ..."). The source is never touched.
-// Unified-memory prefetches (to the device: H2D; to the host: D2H) and
-// faults (by direction) are eligible too; a failing one moves nothing (managed
-// memory stays coherent, so there is nothing to tear).
+// Policy: every call is forwarded to the wrapped backend. The spec is a
+// FaultSpec (fault_spec.h). A Copy matches when its direction passes `ops`
+// (kAll, kH2D, kD2H; kReads and kWrites match nothing here; device-to-device
+// copies never match: they do not cross the link) and the kind is kEio or
+// kTornCopy (the block-I/O kinds match nothing). A failing copy with
+// kTornCopy first copies the first half of its bytes, so the destination
+// holds a mix of old and new data (callers must not trust it); either way it
+// returns Internal("injected copy fault ..."). The source is never touched.
+// Unified-memory prefetches (to the device: kH2D; to the host: kD2H) and
+// page faults (by direction) match the same way; a failing one moves nothing
+// (managed memory stays coherent, so there is nothing to tear).
+// Before anything else, each Copy, PrefetchManaged, DiscardManaged and
+// ServeFault passes the gate as its GateOp (gate.h).
 //
 // Thread safety: every method may be called concurrently, set_spec included.
 #ifndef STRATA_TIERS_FAULT_FAULTY_DEVICE_H_
@@ -19,45 +22,37 @@
 
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
 #include "tiers/device/device_backend.h"
+#include "tiers/fault/fault_spec.h"
+#include "tiers/fault/gate.h"
 
 namespace strata {
-
-struct CopyFaultSpec {
-  // Seed of the random stream behind `rate`. Default: 0.
-  uint64_t seed = 0;
-  // Probability that an eligible copy fails, in [0, 1]. Default: 0.
-  double rate = 0;
-  // The eligible copy (1-based, counted from the last set_spec) that fails;
-  // 0 disables. Default: 0.
-  uint64_t fail_nth = 0;
-  // Which copy kinds are eligible. Default: both.
-  bool h2d = true;
-  bool d2h = true;
-  // A failing copy first copies the first half of its bytes. Default: true.
-  bool copy_prefix = true;
-};
 
 class FaultyDevice : public DeviceBackend {
  public:
   // Takes ownership of `inner` (non-null).
   explicit FaultyDevice(std::unique_ptr<DeviceBackend> inner,
-                        const CopyFaultSpec& spec = {});
+                        const FaultSpec& spec = {});
   FaultyDevice(const FaultyDevice&) = delete;
   FaultyDevice& operator=(const FaultyDevice&) = delete;
 
-  // Replaces the spec and restarts the eligible-copy count and the random
-  // stream.
-  void set_spec(const CopyFaultSpec& spec);
-  // Copies failed on purpose so far.
+  // Replaces the spec and restarts the match count and the draw stream.
+  void set_spec(const FaultSpec& spec);
+  // Transfers failed on purpose so far.
   uint64_t injected() const;
+  // Where tests hold transfers in flight.
+  Gate& gate() { return gate_; }
+  // The code an injected fault returns, whatever its kind.
+  static constexpr absl::StatusCode InjectedCode() {
+    return absl::StatusCode::kInternal;
+  }
   DeviceBackend& inner() { return *inner_; }
 
   // The wrapped backend's name and kind: reports stay truthful.
@@ -87,15 +82,18 @@ class FaultyDevice : public DeviceBackend {
   // Internal("injected copy fault ...") if this hint (toward `to`) is the
   // one to fail, else OK.
   absl::Status MaybeFailHint(MemLocation to, std::string_view what);
-  // Whether this copy fails; if so, its ordinal among eligible copies.
-  bool ShouldFail(CopyKind kind, uint64_t* ordinal, bool* copy_prefix);
+  // Whether a transfer toward the device (kH2D) or the host (kD2H) fails;
+  // if so, its ordinal among matching transfers and whether it tears.
+  bool ShouldFail(CopyKind kind, uint64_t* ordinal, bool* torn);
 
+  // Constant after construction.
   const std::unique_ptr<DeviceBackend> inner_;
 
+  Gate gate_;  // thread-safe on its own
+
   mutable Mutex mu_;
-  CopyFaultSpec spec_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
-  uint64_t eligible_ ABSL_GUARDED_BY(mu_) = 0;
+  FaultSpec spec_ ABSL_GUARDED_BY(mu_);
+  FaultDraws draws_ ABSL_GUARDED_BY(mu_);
   uint64_t injected_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
