@@ -64,31 +64,38 @@ class StoreCore : public internal::LeaseReleaser,
   ~StoreCore() override;
   // Waits for the prefetches in flight and stops the executor; later calls
   // fail with FailedPrecondition.
-  void Shutdown();
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<TensorId> Create(const TensorSpec& spec);
-  absl::Status Destroy(TensorId id);
+  absl::StatusOr<TensorId> Create(const TensorSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Destroy(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
-                                void* stream);
-  absl::Status Prefetch(TensorId id, Tier tier);
-  absl::Status Evict(TensorId id, Tier to_tier);
-  absl::Status Discard(TensorId id);
+                                void* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Prefetch(TensorId id, Tier tier) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Evict(TensorId id, Tier to_tier) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Discard(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Write(TensorId id, const void* src, uint64_t bytes,
-                     uint64_t offset);
-  absl::Status Read(TensorId id, void* dst, uint64_t bytes, uint64_t offset);
-  absl::StatusOr<TensorSpec> GetSpec(TensorId id) const;
-  absl::StatusOr<Residency> GetResidency(TensorId id) const;
-  void BeginStep();
-  void EndStep();
-  void PausePrefetch(bool paused);
-  Stats GetStats() const;
-  absl::Status WriteTimeline(const std::string& path) const;
-  std::string DescribeTiers() const;
+                     uint64_t offset) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Read(TensorId id, void* dst, uint64_t bytes, uint64_t offset)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<TensorSpec> GetSpec(TensorId id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Residency> GetResidency(TensorId id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void BeginStep() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndStep() ABSL_LOCKS_EXCLUDED(mu_);
+  void PausePrefetch(bool paused) ABSL_LOCKS_EXCLUDED(mu_);
+  Stats GetStats() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WriteTimeline(const std::string& path) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::string DescribeTiers() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Status ReleaseLease(TensorId id, uint64_t token, void* stream) override;
+  absl::Status ReleaseLease(TensorId id, uint64_t token, void* stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // --- store_core.cc: the public operations' checks.
+  // --- store_core.cc: the public operations' checks; acquire.cc: the
+  // acquire paths and lease grants; store_io.cc: Write and Read's copies.
   absl::StatusOr<TensorRecord*> Find(TensorId id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until nothing of rec is busy and no exclusive acquire is pending,

@@ -84,4 +84,49 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
   return released;
 }
 
+std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
+                                                   const UserBytes& user) {
+  TierCopy& copy = rec.copy(Tier::kDevice);
+  absl::StatusOr<Extent> fresh =
+      AllocateOn(Tier::kDevice, rec.spec.size_bytes, rec.spec);
+  if (!fresh.ok()) return std::nullopt;  // no room: write in place
+  std::byte* to = mover_->Pointer({Tier::kDevice, *fresh});
+  const std::byte* from = mover_->Pointer({Tier::kDevice, *copy.extent});
+  const uint64_t size = rec.spec.size_bytes;
+  absl::Status status;
+  {
+    MutexUnlock unlocked(&mu_);
+    if (user.bytes < size) {  // keep the bytes the write does not cover
+      status = tiers_.device->Copy(CopyKind::kD2D, to, from, size);
+    }
+    if (status.ok()) {
+      status = tiers_.device->Copy(CopyKind::kH2D, to + user.offset, user.src,
+                                   user.bytes);
+    }
+  }
+  Extent drop = status.ok() ? *copy.extent : *fresh;
+  if (status.ok()) copy.extent = *fresh;
+  alloc(Tier::kDevice).Free(drop);
+  if (!status.ok()) copy.state = CopyState::kValid;  // the old copy is intact
+  Changed();
+  return status;
+}
+
+absl::Status StoreCore::FailedUserCopy(TensorRecord& rec, Tier tier,
+                                       const absl::Status& error) {
+  bool other_valid = false;
+  for (int t = 0; t < kNumTiers; ++t) {
+    other_valid |=
+        t != static_cast<int>(tier) && rec.copies[t].state == CopyState::kValid;
+  }
+  AbandonCopy(rec, tier);  // torn or new: the other copies are the contents
+  if (other_valid || !rec.has_contents) return error;
+  // A device-homed tensor has no copy elsewhere to fall back on.
+  rec.has_contents = false;
+  return absl::DataLossError(absl::StrFormat(
+      "writing tensor '%s' failed midway (%s); its only copy, on its home "
+      "tier %s, is torn, so its contents were discarded: write it again",
+      rec.spec.name, error.ToString(), TierName(tier)));
+}
+
 }  // namespace strata
