@@ -54,19 +54,19 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
       EvictUnified(*rec);  // the CPU reads its pages where they are
       continue;
     }
-    if (copy.state == CopyState::kValid && !rec->exclusive_pending) {
+    if (copy.state() == CopyState::kValid && !rec->exclusive_pending) {
       return Grant(*rec, tier, Access::kRead, stream);
     }
     CountLatePrefetch(copy);
-    if (copy.state != CopyState::kAbsent || rec->exclusive_pending) {
+    if (copy.state() != CopyState::kAbsent || rec->exclusive_pending) {
       *stalled = true;
       changed_.Wait(&mu_);
       continue;
     }
     *stalled = true;
-    copy.state = CopyState::kLoading;
+    copy.MoveTo(CopyState::kLoading);
     STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad));
-    copy.state = CopyState::kValid;
+    copy.MoveTo(CopyState::kValid);
     Changed();
   }
 }
@@ -94,7 +94,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
       continue;
     }
     TierCopy& copy = rec->copy(tier);
-    const bool was_valid = copy.state == CopyState::kValid;
+    const bool was_valid = copy.state() == CopyState::kValid;
     if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
     CountLatePrefetch(copy);
     const bool only_copy = rec->dirty(tier);  // before the state changes
@@ -102,7 +102,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     // wrote something back.
     const uint64_t write_backs_before = write_backs_;
     const bool moves_bytes = access != Access::kOverwrite || user != nullptr;
-    copy.state = CopyState::kLoading;
+    copy.MoveTo(CopyState::kLoading);
     rec->exclusive_pending = true;  // new readers wait; no conflict can arise
     absl::Status prepared =
         PrepareExclusive(*rec, tier, access, was_valid, only_copy, user);
@@ -110,7 +110,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     rec->exclusive_pending = false;
     Changed();
     STRATA_RETURN_IF_ERROR(prepared);
-    copy.state = CopyState::kValid;
+    copy.MoveTo(CopyState::kValid);
     return Grant(*rec, tier, access, stream);
   }
 }
@@ -152,10 +152,10 @@ absl::Status StoreCore::PrepareExclusive(TensorRecord& rec, Tier tier,
 
 absl::Status StoreCore::SaveToHome(TensorRecord& rec, Tier tier) {
   const Tier home = rec.spec.home;
-  rec.copy(home).state = CopyState::kLoading;
+  rec.copy(home).MoveTo(CopyState::kLoading);
   absl::Status saved = Transfer(rec, tier, home);
-  rec.copy(home).state = saved.ok() ? CopyState::kValid : CopyState::kAbsent;
-  if (!saved.ok()) rec.copy(tier).state = CopyState::kValid;
+  rec.copy(home).MoveTo(saved.ok() ? CopyState::kValid : CopyState::kAbsent);
+  if (!saved.ok()) rec.copy(tier).MoveTo(CopyState::kValid);
   return saved;
 }
 

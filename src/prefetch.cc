@@ -116,7 +116,7 @@ StoreCore::Next StoreCore::StartPrefetch(PrefetchJob& job) {
   if (!found.ok()) return Next::kFinished;  // destroyed meanwhile, or closing
   TensorRecord& rec = **found;
   TierCopy& copy = rec.copy(job.tier);
-  if (!copy.prefetch_pending || copy.state != CopyState::kAbsent) {
+  if (!copy.prefetch_pending || copy.state() != CopyState::kAbsent) {
     return Next::kFinished;  // an acquire got there first (and counted it late)
   }
   if (!rec.has_contents || rec.write_leased() || rec.exclusive_pending ||
@@ -124,7 +124,7 @@ StoreCore::Next StoreCore::StartPrefetch(PrefetchJob& job) {
     copy.prefetch_pending = false;  // nothing to load, about to change, or
     return Next::kFinished;         // paused (PausePrefetch)
   }
-  copy.state = CopyState::kLoading;
+  copy.MoveTo(CopyState::kLoading);
   // Never push out a copy needed before this one: then the prefetch waits
   // for a later acquire instead (not a failure).
   job.protect = options_.scheduler.eviction == EvictionPolicy::kBelady
@@ -141,11 +141,12 @@ StoreCore::Next StoreCore::StartPrefetch(PrefetchJob& job) {
 StoreCore::Next StoreCore::WaitForHost(const JobPtr& job) {
   TensorRecord& rec = *tensors_.at(job->id);
   TierCopy& host = rec.copy(Tier::kHost);
-  if (host.state == CopyState::kLoading || host.state == CopyState::kEvicting) {
+  if (host.state() == CopyState::kLoading ||
+      host.state() == CopyState::kEvicting) {
     return Park(job);
   }
-  if (host.state == CopyState::kAbsent) {
-    host.state = CopyState::kLoading;
+  if (host.state() == CopyState::kAbsent) {
+    host.MoveTo(CopyState::kLoading);
     job->filling = Tier::kHost;
     job->stage = Stage::kReserve;
     return Next::kContinue;
@@ -194,7 +195,7 @@ StoreCore::Next StoreCore::StartLoad(const JobPtr& job) {
   }
   for (const TierCopy& c : rec.copies) {
     // A write-back is moving the only copy; read it after.
-    if (c.state == CopyState::kEvicting) return Park(job);
+    if (c.state() == CopyState::kEvicting) return Park(job);
   }
   return FailPrefetch(
       *job, absl::InternalError(absl::StrFormat(
@@ -208,7 +209,7 @@ StoreCore::Next StoreCore::Loaded(PrefetchJob& job) {
   TensorRecord& rec = *tensors_.at(job.id);
   TierCopy& host = rec.copy(Tier::kHost);
   host.last_use = ++tick_;
-  host.state = CopyState::kValid;
+  host.MoveTo(CopyState::kValid);
   Changed();
   ++host.transfer_pins;
   job.filling = Tier::kDevice;
@@ -265,7 +266,7 @@ StoreCore::Next StoreCore::EndPrefetch(PrefetchJob& job,
     copy.prefetch_pending = false;
     return Next::kFinished;
   }
-  copy.state = CopyState::kValid;
+  copy.MoveTo(CopyState::kValid);
   copy.prefetched = copy.prefetch_pending;  // unless an acquire counted it late
   copy.prefetch_pending = false;
   Changed();
@@ -335,7 +336,7 @@ bool StoreCore::EvictUnifiedAsync(TensorRecord& rec, Then then) {
 
 void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
   TierCopy& copy = rec.copy(tier);
-  if (copy.state != CopyState::kAbsent || copy.prefetch_pending) return;
+  if (copy.state() != CopyState::kAbsent || copy.prefetch_pending) return;
   // Unified memory without hints: pages reach the device by faults only.
   if (unified() && !hints() && tier == Tier::kDevice) return;
   ++prefetch_.issued;
@@ -350,7 +351,7 @@ absl::Status StoreCore::Prefetch(TensorId id, Tier tier) {
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
   TierCopy& copy = rec->copy(tier);
-  if (copy.state == CopyState::kValid) {
+  if (copy.state() == CopyState::kValid) {
     ++prefetch_.issued;
     copy.prefetched = true;  // already there: the next acquire is a hit
     return absl::OkStatus();

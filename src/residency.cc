@@ -81,7 +81,7 @@ absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
     }
     bool evicting = false;
     for (const TierCopy& c : rec.copies) {
-      evicting = evicting || c.state == CopyState::kEvicting;
+      evicting = evicting || c.state() == CopyState::kEvicting;
     }
     if (!evicting) {
       return absl::InternalError(absl::StrFormat(
@@ -102,7 +102,7 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
   for (Tier src : kOrder[static_cast<int>(tier)]) {
     // Unified memory: the device copy is the host copy, never a source.
     if (unified() && src == Tier::kDevice) continue;
-    if (rec.copy(src).state == CopyState::kValid) return src;
+    if (rec.copy(src).state() == CopyState::kValid) return src;
   }
   return std::nullopt;
 }
@@ -148,7 +148,8 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       // Unified memory: a device victim ends its residency; a host victim
       // first takes its pages off the device.
-      if (unified() && victim->copy(Tier::kDevice).state == CopyState::kValid) {
+      if (unified() &&
+          victim->copy(Tier::kDevice).state() == CopyState::kValid) {
         return {.kind = Room::kEvictUnified, .victim = victim};
       }
       if (victim->has_contents && victim->dirty(tier)) {
@@ -196,7 +197,7 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
 bool StoreCore::WriteBackInFlight(Tier tier) const {
   for (const auto& [id, rec] : tensors_) {
     const TierCopy& c = rec->copy(tier);
-    if (c.state == CopyState::kValid && !c.leased() && rec->dirty(tier) &&
+    if (c.state() == CopyState::kValid && !c.leased() && rec->dirty(tier) &&
         rec->has_contents && !rec->is_home(tier) &&
         rec->copy(rec->spec.home).busy()) {
       return true;
@@ -219,9 +220,9 @@ absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
 }
 
 Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier) {
-  rec.copy(tier).state = CopyState::kEvicting;
+  rec.copy(tier).MoveTo(CopyState::kEvicting);
   const Tier target = WriteBackTarget(rec, tier);
-  rec.copy(target).state = CopyState::kLoading;
+  rec.copy(target).MoveTo(CopyState::kLoading);
   return target;
 }
 
@@ -229,13 +230,13 @@ absl::Status StoreCore::EndWriteBack(TensorRecord& rec, Tier tier, Tier target,
                                      const absl::Status& moved) {
   TierCopy& src = rec.copy(tier);
   TierCopy& dst = rec.copy(target);
-  src.state = CopyState::kValid;
+  src.MoveTo(CopyState::kValid);
   if (!moved.ok()) {
     AbandonCopy(rec, target);
     Changed();
     return moved;
   }
-  dst.state = CopyState::kValid;
+  dst.MoveTo(CopyState::kValid);
   dst.last_use = src.last_use;  // keep its age: it was not used, just moved
   ++write_backs_;
   DropCopy(rec, tier, /*eviction=*/true);
@@ -247,7 +248,7 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
   // The host copy may be reserved by a load in progress (kLoading, no extent
   // yet): then it is not ours to fill.
   if (tier != Tier::kDevice || home != Tier::kNvme ||
-      rec.copy(Tier::kHost).state != CopyState::kAbsent) {
+      rec.copy(Tier::kHost).state() != CopyState::kAbsent) {
     return home;
   }
   // Device copy of an NVMe-homed tensor: keep it in host memory if room can
@@ -317,7 +318,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
     ++evictions_[static_cast<int>(tier)];
     if (c.prefetched) ++prefetch_.wasted;
   }
-  c.state = CopyState::kAbsent;
+  c.MoveTo(CopyState::kAbsent);
   c.prefetched = false;
   c.release_event.reset();
   if (tier == Tier::kHost && !rec.is_home(tier)) ForgetReadMostly(rec);
@@ -333,7 +334,7 @@ void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
     // Unified memory: the host copy holds the device copy's bytes.
     if (unified() && keep == Tier::kDevice && t == 1) continue;
     if (t != static_cast<int>(keep) &&
-        rec.copies[t].state == CopyState::kValid) {
+        rec.copies[t].state() == CopyState::kValid) {
       DropCopy(rec, static_cast<Tier>(t), /*eviction=*/false);
     }
   }
@@ -341,7 +342,7 @@ void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {
 
 void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
   TierCopy& c = rec.copy(tier);
-  c.state = CopyState::kAbsent;
+  c.MoveTo(CopyState::kAbsent);
   if (tier == Tier::kHost && !rec.is_home(tier) && c.extent) {
     ForgetReadMostly(rec);
   }
@@ -368,7 +369,7 @@ absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
     if (c.write_lease) absl::StrAppend(&why, ", write lease");
     if (c.busy()) absl::StrAppend(&why, ", in transfer");
     if (unified() && tier == Tier::kHost &&
-        rec->copy(Tier::kDevice).state != CopyState::kAbsent) {
+        rec->copy(Tier::kDevice).state() != CopyState::kAbsent) {
       // Unified memory: these pages are also the device copy.
       absl::StrAppend(&why, rec->copy(Tier::kDevice).leased()
                                 ? ", leased on the device"

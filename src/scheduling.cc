@@ -83,14 +83,14 @@ std::optional<PrefetchFacts> StoreCore::PrefetchFactsOf(TensorId id,
       .bytes = alloc_[static_cast<int>(tier)]->RoundUp(rec.spec.size_bytes),
       .home = rec.spec.home,
       .has_contents = rec.has_contents,
-      .loadable = copy.state == CopyState::kAbsent && !copy.prefetch_pending};
+      .loadable = copy.state() == CopyState::kAbsent && !copy.prefetch_pending};
 }
 
 CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
                            bool with_next_use) const {
   const TierCopy& c = rec.copy(tier);
   auto peer = [](const TierCopy& p) {
-    return PeerView{.state = p.state,
+    return PeerView{.state = p.state(),
                     .leased = p.leased(),
                     .transfer_pinned = p.transfer_pins > 0};
   };
@@ -98,7 +98,7 @@ CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
       .id = rec.id,
       .tier = tier,
       .bytes = c.extent ? c.extent->bytes : 0,
-      .state = c.state,
+      .state = c.state(),
       .leased = c.leased(),
       .transfer_pinned = c.transfer_pins > 0,
       .dirty = rec.dirty(tier),
@@ -121,7 +121,7 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
       query.policy == EvictionPolicy::kBelady || protect_within > 0;
   victim_views_.clear();
   for (const auto& [id, rec] : tensors_) {
-    if (rec->copy(tier).state == CopyState::kAbsent) continue;
+    if (rec->copy(tier).state() == CopyState::kAbsent) continue;
     victim_views_.push_back(ViewOf(*rec, tier, with_next_use));
   }
   const std::optional<size_t> victim =

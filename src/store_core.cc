@@ -224,20 +224,20 @@ absl::Status StoreCore::Evict(TensorId id, Tier to_tier) {
     }
     bool kept = !rec->has_contents;
     for (int t = static_cast<int>(to_tier); t < kNumTiers; ++t) {
-      kept = kept || rec->copies[t].state == CopyState::kValid;
+      kept = kept || rec->copies[t].state() == CopyState::kValid;
     }
     if (kept) {
       for (int t = 0; t < static_cast<int>(to_tier); ++t) {
-        if (rec->copies[t].state == CopyState::kValid) {
+        if (rec->copies[t].state() == CopyState::kValid) {
           DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/true);
         }
       }
       return absl::OkStatus();
     }
     // Write the contents down to `to_tier` first, then drop the faster copies.
-    rec->copy(to_tier).state = CopyState::kLoading;
+    rec->copy(to_tier).MoveTo(CopyState::kLoading);
     STRATA_RETURN_IF_ERROR(FillCopy(*rec, to_tier, Fill::kLoad));
-    rec->copy(to_tier).state = CopyState::kValid;
+    rec->copy(to_tier).MoveTo(CopyState::kValid);
     ++write_backs_;
     Changed();
   }
@@ -258,7 +258,7 @@ absl::Status StoreCore::Discard(TensorId id) {
       continue;
     }
     for (int t = 0; t < kNumTiers; ++t) {
-      if (rec->copies[t].state == CopyState::kValid) {
+      if (rec->copies[t].state() == CopyState::kValid) {
         DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/false);
       }
     }

@@ -107,7 +107,7 @@ std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
   Extent drop = status.ok() ? *copy.extent : *fresh;
   if (status.ok()) copy.extent = *fresh;
   alloc(Tier::kDevice).Free(drop);
-  if (!status.ok()) copy.state = CopyState::kValid;  // the old copy is intact
+  if (!status.ok()) copy.MoveTo(CopyState::kValid);  // the old copy is intact
   Changed();
   return status;
 }
@@ -116,8 +116,8 @@ absl::Status StoreCore::FailedUserCopy(TensorRecord& rec, Tier tier,
                                        const absl::Status& error) {
   bool other_valid = false;
   for (int t = 0; t < kNumTiers; ++t) {
-    other_valid |=
-        t != static_cast<int>(tier) && rec.copies[t].state == CopyState::kValid;
+    other_valid |= t != static_cast<int>(tier) &&
+                   rec.copies[t].state() == CopyState::kValid;
   }
   AbandonCopy(rec, tier);  // torn or new: the other copies are the contents
   if (other_valid || !rec.has_contents) return error;

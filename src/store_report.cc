@@ -20,7 +20,7 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
   STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
   Residency r;
   for (int t = 0; t < kNumTiers; ++t) {
-    switch (rec->copies[t].state) {
+    switch (rec->copies[t].state()) {
       case CopyState::kAbsent:
         r.tiers[t] = Residency::State::kAbsent;
         break;

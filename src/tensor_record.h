@@ -8,6 +8,7 @@
 #ifndef STRATA_SRC_TENSOR_RECORD_H_
 #define STRATA_SRC_TENSOR_RECORD_H_
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,8 +25,27 @@ namespace strata {
 // CopyState (absent, loading, valid, evicting) is the scheduler's, so that
 // its snapshots speak the store's states (scheduler/snapshot.h).
 
-struct TierCopy {
-  CopyState state = CopyState::kAbsent;
+// The transitions a copy's state may take, and why:
+//   absent   -> loading   a fill starts (acquire, prefetch, write-back target)
+//   loading  -> valid     the fill completed
+//   loading  -> absent    the fill failed or was abandoned
+//   valid    -> loading   an exclusive acquire rebuilds the copy in place
+//   valid    -> evicting  a write-back reads it before it is freed
+//   valid    -> absent    dropped (clean eviction, stale after a write)
+//   evicting -> valid     the write-back finished (or failed) and it stays
+//   evicting -> absent    the write-back finished and it is freed
+bool IsCopyTransition(CopyState from, CopyState to);
+
+class TierCopy {
+ public:
+  CopyState state() const { return state_; }
+  // The one way a copy's state changes; a transition not listed above is a
+  // store bug (asserted in debug builds).
+  void MoveTo(CopyState to) {
+    assert(IsCopyTransition(state_, to));
+    state_ = to;
+  }
+
   std::optional<Extent> extent;  // space held on this tier
   int read_leases = 0;
   bool write_lease = false;
@@ -41,10 +61,27 @@ struct TierCopy {
 
   bool leased() const { return read_leases > 0 || write_lease; }
   bool busy() const {
-    return state == CopyState::kLoading || state == CopyState::kEvicting ||
+    return state_ == CopyState::kLoading || state_ == CopyState::kEvicting ||
            transfer_pins > 0;
   }
+
+ private:
+  CopyState state_ = CopyState::kAbsent;
 };
+
+inline bool IsCopyTransition(CopyState from, CopyState to) {
+  switch (from) {
+    case CopyState::kAbsent:
+      return to == CopyState::kLoading;
+    case CopyState::kLoading:
+      return to == CopyState::kValid || to == CopyState::kAbsent;
+    case CopyState::kValid:
+      return to != CopyState::kValid;
+    case CopyState::kEvicting:
+      return to == CopyState::kValid || to == CopyState::kAbsent;
+  }
+  return false;
+}
 
 struct LeaseGrant {
   Tier tier;
@@ -75,9 +112,9 @@ struct TensorRecord {
   bool is_home(Tier t) const { return t == spec.home; }
   // Valid and no valid copy on a slower tier: dropping it would lose data.
   bool dirty(Tier t) const {
-    if (copy(t).state != CopyState::kValid) return false;
+    if (copy(t).state() != CopyState::kValid) return false;
     for (int s = static_cast<int>(t) + 1; s < kNumTiers; ++s) {
-      if (copies[s].state == CopyState::kValid) return false;
+      if (copies[s].state() == CopyState::kValid) return false;
     }
     return true;
   }

@@ -33,19 +33,19 @@ absl::Status StoreCore::FillUnifiedDevice(TensorRecord& rec, Fill fill,
                                           bool demand) {
   TierCopy& host = rec.copy(Tier::kHost);
   // The device copy is the host copy's pages: they must be there first.
-  while (host.state == CopyState::kLoading ||
-         host.state == CopyState::kEvicting) {
+  while (host.state() == CopyState::kLoading ||
+         host.state() == CopyState::kEvicting) {
     changed_.Wait(&mu_);
   }
   bool host_filled = false;  // holds no contents of the tensor yet
-  if (host.state == CopyState::kAbsent) {
-    host.state = CopyState::kLoading;
+  if (host.state() == CopyState::kAbsent) {
+    host.MoveTo(CopyState::kLoading);
     absl::Status loaded = FillCopy(rec, Tier::kHost, fill, protect_within);
     if (!loaded.ok()) {
       AbandonCopy(rec, Tier::kDevice);
       return loaded;
     }
-    host.state = CopyState::kValid;
+    host.MoveTo(CopyState::kValid);
     host_filled = fill != Fill::kLoad;
     Changed();
   }
@@ -138,7 +138,7 @@ std::optional<StoreCore::UnifiedEviction> StoreCore::BeginEvictUnified(
                     .after = device.release_event,
                     .label = rec.spec.name};
   if (!e.migrate && !e.discard && e.after == nullptr) return std::nullopt;
-  device.state = CopyState::kEvicting;
+  device.MoveTo(CopyState::kEvicting);
   ++rec.copy(Tier::kHost).transfer_pins;
   // Dead contents are about to be destroyed: no reader may be granted the
   // (still valid) host copy meanwhile.
@@ -169,7 +169,7 @@ void StoreCore::EndEvictUnified(TensorRecord& rec, const UnifiedEviction& e,
   // A failure is counted on the D2H link and otherwise ignored: the pages
   // stay coherent wherever the driver left them.
   --rec.copy(Tier::kHost).transfer_pins;
-  rec.copy(Tier::kDevice).state = CopyState::kValid;
+  rec.copy(Tier::kDevice).MoveTo(CopyState::kValid);
   rec.exclusive_pending = e.was_pending;
   Changed();
   if (moved.ok() && e.migrate && hints()) ++unified_.evictions;
@@ -179,7 +179,7 @@ void StoreCore::EndEvictUnified(TensorRecord& rec, const UnifiedEviction& e,
 
 bool StoreCore::ShouldEvictForHost(const TensorRecord& rec) const {
   const TierCopy& device = rec.copy(Tier::kDevice);
-  return unified() && device.state == CopyState::kValid && !device.leased() &&
+  return unified() && device.state() == CopyState::kValid && !device.leased() &&
          device.transfer_pins == 0;
 }
 

@@ -41,7 +41,11 @@ absl::Status SimCopyEngine::Copy(void* dst, const void* src, uint64_t bytes) {
           "simulated copy engine is shut down");
     }
     queue_.push_back(&job);
-    mu_.Await(Condition(&job.finished));
+    const auto finished = [this, &job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return finished_.contains(&job);
+    };
+    mu_.Await(Condition(&finished));
+    finished_.erase(&job);
   }
   if (latency_ > absl::ZeroDuration()) clock_->SleepFor(latency_);
   return absl::OkStatus();
@@ -60,7 +64,7 @@ void SimCopyEngine::Run() {
     ServeChunk(*job);
     MutexLock lock(&mu_);
     if (job->done == job->bytes) {
-      job->finished = true;  // the caller may free `job` from here on
+      finished_.insert(job);  // the caller may free `job` once it sees this
     } else {
       queue_.push_back(job);
     }

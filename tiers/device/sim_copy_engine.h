@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
@@ -57,8 +58,7 @@ class SimCopyEngine {
     std::byte* dst;
     const std::byte* src;
     uint64_t bytes;
-    uint64_t done = 0;      // touched only by the engine thread
-    bool finished = false;  // guarded by mu_
+    uint64_t done = 0;  // touched only by the engine thread
   };
 
   void Run();
@@ -79,6 +79,8 @@ class SimCopyEngine {
 
   mutable Mutex mu_;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose last chunk is copied; their callers take them out and return.
+  absl::flat_hash_set<const Job*> finished_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;  // started last, joined by Shutdown

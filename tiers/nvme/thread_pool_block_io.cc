@@ -13,8 +13,8 @@
 #include <deque>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
 #include "tiers/nvme/block_io.h"

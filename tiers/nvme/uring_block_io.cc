@@ -26,8 +26,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
 #include "strata/status.h"
