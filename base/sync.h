@@ -57,9 +57,11 @@ class ABSL_LOCKABLE Mutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   // Wakes Await()ers so they re-evaluate their conditions, as absl does.
+  // The wake comes first: once unlocked, another thread may destroy this
+  // mutex (a waiter that sees its condition true and frees the object).
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    mu_.unlock();
     awaiters_.notify_all();
+    mu_.unlock();
   }
   void Await(const Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);

@@ -1,130 +1,65 @@
 // Prefetches as jobs whose transfers run on the Mover's transfer threads:
-// a gate holds a prefetch's transfer (its load, the write-back of a dirty
-// victim that makes room, a unified-memory migration) in flight and the tests
-// assert what the store does meanwhile — callers are not blocked, other
-// prefetches complete, the queue keeps trace order — and that a failed
+// the FaultyDevice's gate (tiers/fault/gate.h) holds a prefetch's transfer
+// (its load, the write-back of a dirty victim that makes room, a
+// unified-memory migration) in flight and the tests assert what the store
+// does meanwhile — callers are not blocked, other prefetches complete, the
+// queue keeps trace order — and that the transfer was held; and that a failed
 // transfer inside a prefetch leaves the last valid copy intact. Closing the
-// store waits for a held prefetch.
+// store waits for a held prefetch. Nothing sleeps: a state the store shows
+// but signals to nobody is polled with WaitUntil (tests/race_test_util.h).
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "base/sync.h"
+#include "absl/status/status.h"
 #include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/race_test_util.h"
 #include "tests/test_util.h"
 #include "tiers/fault/faulty_device.h"
+#include "tiers/fault/gate.h"
 
 namespace strata {
 namespace {
 
+using ::strata::testing::AcquiresObserved;
 using ::strata::testing::MatchesPattern;
 using ::strata::testing::Pattern;
 using ::strata::testing::SmallStoreOptions;
 using ::strata::testing::TempDir;
+using ::strata::testing::WaitUntil;
 using State = Residency::State;
 
-// Holds device copies of one direction (and unified prefetches toward the
-// same side) until opened. Shared by the test and the device, so that
-// opening it never races the store's destruction.
-class Gate {
+// The store's FaultyDevice, whose destruction first waits for `*may_go`.
+// A test that lets a held transfer go while another thread closes the store
+// clears it until its Release() has returned: under ThreadSanitizer,
+// base/sync.h's Mutex touches itself after unlocking (it wakes Await()ers),
+// and by then the released transfer may have ended and the store destroyed
+// the gate.
+class TestDevice final : public FaultyDevice {
  public:
-  // Holds H2D copies and prefetches to the device (`up`), or D2H copies and
-  // prefetches to the host.
-  void Close(bool up) {
-    MutexLock lock(&mu_);
-    closed_ = up ? 1 : 2;
-  }
-  void Open() {
-    MutexLock lock(&mu_);
-    closed_ = 0;
-    changed_.SignalAll();
-  }
-  // Returns once a call is held at the gate.
-  void AwaitHeld() {
-    MutexLock lock(&mu_);
-    while (held_ == 0) changed_.Wait(&mu_);
-  }
-  void Pass(bool up) {
-    MutexLock lock(&mu_);
-    if (closed_ != (up ? 1 : 2)) return;
-    ++held_;
-    changed_.SignalAll();
-    while (closed_ == (up ? 1 : 2)) changed_.Wait(&mu_);
-    --held_;
-  }
+  TestDevice(std::unique_ptr<DeviceBackend> inner,
+             const std::atomic<bool>* may_go)
+      : FaultyDevice(std::move(inner)), may_go_(may_go) {}
+  ~TestDevice() override { may_go_->wait(false); }
 
  private:
-  Mutex mu_;
-  CondVar changed_;
-  int closed_ ABSL_GUARDED_BY(mu_) = 0;  // 0: open, 1: up held, 2: down held
-  int held_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// A DeviceBackend that passes every call through `gate` to `inner`.
-class GatedDevice : public DeviceBackend {
- public:
-  GatedDevice(std::unique_ptr<DeviceBackend> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
-  std::string name() const override { return inner_->name(); }
-  bool is_simulated() const override { return inner_->is_simulated(); }
-  absl::StatusOr<std::byte*> ReserveArena(uint64_t bytes) override {
-    return inner_->ReserveArena(bytes);
-  }
-  absl::Status Copy(CopyKind kind, void* dst, const void* src, uint64_t bytes,
-                    DeviceEvent* after) override {
-    if (kind != CopyKind::kD2D) gate_->Pass(kind == CopyKind::kH2D);
-    return inner_->Copy(kind, dst, src, bytes, after);
-  }
-  absl::StatusOr<std::shared_ptr<DeviceEvent>> RecordEvent(
-      void* stream) override {
-    return inner_->RecordEvent(stream);
-  }
-  absl::Status StreamWait(void* stream, DeviceEvent& event) override {
-    return inner_->StreamWait(stream, event);
-  }
-  absl::Status RegisterHost(void* ptr, uint64_t bytes) override {
-    return inner_->RegisterHost(ptr, bytes);
-  }
-  absl::Status UnregisterHost(void* ptr, uint64_t bytes) override {
-    return inner_->UnregisterHost(ptr, bytes);
-  }
-  absl::StatusOr<DeviceMemInfo> GetMemInfo() override {
-    return inner_->GetMemInfo();
-  }
-  absl::StatusOr<std::byte*> ReserveManaged(uint64_t bytes) override {
-    return inner_->ReserveManaged(bytes);
-  }
-  absl::Status PrefetchManaged(absl::Span<const ManagedRange> ranges,
-                               MemLocation to, bool discard,
-                               DeviceEvent* after) override {
-    gate_->Pass(to == MemLocation::kDevice);
-    return inner_->PrefetchManaged(ranges, to, discard, after);
-  }
-  absl::Status DiscardManaged(absl::Span<const ManagedRange> ranges) override {
-    return inner_->DiscardManaged(ranges);
-  }
-  absl::Status AdviseManaged(const ManagedRange& range,
-                             ManagedAdvice advice) override {
-    return inner_->AdviseManaged(range, advice);
-  }
-  absl::Status ServeFault(const ManagedRange& range, MemLocation to) override {
-    return inner_->ServeFault(range, to);
-  }
-  bool batched_prefetch() const override { return inner_->batched_prefetch(); }
-
- private:
-  const std::unique_ptr<DeviceBackend> inner_;
-  const std::shared_ptr<Gate> gate_;
+  const std::atomic<bool>* const may_go_;
 };
 
 class PrefetchAsyncTest : public ::testing::Test {
  protected:
+  // A test that fails with a transfer still held lets it go here, or
+  // closing the store would wait for it forever.
+  ~PrefetchAsyncTest() override {
+    if (store_ != nullptr) gate().ReleaseAll();
+  }
+
   void Open(uint64_t device_bytes, int prefetch_threads, bool unified = false) {
     StoreOptions o =
         SmallStoreOptions(dir_.path(), device_bytes, 4 * kMiB, 32 * kMiB);
@@ -132,14 +67,16 @@ class PrefetchAsyncTest : public ::testing::Test {
     if (unified) o.device.memory = DeviceMemory::kUnified;
     StoreSeams seams;
     seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
-      auto f = std::make_unique<FaultyDevice>(std::move(d));
+      auto f = std::make_unique<TestDevice>(std::move(d), &device_may_go_);
       faults_ = f.get();
-      return std::make_unique<GatedDevice>(std::move(f), gate_);
+      return f;
     };
     auto s = OpenStore(o, seams);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
   }
+  // Where the device's transfers are held; alive as long as store_.
+  Gate& gate() { return faults_->gate(); }
   // A tensor with Pattern(bytes, seed), on NVMe only (home NVMe) or on its
   // host home.
   TensorId Make(uint64_t bytes, uint64_t seed, Tier home = Tier::kNvme) {
@@ -166,15 +103,6 @@ class PrefetchAsyncTest : public ::testing::Test {
   State On(TensorId id, Tier tier) {
     return store_->GetResidency(id)->tiers[static_cast<int>(tier)];
   }
-  // Polls (bounded) until `done` holds; the prefetch threads run meanwhile.
-  template <typename F>
-  bool Eventually(F done) {
-    for (int i = 0; i < 10000; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return done();
-  }
   // Acquires for reading on `tier` and checks the contents.
   void ExpectHolds(TensorId id, Tier tier, uint64_t bytes, uint64_t seed) {
     auto lease = store_->Acquire(id, tier, Access::kRead);
@@ -183,8 +111,9 @@ class PrefetchAsyncTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
-  FaultyDevice* faults_ = nullptr;
+  // The store's device may be destroyed (see TestDevice).
+  std::atomic<bool> device_may_go_{true};
+  FaultyDevice* faults_ = nullptr;  // owned by store_
   std::unique_ptr<Store> store_;
 };
 
@@ -192,22 +121,25 @@ constexpr uint64_t kSize = 256 * 1024;
 
 // One prefetch thread: while the first prefetch's load is held, callers
 // (another Prefetch, a demand load to the host) return, and the second
-// prefetch waits its turn (trace order) instead of starting beside it.
+// prefetch waits its turn (trace order) instead of starting beside it: a
+// job that starts marks its copy loading before Prefetch returns, so b is
+// still absent.
 TEST_F(PrefetchAsyncTest, HeldLoadBlocksNoCallerAndKeepsOrder) {
   Open(4 * kMiB, /*prefetch_threads=*/1);
   const TensorId a = Make(kSize, 1), b = Make(kSize, 2), c = Make(kSize, 3);
-  gate_->Close(/*up=*/true);
+  gate().Arm(GateOp::kH2D);  // a's load
   ASSERT_TRUE(store_->Prefetch(a, Tier::kDevice).ok());
-  gate_->AwaitHeld();
+  ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kH2D));
   EXPECT_EQ(On(a, Tier::kDevice), State::kLoading);
   ASSERT_TRUE(store_->Prefetch(b, Tier::kDevice).ok());
-  ExpectHolds(c, Tier::kHost, kSize, 3);  // NVMe -> host: not gated
+  ExpectHolds(c, Tier::kHost, kSize, 3);  // NVMe -> host: no device copy
   EXPECT_EQ(On(b, Tier::kDevice), State::kAbsent) << "b started beside a";
-  gate_->Open();
+  EXPECT_EQ(gate().parked(GateOp::kH2D), 1) << "a's load was let go early";
+  gate().Release(GateOp::kH2D);
   ExpectHolds(a, Tier::kDevice, kSize, 1);
-  ASSERT_TRUE(
-      Eventually([&] { return On(b, Tier::kDevice) == State::kClean; }));
+  ASSERT_TRUE(WaitUntil([&] { return On(b, Tier::kDevice) == State::kClean; }));
   ExpectHolds(b, Tier::kDevice, kSize, 2);
+  EXPECT_EQ(gate().held(GateOp::kH2D), 1u);
   const PrefetchStats s = store_->GetStats().prefetch;
   EXPECT_EQ(s.issued, 2u);
   EXPECT_EQ(s.hit + s.late, 2u);
@@ -221,19 +153,21 @@ TEST_F(PrefetchAsyncTest, WriteBackForRoomRunsWhileOtherPrefetchesComplete) {
   Open(kMiB, /*prefetch_threads=*/2);
   const TensorId d = MakeDirtyOnDevice(kMiB, 1);
   const TensorId p = Make(kMiB, 2), q = Make(kSize, 3);
-  gate_->Close(/*up=*/false);
+  gate().Arm(GateOp::kD2H);  // d's write-back
   ASSERT_TRUE(store_->Prefetch(p, Tier::kDevice).ok());
-  gate_->AwaitHeld();
+  ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kD2H));
   EXPECT_EQ(On(d, Tier::kDevice), State::kEvicting);
   EXPECT_EQ(On(p, Tier::kDevice), State::kLoading);
   ASSERT_TRUE(store_->Prefetch(q, Tier::kHost).ok());
-  EXPECT_TRUE(Eventually([&] { return On(q, Tier::kHost) == State::kClean; }))
+  EXPECT_TRUE(WaitUntil([&] { return On(q, Tier::kHost) == State::kClean; }))
       << "a held write-back stopped another prefetch";
   EXPECT_EQ(On(d, Tier::kDevice), State::kEvicting);
-  gate_->Open();
+  EXPECT_EQ(gate().parked(GateOp::kD2H), 1) << "the write-back was let go";
+  gate().Release(GateOp::kD2H);
   ExpectHolds(p, Tier::kDevice, kMiB, 2);
   EXPECT_EQ(On(d, Tier::kDevice), State::kAbsent);
   ExpectHolds(d, Tier::kHost, kMiB, 1);
+  EXPECT_EQ(gate().held(GateOp::kD2H), 1u);
   EXPECT_GE(store_->GetStats().write_backs, 1u);
 }
 
@@ -243,26 +177,30 @@ TEST_F(PrefetchAsyncTest, WriteBackForRoomRunsWhileOtherPrefetchesComplete) {
 TEST_F(PrefetchAsyncTest, PrefetchParksWhileALoadInFlightHoldsTheRoom) {
   Open(kMiB, /*prefetch_threads=*/1);
   const TensorId r = Make(kMiB, 1), p = Make(kMiB, 2);
-  gate_->Close(/*up=*/true);
+  gate().Arm(GateOp::kH2D);  // the reader's load of r
   std::optional<Lease> held;
   std::thread reader([&] {
     auto lease = store_->Acquire(r, Tier::kDevice, Access::kRead);
     ASSERT_TRUE(lease.ok()) << lease.status();
     held = std::move(*lease);
   });
-  gate_->AwaitHeld();
-  ASSERT_TRUE(store_->Prefetch(p, Tier::kDevice).ok());
+  // Until the reader is joined, failures are EXPECTs: the test must reach
+  // the release and the join.
+  EXPECT_TRUE(gate().WaitUntilHeld(GateOp::kH2D));
+  EXPECT_TRUE(store_->Prefetch(p, Tier::kDevice).ok());
   EXPECT_TRUE(
-      Eventually([&] { return On(p, Tier::kDevice) == State::kLoading; }));
-  gate_->Open();
+      WaitUntil([&] { return On(p, Tier::kDevice) == State::kLoading; }));
+  EXPECT_EQ(gate().parked(GateOp::kH2D), 1) << "r's load was let go early";
+  gate().Release(GateOp::kH2D);
   reader.join();
   ASSERT_TRUE(held.has_value());
   EXPECT_TRUE(
-      Eventually([&] { return On(p, Tier::kDevice) == State::kAbsent; }));
+      WaitUntil([&] { return On(p, Tier::kDevice) == State::kAbsent; }));
   EXPECT_EQ(store_->GetStats().prefetch.failed, 0u);
   EXPECT_EQ(On(r, Tier::kDevice), State::kClean);
   ASSERT_TRUE(held->Release().ok());
   ExpectHolds(p, Tier::kDevice, kMiB, 2);
+  EXPECT_EQ(gate().held(GateOp::kH2D), 1u);
 }
 
 // The write-back a prefetch starts fails: the prefetch fails, the dirty copy
@@ -275,7 +213,7 @@ TEST_F(PrefetchAsyncTest, FailedWriteBackInAPrefetchKeepsTheDirtyCopy) {
       {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(p, Tier::kDevice).ok());
   ASSERT_TRUE(
-      Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));
+      WaitUntil([&] { return store_->GetStats().prefetch.failed == 1; }));
   EXPECT_EQ(faults_->injected(), 1u);
   EXPECT_EQ(On(d, Tier::kDevice), State::kDirty);
   EXPECT_EQ(On(p, Tier::kDevice), State::kAbsent);
@@ -293,25 +231,58 @@ TEST_F(PrefetchAsyncTest, FailedLoadLeavesTheSourceIntact) {
       {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(a, Tier::kDevice).ok());
   ASSERT_TRUE(
-      Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));
+      WaitUntil([&] { return store_->GetStats().prefetch.failed == 1; }));
   EXPECT_EQ(On(a, Tier::kDevice), State::kAbsent);
   EXPECT_EQ(On(a, Tier::kNvme), State::kClean);
   faults_->set_spec({});
   ExpectHolds(a, Tier::kDevice, kSize, 1);
 }
 
-// Closing the store while a prefetch's load is held waits for it, then
-// finishes cleanly.
+// Closing the store while two prefetches' loads are held (two prefetch
+// threads, two more prefetches queued) waits for them, then finishes
+// cleanly. That the close reached its wait while the loads were held shows
+// through an acquire waiting on one of them: the close wakes it and it
+// fails (the store is closed) while the close itself has not returned; only
+// then are the loads let go. The acquire was observed inside the store
+// before the close began, and it returns before the close can go on. The
+// store's device outlives this thread's last use of its gate (TestDevice).
 TEST_F(PrefetchAsyncTest, CloseWaitsForAHeldPrefetch) {
   Open(4 * kMiB, /*prefetch_threads=*/2);
   std::vector<TensorId> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(Make(kSize, i));
-  gate_->Close(/*up=*/true);
+  Gate& gate = faults_->gate();  // destroyed with the store: not used after
+  gate.Arm(GateOp::kH2D, 2);     // the loads of the two jobs that start
   for (TensorId id : ids) ASSERT_TRUE(store_->Prefetch(id, Tier::kDevice).ok());
-  gate_->AwaitHeld();
-  std::thread closer([this] { store_.reset(); });
-  gate_->Open();
+  ASSERT_TRUE(gate.WaitUntilHeld(GateOp::kH2D, 2));
+  EXPECT_EQ(On(ids[0], Tier::kDevice), State::kLoading);
+  EXPECT_EQ(On(ids[1], Tier::kDevice), State::kLoading);
+  Store* const store = store_.get();
+  const uint64_t observed = AcquiresObserved(*store);
+  absl::Status waited;
+  std::atomic<bool> waiter_done{false}, closed{false};
+  std::thread waiter([&] {
+    waited = store->Acquire(ids[0], Tier::kDevice, Access::kRead).status();
+    waiter_done = true;
+  });
+  // Until both threads are joined, failures are EXPECTs: the test must
+  // reach the release and the joins.
+  EXPECT_TRUE(WaitUntil([&] { return AcquiresObserved(*store) > observed; }));
+  device_may_go_ = false;  // until this thread is done with the gate
+  std::thread closer([&] {
+    store_.reset();
+    closed = true;
+  });
+  EXPECT_TRUE(WaitUntil([&] { return waiter_done.load(); }))
+      << "the close never woke an acquire waiting on a held load";
+  EXPECT_EQ(waited.code(), absl::StatusCode::kFailedPrecondition) << waited;
+  EXPECT_FALSE(closed) << "the close did not wait for the held prefetches";
+  EXPECT_EQ(gate.parked(GateOp::kH2D), 2) << "a held load was let go early";
+  gate.Release(GateOp::kH2D);
+  device_may_go_ = true;
+  device_may_go_.notify_all();
+  waiter.join();
   closer.join();
+  EXPECT_TRUE(closed);
   EXPECT_EQ(store_, nullptr);
 }
 
@@ -321,13 +292,14 @@ TEST_F(PrefetchAsyncTest, UnifiedPrefetchLoadsHostThenMigrates) {
   Open(kMiB, /*prefetch_threads=*/1, /*unified=*/true);
   const TensorId z = Make(kSize, 4);
   ASSERT_EQ(On(z, Tier::kHost), State::kAbsent);
-  gate_->Close(/*up=*/true);
+  gate().Arm(GateOp::kPrefetchToDevice);  // the migration
   ASSERT_TRUE(store_->Prefetch(z, Tier::kDevice).ok());
-  gate_->AwaitHeld();
+  ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kPrefetchToDevice));
   EXPECT_EQ(On(z, Tier::kHost), State::kClean);
   EXPECT_EQ(On(z, Tier::kDevice), State::kLoading);
-  gate_->Open();
+  gate().Release(GateOp::kPrefetchToDevice);
   ExpectHolds(z, Tier::kDevice, kSize, 4);
+  EXPECT_EQ(gate().held(GateOp::kPrefetchToDevice), 1u);
   EXPECT_EQ(store_->GetStats().unified.prefetches, 1u);
 }
 
@@ -338,15 +310,16 @@ TEST_F(PrefetchAsyncTest, UnifiedPrefetchEvictsByMigratingBack) {
   const TensorId x = Make(kMiB, 1, Tier::kHost);
   const TensorId y = Make(kMiB, 2, Tier::kHost);
   ExpectHolds(x, Tier::kDevice, kMiB, 1);
-  gate_->Close(/*up=*/false);
+  gate().Arm(GateOp::kPrefetchToHost);  // x's eviction
   ASSERT_TRUE(store_->Prefetch(y, Tier::kDevice).ok());
-  gate_->AwaitHeld();
+  ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kPrefetchToHost));
   EXPECT_EQ(On(x, Tier::kDevice), State::kEvicting);
   EXPECT_EQ(On(y, Tier::kDevice), State::kLoading);
-  gate_->Open();
+  gate().Release(GateOp::kPrefetchToHost);
   ExpectHolds(y, Tier::kDevice, kMiB, 2);
   EXPECT_EQ(On(x, Tier::kDevice), State::kAbsent);
   ExpectHolds(x, Tier::kHost, kMiB, 1);
+  EXPECT_EQ(gate().held(GateOp::kPrefetchToHost), 1u);
   const UnifiedStats u = store_->GetStats().unified;
   EXPECT_EQ(u.evictions, 1u);
   EXPECT_GE(u.prefetches, 2u);
@@ -360,7 +333,7 @@ TEST_F(PrefetchAsyncTest, UnifiedFailedMigrationLosesNothing) {
       {.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kTornCopy});
   ASSERT_TRUE(store_->Prefetch(z, Tier::kDevice).ok());
   ASSERT_TRUE(
-      Eventually([&] { return store_->GetStats().prefetch.failed == 1; }));
+      WaitUntil([&] { return store_->GetStats().prefetch.failed == 1; }));
   EXPECT_EQ(On(z, Tier::kDevice), State::kAbsent);
   faults_->set_spec({});
   ExpectHolds(z, Tier::kDevice, kSize, 5);
