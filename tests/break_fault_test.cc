@@ -300,7 +300,10 @@ TEST(BreakFaultTest, EverythingFailsThenRecovers) {
         SCOPED_TRACE(::testing::Message()
                      << "tensor " << t.id.value << " home " << TierName(t.home)
                      << " round " << round);
-        for (Residency::State state : env.store->GetResidency(t.id)->tiers) {
+        const absl::StatusOr<Residency> residency =
+            env.store->GetResidency(t.id);
+        ASSERT_TRUE(residency.ok()) << residency.status();
+        for (Residency::State state : residency->tiers) {
           EXPECT_NE(state, Residency::State::kLoading) << "not settled";
           EXPECT_NE(state, Residency::State::kEvicting) << "not settled";
         }
