@@ -1,10 +1,14 @@
 // host_pool.cc: HostPool (see host_pool.h).
 //
 // One mutex guards the job; each worker waits on its own condition variable,
-// so a job of k ranges wakes exactly the k - 1 workers it needs. A job is a
-// generation number: a worker runs range `index` of every generation whose
-// range count exceeds its index, and the caller waits until each of them has
-// counted itself done. The caller holds no lock while any range runs.
+// so a job of k ranges wakes only the k - 1 workers it needs. A job is a
+// generation number: a worker that wakes to a new generation whose ranges
+// include its index, while the job is still open, checks in (active_), runs
+// chunks without the lock, and checks out. The caller runs chunks too, and
+// once no chunk is left to claim it closes the job (late workers no longer
+// check in: they would find nothing to do) and waits only for the workers
+// that checked in, each finishing the chunk it holds. Chunks are claimed
+// with an atomic fetch_add on their range's cursor, so each runs once.
 #include "train/host_pool.h"
 
 #include <pthread.h>
@@ -15,6 +19,17 @@
 #include <string>
 
 namespace strata::train {
+namespace {
+
+// The start of chunk c of `chunks` over [0, n), cut at multiples of align;
+// Cut(chunks) = n.
+int64_t Cut(int64_t n, int64_t align, int chunks, int c) {
+  if (c >= chunks) return n;
+  const int64_t exact = n / chunks * c + n % chunks * c / chunks;
+  return exact / align * align;
+}
+
+}  // namespace
 
 int HostThreads() {
   if (const char* env = std::getenv("STRATA_HOST_THREADS")) {
@@ -31,7 +46,8 @@ int HostThreads() {
 }
 
 HostPool::HostPool(int threads)
-    : threads_(std::max(1, threads)), split_(threads_ + 1, 0) {
+    : threads_(std::max(1, threads)), cursors_(new std::atomic<int>[threads_]) {
+  for (int r = 0; r < threads_; ++r) cursors_[r].store(0);
   workers_.reserve(threads_ - 1);
   for (int i = 1; i < threads_; ++i) {
     workers_.push_back(std::make_unique<Worker>());
@@ -63,6 +79,21 @@ int64_t HostPool::split_jobs() const {
   return split_jobs_;
 }
 
+void HostPool::RunChunks(const Job& job, int home) {
+  const int per_range = job.chunks / job.ranges;
+  for (int k = 0; k < job.ranges; ++k) {
+    const int r = (home + k) % job.ranges;
+    const int last = (r + 1) * per_range;
+    for (;;) {
+      const int c = cursors_[r].fetch_add(1, std::memory_order_relaxed);
+      if (c >= last) break;
+      const int64_t begin = Cut(job.n, job.align, job.chunks, c);
+      const int64_t end = Cut(job.n, job.align, job.chunks, c + 1);
+      if (begin < end) (*job.fn)(begin, end);
+    }
+  }
+}
+
 void HostPool::ParallelFor(int64_t n, int64_t min_elements, int64_t align,
                            RangeFn fn) {
   if (n <= 0) return;
@@ -74,32 +105,35 @@ void HostPool::ParallelFor(int64_t n, int64_t min_elements, int64_t align,
     fn(0, n);
     return;
   }
-  int64_t first_end = n;  // if the pool is busy: all of it here
-  bool split = false;
+  Job job{.fn = &fn, .n = n, .align = align, .ranges = ranges};
+  job.chunks = ranges * static_cast<int>(std::min<int64_t>(
+                            kChunksPerRange, std::max<int64_t>(1, n / ranges)));
   {
     MutexLock lock(&mu_);
-    if (!busy_) {
-      split = true;
+    if (busy_) {
+      job.ranges = 0;  // another job holds the workers: all of it here
+    } else {
       busy_ = true;
+      open_ = true;
       ++split_jobs_;
       ++generation_;
-      ranges_ = ranges;
-      pending_ = ranges - 1;
-      fn_ = &fn;
-      split_[0] = 0;
-      for (int i = 1; i < ranges; ++i) {
-        split_[i] = (n / ranges * i + n % ranges * i / ranges) / align * align;
+      job_ = job;
+      const int per_range = job.chunks / ranges;
+      for (int r = 0; r < ranges; ++r) {
+        cursors_[r].store(r * per_range, std::memory_order_relaxed);
       }
-      split_[ranges] = n;
-      first_end = split_[1];
       for (int i = 1; i < ranges; ++i) workers_[i - 1]->wake.Signal();
     }
   }
-  if (first_end > 0) fn(0, first_end);
-  if (!split) return;
+  if (job.ranges == 0) {
+    fn(0, n);
+    return;
+  }
+  RunChunks(job, 0);
   MutexLock lock(&mu_);
-  while (pending_ > 0) done_.Wait(&mu_);
-  fn_ = nullptr;
+  open_ = false;  // every chunk is claimed: late workers need not come
+  while (active_ > 0) done_.Wait(&mu_);
+  job_ = Job{};
   busy_ = false;
 }
 
@@ -110,15 +144,14 @@ void HostPool::WorkerLoop(int index) {
   while (!stop_) {
     if (generation_ != seen) {
       seen = generation_;
-      if (index < ranges_) {
-        const RangeFn* fn = fn_;
-        const int64_t begin = split_[index];
-        const int64_t end = split_[index + 1];
+      if (open_ && index < job_.ranges) {
+        const Job job = job_;
+        ++active_;
         {
           MutexUnlock unlocked(&mu_);
-          if (begin < end) (*fn)(begin, end);
+          RunChunks(job, index);
         }
-        if (--pending_ == 0) done_.Signal();
+        if (--active_ == 0) done_.Signal();
         continue;
       }
     }
