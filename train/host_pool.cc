@@ -122,13 +122,16 @@ void HostPool::ParallelFor(int64_t n, int64_t min_elements, int64_t align,
       for (int r = 0; r < ranges; ++r) {
         cursors_[r].store(r * per_range, std::memory_order_relaxed);
       }
-      for (int i = 1; i < ranges; ++i) workers_[i - 1]->wake.Signal();
     }
   }
   if (job.ranges == 0) {
     fn(0, n);
     return;
   }
+  // Signalled without the lock, so a woken worker can check in at once. No
+  // wake-up is lost: a worker either saw the new generation under the lock
+  // or is waiting on its condition variable.
+  for (int i = 1; i < ranges; ++i) workers_[i - 1]->wake.Signal();
   RunChunks(job, 0);
   MutexLock lock(&mu_);
   open_ = false;  // every chunk is claimed: late workers need not come
