@@ -21,8 +21,11 @@
 namespace strata::train {
 
 // An update is split over threads only in ranges of at least this many
-// elements (bench/cpu_adam_bench measures where a split pays; README).
-inline constexpr int64_t kAdamMinElementsPerThread = int64_t{1} << 15;
+// elements. cpu_adam_bench's split sweep on the 2-core development machine
+// (AVX2): splitting 64 Ki elements in two gave 0.90-1.29x one thread, 128 Ki
+// gave 1.28-1.50x (three runs with the second core free); a split costs a
+// wake-up of a few microseconds per worker (README, Measured).
+inline constexpr int64_t kAdamMinElementsPerThread = int64_t{1} << 16;
 
 // Split points are multiples of this many elements (64 bytes): every range
 // starts on a cache line when the arrays do. Results do not depend on it.
