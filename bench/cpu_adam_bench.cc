@@ -21,12 +21,6 @@
 //
 //   cpu_adam_bench [--min_elements N] [--max_elements N] [--samples N]
 //                  [--min_sample_ms N] [--threads N] [--json FILE]
-#include <unistd.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,6 +36,7 @@
 #include "base/splitmix64.h"
 #include "bench/aligned_buffer.h"
 #include "bench/cpu_adam_baseline.h"
+#include "bench/cpu_adam_ceilings.h"
 #include "train/cpu_adam.h"
 #include "train/host_pool.h"
 #include "train/vector_path.h"
@@ -182,31 +177,6 @@ std::vector<VectorPath> SupportedPaths() {
   return paths;
 }
 
-// The streaming kernels the bound is measured with: restrict-qualified loops
-// built for the widest vector unit here (function multiversioning picks the
-// clone at load time), so the bound is the machine's, not a slow loop's.
-#define STREAM_KERNEL \
-  __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
-
-// c = a + s * b (STREAM's triad).
-STREAM_KERNEL void Triad(float* __restrict__ c, const float* __restrict__ a,
-                         const float* __restrict__ b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) c[i] = a[i] + 0.5f * b[i];
-}
-
-// The update's own traffic, trivially: read w, m, v, g; write w, m, v in
-// place. Keeps v >= 0, so the updates timed after it stay finite.
-STREAM_KERNEL void Pattern(float* __restrict__ w, float* __restrict__ m,
-                           float* __restrict__ v, const float* __restrict__ g,
-                           int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    w[i] = w[i] - 1e-6f * gi;
-    m[i] = m[i] * 0.5f + gi;
-    v[i] = v[i] * 0.5f + gi * gi;
-  }
-}
-
 // The cases of one size: streams, the old kernel, each path on one thread
 // and on the pool.
 std::vector<Case> CasesFor(State& st, int64_t n, HostPool& pool,
@@ -221,11 +191,11 @@ std::vector<Case> CasesFor(State& st, int64_t n, HostPool& pool,
                      std::memcpy(m + b, w + b, (e - b) * sizeof(float));
                    })});
   cases.push_back({"triad", "", t, true, 12, split([=](int64_t b, int64_t e) {
-                     Triad(m + b, w + b, g + b, e - b);
+                     bench::StreamTriad(m + b, w + b, g + b, e - b);
                    })});
   cases.push_back({"pattern", "", t, true, kBytesPerElement,
                    split([=](int64_t b, int64_t e) {
-                     Pattern(w + b, m + b, v + b, g + b, e - b);
+                     bench::StreamPattern(w + b, m + b, v + b, g + b, e - b);
                    })});
   cases.push_back({"old", "baseline", 0, false, 0,
                    [=] { bench::OldAdamUpdateCpu(p, w, m, v, g, n); }});
@@ -243,29 +213,11 @@ std::vector<Case> CasesFor(State& st, int64_t n, HostPool& pool,
 // How many threads the old kernel used at n (for the table).
 int OldThreads(int64_t n) { return n >= (int64_t{1} << 20) ? 2 : 1; }
 
-// A cache level's size in bytes from sysfs (what the guest sees; sysconf on
-// a VM can report the host's), else sysconf's; 0 if unknown.
-double CacheBytes(int index, int sysconf_name) {
-  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" +
-                   std::to_string(index) + "/size");
-  std::string text;
-  if (in >> text && !text.empty()) {
-    double bytes = std::atof(text.c_str());
-    const char unit = text.back();
-    if (unit == 'K') bytes *= 1024;
-    if (unit == 'M') bytes *= 1024 * 1024;
-    if (bytes > 0) return bytes;
-  }
-  return double(std::max<long>(0, sysconf(sysconf_name)));
-}
-double L2Bytes() { return CacheBytes(2, _SC_LEVEL2_CACHE_SIZE); }
-double LlcBytes() { return CacheBytes(3, _SC_LEVEL3_CACHE_SIZE); }
-
 // Where a footprint of `bytes` lives: "L2" (fits the threads' L2s), "LLC" or
 // "DRAM".
 std::string Level(double bytes, int threads) {
-  if (bytes <= L2Bytes() * threads) return "L2";
-  if (bytes <= LlcBytes()) return "LLC";
+  if (bytes <= bench::L2BytesPerCore() * threads) return "L2";
+  if (bytes <= bench::LlcBytes()) return "LLC";
   return "DRAM";
 }
 
@@ -302,101 +254,15 @@ bool VerifyBits(int64_t count, HostPool& pool) {
   return ok;
 }
 
-// The update's compute floor: one square root and one divide per element,
-// which x86 runs on one divider unit per core. Eight independent chains of
-// each, `iters` rounds, on the calling thread; returns elements per second.
-#if defined(__x86_64__)
-float DividerSse(int64_t iters) {
-  __m128 a[8], d[8];
-  const __m128 b = _mm_set1_ps(1.0000001f);
-  for (int i = 0; i < 8; ++i) a[i] = d[i] = _mm_set1_ps(1.5f + i);
-  for (int64_t k = 0; k < iters; ++k) {
-    for (int i = 0; i < 8; ++i) {
-      a[i] = _mm_sqrt_ps(a[i]);
-      d[i] = _mm_div_ps(d[i], b);
-    }
-  }
-  float sum = 0;
-  for (int i = 0; i < 8; ++i) sum += _mm_cvtss_f32(_mm_add_ps(a[i], d[i]));
-  return sum;
-}
-__attribute__((target("avx2"))) float DividerAvx2(int64_t iters) {
-  __m256 a[8], d[8];
-  const __m256 b = _mm256_set1_ps(1.0000001f);
-  for (int i = 0; i < 8; ++i) a[i] = d[i] = _mm256_set1_ps(1.5f + i);
-  for (int64_t k = 0; k < iters; ++k) {
-    for (int i = 0; i < 8; ++i) {
-      a[i] = _mm256_sqrt_ps(a[i]);
-      d[i] = _mm256_div_ps(d[i], b);
-    }
-  }
-  float sum = 0;
-  for (int i = 0; i < 8; ++i) {
-    sum += _mm256_cvtss_f32(_mm256_add_ps(a[i], d[i]));
-  }
-  return sum;
-}
-__attribute__((target("avx512f"))) float DividerAvx512(int64_t iters) {
-  __m512 a[8], d[8];
-  const __m512 b = _mm512_set1_ps(1.0000001f);
-  for (int i = 0; i < 8; ++i) a[i] = d[i] = _mm512_set1_ps(1.5f + i);
-  for (int64_t k = 0; k < iters; ++k) {
-    for (int i = 0; i < 8; ++i) {
-      a[i] = _mm512_maskz_sqrt_ps(__mmask16(0xffff), a[i]);
-      d[i] = _mm512_div_ps(d[i], b);
-    }
-  }
-  float sum = 0;
-  for (int i = 0; i < 8; ++i) {
-    float lanes[16];
-    _mm512_storeu_ps(lanes, _mm512_add_ps(a[i], d[i]));
-    sum += lanes[0];
-  }
-  return sum;
-}
-#endif
+// Which rows the targets are judged on: the chosen path on the pool.
+struct Targets {
+  std::string row;          // e.g. "avx2 pool"
+  double dram_bound = 1e9;  // worst ratio to the bound beyond the LLC
+  double cache_old = 1e9;   // worst ratio to the old kernel in cache
+};
 
-// Elements per second of DividerX for `path` on one thread (median of
-// `samples`, each ~min_sample_seconds); 0 where not x86.
-double DividerRate(VectorPath path, const Args& a) {
-#if defined(__x86_64__)
-  int lanes = 4;
-  float (*fn)(int64_t) = DividerSse;
-  if (path == VectorPath::kAvx2) lanes = 8, fn = DividerAvx2;
-  if (path == VectorPath::kAvx512) lanes = 16, fn = DividerAvx512;
-  volatile float sink = fn(1000);  // warm-up
-  int64_t iters = 1000;
-  for (;;) {
-    const double start = Now();
-    sink = fn(iters);
-    if (Now() - start >= std::max(a.min_sample_seconds, 1e-3)) break;
-    iters *= 2;
-  }
-  std::vector<double> rates;
-  for (int s = 0; s < a.samples; ++s) {
-    const double start = Now();
-    sink = fn(iters);
-    rates.push_back(double(iters) * 8 * lanes / (Now() - start));
-  }
-  (void)sink;
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
-#else
-  (void)path;
-  (void)a;
-  return 0;
-#endif
-}
-
-}  // namespace
-}  // namespace strata
-
-int main(int argc, char** argv) {
-  using namespace strata;
-  const Args a = ParseArgs(argc, argv);
-  HostPool pool(a.threads);
-  const VectorPath chosen = train::ChosenVectorPath();
-  const AdamParams p = BenchParams();
+void PrintHeader(const Args& a, const HostPool& pool, VectorPath chosen,
+                 nlohmann::json* j) {
   std::string paths;
   for (VectorPath path : SupportedPaths()) {
     paths +=
@@ -407,104 +273,113 @@ int main(int argc, char** argv) {
       "%s); L2 %ld KiB per core, LLC %ld MiB; median of %d interleaved "
       "samples\n",
       pool.threads(), paths.c_str(), train::VectorPathName(chosen),
-      long(L2Bytes() / 1024), long(LlcBytes() / (1024 * 1024)), a.samples);
-  std::fflush(stdout);
-  nlohmann::json j = {{"bytes_per_element", kBytesPerElement},
-                      {"threads", pool.threads()},
-                      {"chosen_path", train::VectorPathName(chosen)},
-                      {"samples", a.samples},
-                      {"l2_bytes_per_core", L2Bytes()},
-                      {"llc_bytes", LlcBytes()}};
+      long(bench::L2BytesPerCore() / 1024),
+      long(bench::LlcBytes() / (1024 * 1024)), a.samples);
   for (VectorPath path : train::kVectorPaths) {
-    j["paths"][train::VectorPathName(path)] = train::VectorPathSupported(path);
-  }
-  State st(a.max_elements);
-  std::printf("\n%10s %5s %-14s %3s %9s %8s %8s %8s\n", "elements", "in",
-              "case", "thr", "Gelem/s", "GB/s", "x bound", "x old");
-  const std::string chosen_pool =
-      std::string(train::VectorPathName(chosen)) + " pool";
-  double worst_dram_bound = 1e9, worst_cache_old = 1e9;
-  for (int64_t n = a.min_elements; n <= a.max_elements; n *= 2) {
-    st.Fill(n, uint64_t(n));
-    std::vector<Case> cases = CasesFor(st, n, pool, p);
-    TimeInterleaved(cases, a);
-    double bound_gbps = 0, old_eps = 0;
-    for (const Case& c : cases) {
-      if (c.stream) {
-        bound_gbps = std::max(
-            bound_gbps, c.stream_bytes_per_element * n / c.median() / 1e9);
-      } else if (c.name == "old") {
-        old_eps = n / c.median();
-      }
+    if (!train::VectorPathSupported(path)) {
+      std::printf("(%s: this CPU does not run it; not measured)\n",
+                  train::VectorPathName(path));
     }
-    const double bound_eps = bound_gbps * 1e9 / kBytesPerElement;
-    const std::string level = Level(16.0 * n, pool.threads());
-    nlohmann::json size = {{"elements", n},
-                           {"footprint_bytes", 16 * n},
-                           {"level", level},
-                           {"bound_gbps", bound_gbps},
-                           {"bound_elements_per_second", bound_eps}};
-    for (const Case& c : cases) {
-      const double gbps =
-          (c.stream ? c.stream_bytes_per_element : kBytesPerElement) * n /
-          c.median() / 1e9;
-      const int threads = c.name == "old" ? OldThreads(n) : c.threads;
-      if (c.stream) {
-        std::printf("%10lld %5s %-14s %3d %9s %8.2f\n", (long long)n,
-                    level.c_str(), c.name.c_str(), threads, "", gbps);
-        size["streams"][c.name + "_gbps"] = gbps;
-        continue;
-      }
-      const double eps = n / c.median();
-      std::printf("%10lld %5s %-14s %3d %9.3f %8.2f %8.3f %8.2f\n",
-                  (long long)n, level.c_str(), c.name.c_str(), threads,
-                  eps / 1e9, gbps, eps / bound_eps, eps / old_eps);
-      size["cases"].push_back({{"name", c.name},
-                               {"path", c.path},
-                               {"threads", threads},
-                               {"elements_per_second", eps},
-                               {"gbps", gbps},
-                               {"ratio_to_bound", eps / bound_eps},
-                               {"ratio_to_old", eps / old_eps}});
-      if (c.name == chosen_pool) {
-        if (level == "DRAM") {
-          worst_dram_bound = std::min(worst_dram_bound, eps / bound_eps);
-        } else {
-          worst_cache_old = std::min(worst_cache_old, eps / old_eps);
-        }
-      }
-    }
-    std::printf("%10lld %5s %-14s %3d %9.3f %8.2f  (best stream / 28 B)\n",
-                (long long)n, level.c_str(), "bound", pool.threads(),
-                bound_eps / 1e9, bound_gbps);
-    std::fflush(stdout);
-    j["sizes"].push_back(size);
   }
+  std::fflush(stdout);
+  *j = {{"bytes_per_element", kBytesPerElement},
+        {"threads", pool.threads()},
+        {"chosen_path", train::VectorPathName(chosen)},
+        {"samples", a.samples},
+        {"l2_bytes_per_core", bench::L2BytesPerCore()},
+        {"llc_bytes", bench::LlcBytes()}};
+  for (VectorPath path : train::kVectorPaths) {
+    (*j)["paths"][train::VectorPathName(path)] =
+        train::VectorPathSupported(path);
+  }
+}
 
-  // What stands between the kernel and the cache-resident target: the
-  // divider, and how many cores the old kernel already used.
+// Prints and records one size's timed cases next to its bound and the old
+// kernel; updates the worst ratios of the targets' row.
+void ReportSize(int64_t n, const std::vector<Case>& cases, int threads,
+                Targets* t, nlohmann::json* j) {
+  double bound_gbps = 0, old_eps = 0;
+  for (const Case& c : cases) {
+    if (c.stream) {
+      bound_gbps = std::max(bound_gbps,
+                            c.stream_bytes_per_element * n / c.median() / 1e9);
+    } else if (c.name == "old") {
+      old_eps = n / c.median();
+    }
+  }
+  const double bound_eps = bound_gbps * 1e9 / kBytesPerElement;
+  const std::string level = Level(16.0 * n, threads);
+  nlohmann::json size = {{"elements", n},
+                         {"footprint_bytes", 16 * n},
+                         {"level", level},
+                         {"bound_gbps", bound_gbps},
+                         {"bound_elements_per_second", bound_eps}};
+  for (const Case& c : cases) {
+    const double gbps =
+        (c.stream ? c.stream_bytes_per_element : kBytesPerElement) * n /
+        c.median() / 1e9;
+    const int case_threads = c.name == "old" ? OldThreads(n) : c.threads;
+    if (c.stream) {
+      std::printf("%10lld %5s %-14s %3d %9s %8.2f\n", (long long)n,
+                  level.c_str(), c.name.c_str(), case_threads, "", gbps);
+      size["streams"][c.name + "_gbps"] = gbps;
+      continue;
+    }
+    const double eps = n / c.median();
+    std::printf("%10lld %5s %-14s %3d %9.3f %8.2f %8.3f %8.2f\n", (long long)n,
+                level.c_str(), c.name.c_str(), case_threads, eps / 1e9, gbps,
+                eps / bound_eps, eps / old_eps);
+    size["cases"].push_back({{"name", c.name},
+                             {"path", c.path},
+                             {"threads", case_threads},
+                             {"elements_per_second", eps},
+                             {"gbps", gbps},
+                             {"ratio_to_bound", eps / bound_eps},
+                             {"ratio_to_old", eps / old_eps}});
+    if (c.name != t->row) continue;
+    if (level == "DRAM") {
+      t->dram_bound = std::min(t->dram_bound, eps / bound_eps);
+    } else {
+      t->cache_old = std::min(t->cache_old, eps / old_eps);
+    }
+  }
+  std::printf("%10lld %5s %-14s %3d %9.3f %8.2f  (best stream / 28 B)\n",
+              (long long)n, level.c_str(), "bound", threads, bound_eps / 1e9,
+              bound_gbps);
+  std::fflush(stdout);
+  (*j)["sizes"].push_back(size);
+}
+
+// The divider's rate per path, and what it allows against the old kernel.
+void RunDivider(const Args& a, const HostPool& pool, VectorPath chosen,
+                nlohmann::json* j) {
   std::printf("\ndivider (1 sqrt + 1 divide per element, one thread):\n");
   double divider_chosen = 0, divider_baseline = 0;
   for (VectorPath path : SupportedPaths()) {
-    const double r = DividerRate(path, a);
+    const double r =
+        bench::DividerElementsPerSecond(path, a.min_sample_seconds, a.samples);
     std::printf("%10s %9.3f Gelem/s per thread\n", train::VectorPathName(path),
                 r / 1e9);
-    j["divider_elements_per_second"][train::VectorPathName(path)] = r;
+    (*j)["divider_elements_per_second"][train::VectorPathName(path)] = r;
     if (path == chosen) divider_chosen = r;
     if (path == VectorPath::kBaseline) divider_baseline = r;
   }
-  if (divider_baseline > 0) {
-    const double below = divider_chosen * pool.threads() / divider_baseline;
-    const double above = below / OldThreads(int64_t{1} << 20);
-    std::printf(
-        "compute ceiling vs the old kernel (%s x %d threads over baseline x "
-        "its threads): %.2fx below 1 Mi elements, %.2fx from 1 Mi\n",
-        train::VectorPathName(chosen), pool.threads(), below, above);
-    j["ceiling_ratio_to_old_below_1mi"] = below;
-    j["ceiling_ratio_to_old_from_1mi"] = above;
-  }
+  if (divider_baseline <= 0) return;
+  const double below = divider_chosen * pool.threads() / divider_baseline;
+  const double above = below / OldThreads(int64_t{1} << 20);
+  std::printf(
+      "compute ceiling vs the old kernel (%s x %d threads over baseline x "
+      "its threads): %.2fx below 1 Mi elements, %.2fx from 1 Mi\n",
+      train::VectorPathName(chosen), pool.threads(), below, above);
+  (*j)["ceiling_ratio_to_old_below_1mi"] = below;
+  (*j)["ceiling_ratio_to_old_from_1mi"] = above;
+}
 
-  // Where a split pays: the chosen path on one thread vs every thread.
+// Where a split pays: the chosen path on one thread vs split over every
+// thread, 4 Ki to 512 Ki elements.
+void RunSplitSweep(const Args& a, State& st, HostPool& pool, VectorPath chosen,
+                   nlohmann::json* j) {
+  const AdamParams p = BenchParams();
   std::printf("\nsplit sweep (%s): one thread vs a forced split over %d\n",
               train::VectorPathName(chosen), pool.threads());
   std::printf("%10s %12s %12s %8s\n", "elements", "x1 Gelem/s", "split",
@@ -525,26 +400,50 @@ int main(int argc, char** argv) {
     const double one = n / cases[0].median(), all = n / cases[1].median();
     std::printf("%10lld %12.3f %12.3f %8.2f\n", (long long)n, one / 1e9,
                 all / 1e9, all / one);
-    j["split_sweep"].push_back({{"elements", n},
-                                {"one_thread_elements_per_second", one},
-                                {"split_elements_per_second", all},
-                                {"ratio", all / one}});
+    (*j)["split_sweep"].push_back({{"elements", n},
+                                   {"one_thread_elements_per_second", one},
+                                   {"split_elements_per_second", all},
+                                   {"ratio", all / one}});
   }
   std::printf("(AdamUpdateCpu splits at >= %lld elements per thread)\n",
               (long long)train::kAdamMinElementsPerThread);
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  const Args a = ParseArgs(argc, argv);
+  HostPool pool(a.threads);
+  const VectorPath chosen = train::ChosenVectorPath();
+  nlohmann::json j;
+  PrintHeader(a, pool, chosen, &j);
+  State st(a.max_elements);
+  std::printf("\n%10s %5s %-14s %3s %9s %8s %8s %8s\n", "elements", "in",
+              "case", "thr", "Gelem/s", "GB/s", "x bound", "x old");
+  Targets t{.row = std::string(train::VectorPathName(chosen)) + " pool"};
+  for (int64_t n = a.min_elements; n <= a.max_elements; n *= 2) {
+    st.Fill(n, uint64_t(n));
+    std::vector<Case> cases = CasesFor(st, n, pool, BenchParams());
+    TimeInterleaved(cases, a);
+    ReportSize(n, cases, pool.threads(), &t, &j);
+  }
+  RunDivider(a, pool, chosen, &j);
+  RunSplitSweep(a, st, pool, chosen, &j);
 
   const bool ok = VerifyBits((int64_t{4} << 20) + 13, pool);
+  const double dram = t.dram_bound < 1e9 ? t.dram_bound : NAN;
+  const double cache = t.cache_old < 1e9 ? t.cache_old : NAN;
   std::printf("\nbits: every path %s the old kernel's\n",
               ok ? "matches" : "DIFFERS FROM");
   std::printf(
       "targets (%s): beyond the LLC >= 0.90x the bound: worst %.3f; "
       "cache-resident >= 4x the old kernel: worst %.2f\n",
-      chosen_pool.c_str(), worst_dram_bound < 1e9 ? worst_dram_bound : NAN,
-      worst_cache_old < 1e9 ? worst_cache_old : NAN);
+      t.row.c_str(), dram, cache);
   j["bits_match"] = ok;
-  j["worst_dram_ratio_to_bound"] =
-      worst_dram_bound < 1e9 ? worst_dram_bound : 0.0;
-  j["worst_cache_ratio_to_old"] = worst_cache_old < 1e9 ? worst_cache_old : 0.0;
+  j["worst_dram_ratio_to_bound"] = std::isnan(dram) ? 0.0 : dram;
+  j["worst_cache_ratio_to_old"] = std::isnan(cache) ? 0.0 : cache;
   if (!a.json.empty()) {
     std::ofstream out(a.json);
     out << j.dump(2) << "\n";
