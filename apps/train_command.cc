@@ -25,11 +25,13 @@
 #include "strata/store.h"
 #include "train/compute.h"
 #include "train/dataset.h"
+#include "train/host_pool.h"
 #include "train/lease_group.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/setup.h"
 #include "train/trainer.h"
+#include "train/vector_path.h"
 
 ABSL_FLAG(int64_t, width, 1024, "strata train: units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5,
@@ -199,6 +201,9 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
       {"step_seconds_median", train::Median(r.step_seconds)},
+      {"optimizer_seconds_per_step", train::Median(r.optimizer_seconds)},
+      {"adam_vector_path", train::VectorPathName(train::ChosenVectorPath())},
+      {"adam_threads", train::HostPool::Shared().threads()},
       {"steps", r.losses.size()},
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
@@ -264,6 +269,14 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
                train::Median(r.step_seconds) * 1e3, r.losses.size(),
                r.train_seconds);
+  const double step = train::Median(r.step_seconds);
+  const double adam = train::Median(r.optimizer_seconds);
+  absl::PrintF(
+      "%-22s %.2f ms per step (median, %.1f%% of the step; %s, %d "
+      "threads)\n",
+      "optimizer (Adam)", adam * 1e3, step > 0 ? 100 * adam / step : 0.0,
+      train::VectorPathName(train::ChosenVectorPath()),
+      train::HostPool::Shared().threads());
 }
 
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.

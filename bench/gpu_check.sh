@@ -4,9 +4,11 @@
 # bandwidth (raw cudaMemcpyAsync vs through the store), unified memory (a 4 GiB
 # managed buffer moved by faults, prefetch, batched and discarding prefetch,
 # vs a pinned copy; the store's unified mode), the training kernels against
-# their CPU versions, and a short `strata train` run offloaded, in unified
-# memory and resident (their losses must be bitwise equal). Prints a short
-# table last.
+# their CPU versions, the host Adam's vector paths against the scalar
+# reference (the GPU host usually has AVX-512, which the build machine may
+# lack) and cpu_adam_bench on its cores, and a short `strata train` run
+# offloaded, in unified memory and resident (their losses must be bitwise
+# equal). Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
@@ -21,7 +23,8 @@ mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
 bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_test
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
-      bench/device_link_bench bench/train_bench)
+      tests/compute_test bench/device_link_bench bench/train_bench
+      bench/cpu_adam_bench)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -80,6 +83,12 @@ run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
   --json="$out/link.json"
 run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
+# Every vector path this CPU runs, bitwise against the scalar reference (a
+# path the CPU lacks is reported SKIPPED in the log, not passed).
+run_step cpu_adam_paths "$(bin tests/compute_test)" \
+  --gtest_filter='*AdamVectorPath*:*VectorPathTest*:*AdamUpdateCpu*'
+run_step cpu_adam_bench "$(bin bench/cpu_adam_bench)" --samples=3 \
+  --json="$out/cpu_adam_bench.json"
 run_step bench_link "$(bin apps/strata)" bench -t link --device=cuda \
   --json="$out/bench_link.json"
 # A 4 GiB managed buffer (refused, not oversubscribed, if the GPU has less
@@ -115,13 +124,18 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test compute_gpu_test bench_link bench_link_um info link_bench \
+    host_arena_test compute_gpu_test cpu_adam_paths cpu_adam_bench bench_link \
+    bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
     train_bench; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
 grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench.log" 2>/dev/null
+grep -E '^(bits|targets|compute ceiling)' "$out/cpu_adam_bench.log" 2>/dev/null |
+  sed 's/^/cpu_adam_bench: /'
+grep -E '^\[  SKIPPED \] .*AdamVectorPath' "$out/cpu_adam_paths.log" 2>/dev/null |
+  sed 's/ ([0-9]* ms)$//' | sort -u | sed 's/^/cpu_adam_paths: /'
 grep -E '^  (first-touch|cudaMem|pinned)' "$out/bench_link_um.log" 2>/dev/null |
   sed 's/^  /link-um /' 
 for k in "${!result[@]}"; do [[ "${result[$k]}" == FAILED* ]] && exit 1; done

@@ -2,23 +2,35 @@
 // linear layers (including odd shapes), a finite-difference gradient check
 // through softmax cross-entropy, ReLU/GELU forward and backward, the loss's
 // edge cases — and AdamUpdateCpu against a scalar reference, bit for bit,
-// however the update is split across threads.
+// on every vector path this CPU runs and however the update is split across
+// threads.
 #include "train/compute.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/compute_test_util.h"
+#include "train/cpu_adam.h"
+#include "train/host_pool.h"
+#include "train/vector_path.h"
 
 namespace strata::train {
+
+// gtest names a path in failure messages by this.
+void PrintTo(VectorPath path, std::ostream* os) { *os << VectorPathName(path); }
+
 namespace {
 
 using ::strata::train::testing::Random;
@@ -442,7 +454,7 @@ TEST(AdamUpdateCpuTest, MovesAgainstTheGradient) {
 }
 
 TEST(AdamUpdateCpuTest, ThreadSplitDoesNotChangeBits) {
-  const int64_t n = (int64_t{1} << 20) + 123;  // above the two-thread size
+  const int64_t n = (int64_t{1} << 20) + 123;  // split on 2 or more cores
   const AdamParams p = StepParams(5);
   AdamState whole = RandomAdamState(n, 25);
   AdamState pieces = whole;
@@ -471,6 +483,113 @@ TEST_F(CpuComputeTest, AdamIsAdamUpdateCpu) {
           .ok());
   AdamUpdateCpu(p, b.w.data(), b.m.data(), b.v.data(), b.g.data(), n);
   EXPECT_TRUE(SameState(a, b));
+}
+
+// Values every path must round alike: zero and denormal gradients and
+// moments, a gradient whose square overflows to infinity (v = inf, so the
+// step is 0), huge and tiny weights. (No NaNs: the paths agree on them, but
+// the GPU's canonical NaN need not.)
+void AddEdgeValues(AdamState* s) {
+  const float denorm = std::numeric_limits<float>::denorm_min();
+  const float edge_g[] = {0.0f,   -0.0f, denorm, -denorm * 5,
+                          1e-38f, 1e20f, -3e19f, 1e-20f};
+  for (size_t i = 0; i < std::size(edge_g) && i < s->g.size(); ++i) {
+    s->g[i] = edge_g[i];
+  }
+  const size_t n = s->w.size();
+  if (n > 12) {
+    s->m[9] = denorm;
+    s->v[9] = denorm;
+    s->v[10] = 0.0f;
+    s->g[10] = 0.0f;
+    s->w[11] = 3e38f;
+    s->w[12] = -denorm;
+  }
+}
+
+class AdamVectorPathTest : public ::testing::TestWithParam<VectorPath> {
+ protected:
+  void SetUp() override {
+    if (!VectorPathSupported(GetParam())) {
+      GTEST_SKIP() << "this CPU (or OS) does not run the "
+                   << VectorPathName(GetParam())
+                   << " path (__builtin_cpu_supports says no), so it cannot "
+                      "be checked here";
+    }
+  }
+};
+
+TEST_P(AdamVectorPathTest, MatchesScalarReferenceBitwise) {
+  // Lengths around every vector and unroll width, at offsets that leave the
+  // arrays unaligned, so the vector body, the tail and unaligned loads all
+  // run.
+  for (int64_t n :
+       {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 1000, 4099}) {
+    for (int64_t offset : {0, 1, 3}) {
+      AdamState got = RandomAdamState(n + offset, 21 + uint32_t(n));
+      AddEdgeValues(&got);
+      AdamState want = got;
+      for (int step = 1; step <= 3; ++step) {
+        const AdamParams p = StepParams(step);
+        AdamRange(GetParam(), p, got.w.data() + offset, got.m.data() + offset,
+                  got.v.data() + offset, got.g.data() + offset, n);
+        AdamScalar(p, want.w.data() + offset, want.m.data() + offset,
+                   want.v.data() + offset, want.g.data() + offset, n);
+      }
+      EXPECT_TRUE(SameState(got, want)) << "n=" << n << " offset=" << offset;
+    }
+  }
+}
+
+TEST_P(AdamVectorPathTest, SplitOverAPoolMatchesScalarReferenceBitwise) {
+  HostPool pool(3);
+  const int64_t n = 5 * kAdamMinElementsPerThread + 37;  // three odd ranges
+  AdamState got = RandomAdamState(n, 40);
+  AddEdgeValues(&got);
+  AdamState want = got;
+  const int64_t jobs_before = pool.split_jobs();
+  for (int step = 1; step <= 2; ++step) {
+    const AdamParams p = StepParams(step);
+    AdamUpdateCpuWith(GetParam(), pool, p, got.w.data(), got.m.data(),
+                      got.v.data(), got.g.data(), n);
+    AdamScalar(p, want.w.data(), want.m.data(), want.v.data(), want.g.data(),
+               n);
+  }
+  EXPECT_EQ(pool.split_jobs() - jobs_before, 2) << "the update was not split";
+  EXPECT_TRUE(SameState(got, want));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, AdamVectorPathTest,
+                         ::testing::ValuesIn(kVectorPaths),
+                         [](const ::testing::TestParamInfo<VectorPath>& info) {
+                           return std::string(VectorPathName(info.param));
+                         });
+
+TEST(VectorPathTest, ChosenIsSupportedAndTheWidestUnlessNarrowed) {
+  const VectorPath chosen = ChosenVectorPath();
+  EXPECT_TRUE(VectorPathSupported(chosen)) << VectorPathName(chosen);
+  EXPECT_TRUE(VectorPathSupported(VectorPath::kBaseline));
+  if (std::getenv("STRATA_VECTOR_PATH") == nullptr) {
+    for (VectorPath path : kVectorPaths) {
+      if (VectorPathSupported(path)) {
+        EXPECT_GE(static_cast<int>(chosen), static_cast<int>(path))
+            << VectorPathName(path) << " runs here but "
+            << VectorPathName(chosen) << " was chosen";
+      }
+    }
+  }
+}
+
+TEST(VectorPathTest, NamesRoundTrip) {
+  for (VectorPath path : kVectorPaths) {
+    absl::StatusOr<VectorPath> parsed = ParseVectorPath(VectorPathName(path));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, path);
+  }
+  absl::StatusOr<VectorPath> bad = ParseVectorPath("avx3");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("avx2"), std::string::npos)
+      << bad.status();
 }
 
 TEST(MakeCudaComputeTest, FailsWithAReasonOrNamesTheGpu) {

@@ -46,8 +46,9 @@ struct AdamParams {
 };
 
 // CPU reference of the Adam update above on n elements; what CpuCompute runs
-// and what the host-tier optimizer runs. Vectorised; uses up to two threads
-// for large n.
+// and what the host-tier optimizer runs. Runs the widest vector path this CPU
+// has (vector_path.h) and, for large n, splits the update over the shared
+// HostPool's threads (host_pool.h); neither changes a bit (cpu_adam.h).
 void AdamUpdateCpu(const AdamParams& p, float* w, float* m, float* v,
                    const float* g, int64_t n);
 

@@ -2,6 +2,7 @@
 #include "train/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -254,6 +255,7 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
             v = group.Add(v_id, Access::kWrite);
   STRATA_RETURN_IF_ERROR(group.Acquire());
   const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
+  const auto start = std::chrono::steady_clock::now();
   if (on_device) {
     STRATA_RETURN_IF_ERROR(compute_->Adam(p, group.data(w), group.data(m),
                                           group.data(v), group.data(g), n));
@@ -261,6 +263,9 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
     AdamUpdateCpu(p, group.data(w), group.data(m), group.data(v), group.data(g),
                   n);
   }
+  optimizer_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   STRATA_RETURN_IF_ERROR(group.Release());
   return store_->Discard(g_id);  // the gradient is dead until next backward
 }

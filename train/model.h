@@ -87,6 +87,11 @@ class Mlp {
   const ModelFootprint& footprint() const { return footprint_; }
   int layers() const { return static_cast<int>(layers_.size()); }
   int64_t steps() const { return steps_; }
+  // Host seconds spent inside Adam's updates since creation: the CPU update
+  // itself with the optimizer on the host tier; with it on the device tier,
+  // the host time to issue the updates (the update itself on the simulated
+  // device, kernel launches on a GPU). Leases and transfers excluded.
+  double optimizer_seconds() const { return optimizer_seconds_; }
 
  private:
   // One Linear layer's tensors.
@@ -134,6 +139,7 @@ class Mlp {
   TensorId dact_[2];  // activation gradients, ping-pong between layers
   std::vector<TensorId> created_;  // every tensor, for the destructor
   int64_t steps_ = 0;
+  double optimizer_seconds_ = 0;
   float lr_;
 };
 

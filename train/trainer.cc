@@ -100,9 +100,12 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
       GatherBatch(train, order, s * batch, batch, images.data(), labels.data());
       model.SetLearningRate(ScheduledLearningRate(options, step, total_steps));
       const auto step_start = std::chrono::steady_clock::now();
+      const double optimizer_before = model.optimizer_seconds();
       STRATA_ASSIGN_OR_RETURN(
           LossResult r, model.TrainStep(images.data(), labels.data(), batch));
       result.step_seconds.push_back(Since(step_start));
+      result.optimizer_seconds.push_back(model.optimizer_seconds() -
+                                         optimizer_before);
       const double loss = r.loss_sum / batch;
       result.losses.push_back(loss);
       loss_sum += r.loss_sum;

@@ -47,6 +47,9 @@ struct EpochSummary {
 struct TrainResult {
   std::vector<double> losses;        // mean loss of every step, in order
   std::vector<double> step_seconds;  // wall time of every step
+  // Host seconds of every step spent in Adam's updates
+  // (Mlp::optimizer_seconds).
+  std::vector<double> optimizer_seconds;
   std::vector<EpochSummary> epochs;
   double test_accuracy = 0;  // after the last epoch (or the last step)
   double final_loss = 0;     // mean training loss of the last epoch
