@@ -182,12 +182,9 @@ void FailEverything(BreakEnv& env, int round) {
 // What an operation may return while everything fails (Unavailable: the
 // skipped device-home Write).
 bool Allowed(const absl::Status& s) {
-  static const std::set<Code> allowed = {Code::kOk,
-                                         Code::kInternal,
-                                         Code::kUnavailable,
-                                         Code::kDataLoss,
-                                         Code::kResourceExhausted,
-                                         Code::kFailedPrecondition};
+  static const std::set<Code> allowed = {
+      Code::kOk,       Code::kInternal,          Code::kUnavailable,
+      Code::kDataLoss, Code::kResourceExhausted, Code::kFailedPrecondition};
   return allowed.contains(s.code());
 }
 
