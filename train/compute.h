@@ -26,7 +26,13 @@ namespace strata::train {
 enum class Activation : uint8_t {
   kRelu,  // max(z, 0); derivative 1 for z > 0, else 0
   kGelu,  // z * Phi(z) with the exact erf form (Hendrycks & Gimpel, 2016)
+  // 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))): the tanh approximation
+  // GPT-2 uses (Hendrycks & Gimpel, 2016; Radford et al., 2019).
+  kGeluTanh,
 };
+
+// LayerNorm's epsilon (GPT-2's, PyTorch's default).
+inline constexpr float kLayerNormEps = 1e-5f;
 
 // Adam (Kingma & Ba, 2015) with bias correction folded into two scalars the
 // caller computes in double: correction1 = 1 / (1 - beta1^t),
@@ -51,6 +57,11 @@ struct AdamParams {
 // HostPool's threads (host_pool.h); neither changes a bit (cpu_adam.h).
 void AdamUpdateCpu(const AdamParams& p, float* w, float* m, float* v,
                    const float* g, int64_t n);
+
+// x[i] *= s for n elements on the host (the host optimizer's gradient
+// clipping and AdamW decay; what CpuCompute::Scale runs). Exact IEEE
+// multiplies, so the CUDA Scale gives the same bits.
+void ScaleCpu(float* x, float s, int64_t n);
 
 // Sum of the per-sample losses of a batch, and how many argmax predictions
 // matched the label.
@@ -108,6 +119,101 @@ class Compute {
   // AdamUpdateCpu's update on this compute's memory.
   virtual absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
                             const float* g, int64_t n) = 0;
+
+  // ---- The transformer's operations (the GPT, gpt.h). Shapes are row-major;
+  // N is a number of token rows (batch x context), C the embedding width.
+  // Parameter gradients named "+=" accumulate into what the caller holds
+  // (zero it first), so a gradient can gather several contributions (the
+  // tied embedding; micro-batches).
+
+  // c[m x n] = op(a) op(b) + beta * c, where op(x) is x or x^T as trans_*
+  // says; a is [m x k] (op = x) or [k x m] (op = x^T) with row stride lda,
+  // b likewise [k x n] or [n x k] with stride ldb, c has stride ldc. beta is
+  // 0 (overwrite; c may hold garbage, even NaN) or 1 (accumulate).
+  // InvalidArgument for a dimension outside [0, INT_MAX] or another beta.
+  virtual absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                            int64_t k, const float* a, int64_t lda,
+                            const float* b, int64_t ldb, float beta, float* c,
+                            int64_t ldc) = 0;
+
+  // LayerNorm (Ba et al., 2016) over each row of x[N x C]:
+  //   out = (x - mean) * rstd * weight + bias,  rstd = 1/sqrt(var + eps),
+  // var the biased variance, eps kLayerNormEps. Saves mean[N] and rstd[N]
+  // for the backward pass.
+  virtual absl::Status LayerNormForward(const float* x, const float* weight,
+                                        const float* bias, float* out,
+                                        float* mean, float* rstd, int64_t N,
+                                        int64_t C) = 0;
+
+  // Gradients of LayerNormForward given dout[N x C]: dx[N x C] +=, dweight[C]
+  // and dbias[C] += (column sums over the rows in order).
+  virtual absl::Status LayerNormBackward(const float* x, const float* weight,
+                                         const float* mean, const float* rstd,
+                                         const float* dout, float* dx,
+                                         float* dweight, float* dbias,
+                                         int64_t N, int64_t C) = 0;
+
+  // Causal multi-head self-attention (Vaswani et al., 2017) without the
+  // T x T matrix: each query row's scores are recomputed where needed, as in
+  // FlashAttention (Dao et al., 2022), so memory is O(B T C), not
+  // O(B H T^2). qkv is [B x T x 3C]: per token q | k | v, each C wide and
+  // split into H heads of C/H contiguous floats. For each (b, h, t):
+  //   s_j = q_t . k_j / sqrt(C/H) for j <= t,  p = softmax(s),
+  //   out[b, t, h] = sum_j p_j v_j,  lse[b, h, t] = log sum_j exp(s_j).
+  // out is [B x T x C], lse [B x H x T] (saved for backward).
+  // InvalidArgument unless H >= 1 divides C.
+  virtual absl::Status AttentionForward(const float* qkv, float* out,
+                                        float* lse, int64_t B, int64_t T,
+                                        int64_t C, int64_t H) = 0;
+
+  // Gradient of AttentionForward given dout[B x T x C] and the forward's out
+  // and lse: writes dqkv[B x T x 3C] (overwritten), with
+  //   D_t = dout_t . out_t,  dp_j = dout_t . v_j,  ds_j = p_j (dp_j - D_t),
+  //   dq_t = sum_j ds_j k_j / sqrt(C/H),  dk_j, dv_j summed over t >= j
+  // in order of t.
+  virtual absl::Status AttentionBackward(const float* qkv, const float* out,
+                                         const float* dout, const float* lse,
+                                         float* dqkv, int64_t B, int64_t T,
+                                         int64_t C, int64_t H) = 0;
+
+  // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] for tokens [B x T]
+  // (int32), wte [V x C], wpe [T' x C] with T' >= T. The caller guarantees
+  // every token is in [0, V) (the CPU version checks: InvalidArgument).
+  virtual absl::Status EmbeddingForward(const int32_t* tokens, const float* wte,
+                                        const float* wpe, float* out, int64_t B,
+                                        int64_t T, int64_t C, int64_t V) = 0;
+
+  // Gradients of EmbeddingForward given dout[B x T x C]: dwte[tokens[n]] +=
+  // dout[n] for n = 0 .. B T - 1 in that order, dwpe[t] += dout[b, t] for
+  // b in order (deterministic: no atomics).
+  virtual absl::Status EmbeddingBackward(const int32_t* tokens,
+                                         const float* dout, float* dwte,
+                                         float* dwpe, int64_t B, int64_t T,
+                                         int64_t C, int64_t V) = 0;
+
+  // Softmax cross-entropy of each row of logits[rows x V] against
+  // targets[rows] (int32 in [0, V); InvalidArgument otherwise, nothing
+  // written): returns the sum over the rows of log sum_j exp(z_j) - z_target
+  // (each row in float, summed in double in row order). Unless dlogits is
+  // null, writes dlogits = (softmax(z) - onehot(target)) * grad_scale
+  // (dlogits may equal logits: in place). Slices of a batch call it in turn
+  // with grad_scale = 1 / (tokens in the whole batch).
+  virtual absl::StatusOr<double> CrossEntropy(const float* logits,
+                                              const int32_t* targets,
+                                              float* dlogits, int64_t rows,
+                                              int64_t V, float grad_scale) = 0;
+
+  // out[i] = a[i] + b[i] for n elements (the residual add; out may equal a
+  // or b, so Add(d, s, d, n) accumulates s into d).
+  virtual absl::Status Add(const float* a, const float* b, float* out,
+                           int64_t n) = 0;
+
+  // x[i] *= s for n elements (gradient clipping; AdamW's decay).
+  virtual absl::Status Scale(float* x, float s, int64_t n) = 0;
+
+  // sum of x[i]^2 over n elements, accumulated in double in a fixed order
+  // (the same bits every call); synchronises.
+  virtual absl::StatusOr<double> SumOfSquares(const float* x, int64_t n) = 0;
 
   // Waits until all issued work has finished; reports an asynchronous error.
   virtual absl::Status Synchronize() = 0;

@@ -37,6 +37,22 @@ float GeluGrad(float z) {
   return cdf + z * pdf;
 }
 
+// GPT-2's tanh approximation: 0.5 z (1 + tanh(u)), u = sqrt(2/pi) (z +
+// 0.044715 z^3). The CUDA kernel evaluates the same expressions.
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluCubic = 0.044715f;
+float GeluTanh(float z) {
+  const float u = kSqrt2OverPi * (z + kGeluCubic * z * z * z);
+  return 0.5f * z * (1.0f + std::tanh(u));
+}
+// d/dz: 0.5 (1 + tanh u) + 0.5 z (1 - tanh^2 u) du/dz.
+float GeluTanhGrad(float z) {
+  const float u = kSqrt2OverPi * (z + kGeluCubic * z * z * z);
+  const float t = std::tanh(u);
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * z * z);
+  return 0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * du;
+}
+
 // The loss of one row of logits against `label` (already checked); writes
 // softmax - onehot, divided by `batch`, to `d` unless it is null. Returns
 // whether the first maximum is at `label`.
@@ -113,6 +129,9 @@ class CpuCompute final : public Compute {
       case Activation::kGelu:
         for (int64_t i = 0; i < n; ++i) a[i] = Gelu(z[i]);
         return absl::OkStatus();
+      case Activation::kGeluTanh:
+        for (int64_t i = 0; i < n; ++i) a[i] = GeluTanh(z[i]);
+        return absl::OkStatus();
     }
     return UnknownActivation(act);
   }
@@ -126,6 +145,9 @@ class CpuCompute final : public Compute {
         return absl::OkStatus();
       case Activation::kGelu:
         for (int64_t i = 0; i < n; ++i) dz[i] = da[i] * GeluGrad(z[i]);
+        return absl::OkStatus();
+      case Activation::kGeluTanh:
+        for (int64_t i = 0; i < n; ++i) dz[i] = da[i] * GeluTanhGrad(z[i]);
         return absl::OkStatus();
     }
     return UnknownActivation(act);
@@ -167,6 +189,54 @@ class CpuCompute final : public Compute {
     return absl::OkStatus();
   }
 
+  // ---- Transformer operations: being implemented (issue 12).
+  absl::Status Gemm(bool, bool, int64_t, int64_t, int64_t, const float*,
+                    int64_t, const float*, int64_t, float, float*,
+                    int64_t) override {
+    return absl::UnimplementedError("Gemm");
+  }
+  absl::Status LayerNormForward(const float*, const float*, const float*,
+                                float*, float*, float*, int64_t,
+                                int64_t) override {
+    return absl::UnimplementedError("LayerNormForward");
+  }
+  absl::Status LayerNormBackward(const float*, const float*, const float*,
+                                 const float*, const float*, float*, float*,
+                                 float*, int64_t, int64_t) override {
+    return absl::UnimplementedError("LayerNormBackward");
+  }
+  absl::Status AttentionForward(const float*, float*, float*, int64_t, int64_t,
+                                int64_t, int64_t) override {
+    return absl::UnimplementedError("AttentionForward");
+  }
+  absl::Status AttentionBackward(const float*, const float*, const float*,
+                                 const float*, float*, int64_t, int64_t,
+                                 int64_t, int64_t) override {
+    return absl::UnimplementedError("AttentionBackward");
+  }
+  absl::Status EmbeddingForward(const int32_t*, const float*, const float*,
+                                float*, int64_t, int64_t, int64_t,
+                                int64_t) override {
+    return absl::UnimplementedError("EmbeddingForward");
+  }
+  absl::Status EmbeddingBackward(const int32_t*, const float*, float*, float*,
+                                 int64_t, int64_t, int64_t, int64_t) override {
+    return absl::UnimplementedError("EmbeddingBackward");
+  }
+  absl::StatusOr<double> CrossEntropy(const float*, const int32_t*, float*,
+                                      int64_t, int64_t, float) override {
+    return absl::UnimplementedError("CrossEntropy");
+  }
+  absl::Status Add(const float*, const float*, float*, int64_t) override {
+    return absl::UnimplementedError("Add");
+  }
+  absl::Status Scale(float*, float, int64_t) override {
+    return absl::UnimplementedError("Scale");
+  }
+  absl::StatusOr<double> SumOfSquares(const float*, int64_t) override {
+    return absl::UnimplementedError("SumOfSquares");
+  }
+
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
@@ -202,6 +272,10 @@ class CpuCompute final : public Compute {
 };
 
 }  // namespace
+
+void ScaleCpu(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
 
 std::unique_ptr<Compute> MakeCpuCompute(int threads) {
   // OpenBLAS's thread count is process-wide: the last MakeCpuCompute with a

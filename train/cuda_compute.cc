@@ -72,6 +72,54 @@ class CudaCompute final : public Compute {
                                                  int64_t classes) override;
   absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
                     const float* g, int64_t n) override;
+  // ---- Transformer operations: being implemented (issue 12).
+  absl::Status Gemm(bool, bool, int64_t, int64_t, int64_t, const float*,
+                    int64_t, const float*, int64_t, float, float*,
+                    int64_t) override {
+    return absl::UnimplementedError("Gemm");
+  }
+  absl::Status LayerNormForward(const float*, const float*, const float*,
+                                float*, float*, float*, int64_t,
+                                int64_t) override {
+    return absl::UnimplementedError("LayerNormForward");
+  }
+  absl::Status LayerNormBackward(const float*, const float*, const float*,
+                                 const float*, const float*, float*, float*,
+                                 float*, int64_t, int64_t) override {
+    return absl::UnimplementedError("LayerNormBackward");
+  }
+  absl::Status AttentionForward(const float*, float*, float*, int64_t, int64_t,
+                                int64_t, int64_t) override {
+    return absl::UnimplementedError("AttentionForward");
+  }
+  absl::Status AttentionBackward(const float*, const float*, const float*,
+                                 const float*, float*, int64_t, int64_t,
+                                 int64_t, int64_t) override {
+    return absl::UnimplementedError("AttentionBackward");
+  }
+  absl::Status EmbeddingForward(const int32_t*, const float*, const float*,
+                                float*, int64_t, int64_t, int64_t,
+                                int64_t) override {
+    return absl::UnimplementedError("EmbeddingForward");
+  }
+  absl::Status EmbeddingBackward(const int32_t*, const float*, float*, float*,
+                                 int64_t, int64_t, int64_t, int64_t) override {
+    return absl::UnimplementedError("EmbeddingBackward");
+  }
+  absl::StatusOr<double> CrossEntropy(const float*, const int32_t*, float*,
+                                      int64_t, int64_t, float) override {
+    return absl::UnimplementedError("CrossEntropy");
+  }
+  absl::Status Add(const float*, const float*, float*, int64_t) override {
+    return absl::UnimplementedError("Add");
+  }
+  absl::Status Scale(float*, float, int64_t) override {
+    return absl::UnimplementedError("Scale");
+  }
+  absl::StatusOr<double> SumOfSquares(const float*, int64_t) override {
+    return absl::UnimplementedError("SumOfSquares");
+  }
+
   absl::Status Synchronize() override;
 
  private:

@@ -67,12 +67,28 @@ __device__ float GeluGradDevice(float z) {
   return cdf + z * pdf;
 }
 
+// GPT-2's tanh approximation, the CPU's expressions (cpu_compute.cc).
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluCubic = 0.044715f;
+__device__ float GeluTanhDevice(float z) {
+  const float u = kSqrt2OverPi * (z + kGeluCubic * z * z * z);
+  return 0.5f * z * (1.0f + tanhf(u));
+}
+__device__ float GeluTanhGradDevice(float z) {
+  const float u = kSqrt2OverPi * (z + kGeluCubic * z * z * z);
+  const float t = tanhf(u);
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * z * z);
+  return 0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * du;
+}
+
 template <Activation kAct>
 __global__ void ActivationForwardKernel(const float* z, float* a, int64_t n) {
   for (int64_t i = GridIndex(); i < n; i += GridStride()) {
     const float zi = z[i];
     if constexpr (kAct == Activation::kRelu) {
       a[i] = zi > 0.0f ? zi : 0.0f;
+    } else if constexpr (kAct == Activation::kGeluTanh) {
+      a[i] = GeluTanhDevice(zi);
     } else {
       a[i] = GeluDevice(zi);
     }
@@ -86,6 +102,8 @@ __global__ void ActivationBackwardKernel(const float* z, const float* da,
     const float zi = z[i];
     if constexpr (kAct == Activation::kRelu) {
       dz[i] = zi > 0.0f ? da[i] : 0.0f;
+    } else if constexpr (kAct == Activation::kGeluTanh) {
+      dz[i] = da[i] * GeluTanhGradDevice(zi);
     } else {
       dz[i] = da[i] * GeluGradDevice(zi);
     }
@@ -214,6 +232,10 @@ absl::Status ActivationForward(Activation act, const float* z, float* a,
       ActivationForwardKernel<Activation::kGelu>
           <<<Blocks(n), kBlockThreads, 0, stream>>>(z, a, n);
       return CudaLaunchStatus("ActivationForwardKernel<kGelu>");
+    case Activation::kGeluTanh:
+      ActivationForwardKernel<Activation::kGeluTanh>
+          <<<Blocks(n), kBlockThreads, 0, stream>>>(z, a, n);
+      return CudaLaunchStatus("ActivationForwardKernel<kGeluTanh>");
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown activation %d", static_cast<int>(act)));
@@ -230,6 +252,10 @@ absl::Status ActivationBackward(Activation act, const float* z, const float* da,
       ActivationBackwardKernel<Activation::kGelu>
           <<<Blocks(n), kBlockThreads, 0, stream>>>(z, da, dz, n);
       return CudaLaunchStatus("ActivationBackwardKernel<kGelu>");
+    case Activation::kGeluTanh:
+      ActivationBackwardKernel<Activation::kGeluTanh>
+          <<<Blocks(n), kBlockThreads, 0, stream>>>(z, da, dz, n);
+      return CudaLaunchStatus("ActivationBackwardKernel<kGeluTanh>");
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown activation %d", static_cast<int>(act)));
