@@ -211,6 +211,12 @@ class Compute {
   // x[i] *= s for n elements (gradient clipping; AdamW's decay).
   virtual absl::Status Scale(float* x, float s, int64_t n) = 0;
 
+  // dst[i] = src[i] for n elements (the ranges must not overlap).
+  virtual absl::Status Copy(const float* src, float* dst, int64_t n) = 0;
+
+  // x[i] = 0 for n elements (before a "+=" gradient).
+  virtual absl::Status Zero(float* x, int64_t n) = 0;
+
   // sum of x[i]^2 over n elements, accumulated in double in a fixed order
   // (the same bits every call); synchronises.
   virtual absl::StatusOr<double> SumOfSquares(const float* x, int64_t n) = 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -186,6 +187,16 @@ class CpuCompute final : public Compute {
   absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
                     const float* g, int64_t n) override {
     AdamUpdateCpu(p, w, m, v, g, n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy(const float* src, float* dst, int64_t n) override {
+    if (n > 0) std::memcpy(dst, src, n * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status Zero(float* x, int64_t n) override {
+    if (n > 0) std::memset(x, 0, n * sizeof(float));
     return absl::OkStatus();
   }
 

@@ -72,6 +72,8 @@ class CudaCompute final : public Compute {
                                                  int64_t classes) override;
   absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
                     const float* g, int64_t n) override;
+  absl::Status Copy(const float* src, float* dst, int64_t n) override;
+  absl::Status Zero(float* x, int64_t n) override;
   // ---- Transformer operations: being implemented (issue 12).
   absl::Status Gemm(bool, bool, int64_t, int64_t, int64_t, const float*,
                     int64_t, const float*, int64_t, float, float*,
@@ -299,6 +301,21 @@ absl::Status CudaCompute::Adam(const AdamParams& p, float* w, float* m,
   if (n <= 0) return absl::OkStatus();
   STRATA_RETURN_IF_ERROR(SetDevice());
   return kernels::Adam(p, w, m, v, g, n, stream_);
+}
+
+absl::Status CudaCompute::Copy(const float* src, float* dst, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return CudaStatus(cudaMemcpyAsync(dst, src, n * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, stream_),
+                    "cudaMemcpyAsync");
+}
+
+absl::Status CudaCompute::Zero(float* x, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return CudaStatus(cudaMemsetAsync(x, 0, n * sizeof(float), stream_),
+                    "cudaMemsetAsync");
 }
 
 absl::Status CudaCompute::Synchronize() {
