@@ -78,11 +78,29 @@ bool Changed(const absl::Flag<T>& flag) {
 
 }  // namespace
 
+bool FlagGiven(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && flag->IsSpecifiedOnCommandLine();
+}
+
 void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
                        uint64_t nvme_bytes) {
   absl::SetFlag(&FLAGS_device_budget, ByteSize{device_bytes});
   absl::SetFlag(&FLAGS_host_budget, ByteSize{host_bytes});
   absl::SetFlag(&FLAGS_nvme_budget, ByteSize{nvme_bytes});
+}
+
+void SetUnsetBudgets(uint64_t device_bytes, uint64_t host_bytes,
+                     uint64_t nvme_bytes) {
+  if (!FlagGiven("device_budget")) {
+    absl::SetFlag(&FLAGS_device_budget, ByteSize{device_bytes});
+  }
+  if (!FlagGiven("host_budget")) {
+    absl::SetFlag(&FLAGS_host_budget, ByteSize{host_bytes});
+  }
+  if (!FlagGiven("nvme_budget")) {
+    absl::SetFlag(&FLAGS_nvme_budget, ByteSize{nvme_bytes});
+  }
 }
 
 absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {

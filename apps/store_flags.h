@@ -15,10 +15,18 @@ namespace strata {
 // that make no sense (unknown --device, zero budgets, ...).
 absl::StatusOr<StoreOptions> StoreOptionsFromFlags();
 
+// True when flag `name` (underscore spelling) was given on the command line.
+bool FlagGiven(const char* name);
+
 // Replaces the defaults of --device-budget, --host-budget and --nvme-budget
 // (a command whose job needs other sizes calls this before parsing).
 void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
                        uint64_t nvme_bytes);
+
+// After parsing: sets the budget flags the command line did not give (a
+// model whose defaults differ from its command's).
+void SetUnsetBudgets(uint64_t device_bytes, uint64_t host_bytes,
+                     uint64_t nvme_bytes);
 
 }  // namespace strata
 

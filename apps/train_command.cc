@@ -16,9 +16,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
+#include "apps/train_flags.h"
+#include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
@@ -33,11 +36,17 @@
 #include "train/trainer.h"
 #include "train/vector_path.h"
 
+ABSL_FLAG(std::string, model, "mlp",
+          "strata train: mlp (a deep MLP on Fashion-MNIST) or gpt (a GPT-2 "
+          "style transformer on the King James Bible; flags --layers, "
+          "--heads, --embed, --context, --tokenizer, ...).");
 ABSL_FLAG(int64_t, width, 1024, "strata train: units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5,
           "strata train: hidden layers (the model has depth + 1 Linear "
           "layers: 784 -> width x depth -> 10).");
-ABSL_FLAG(int64_t, batch, 256, "strata train: samples per step.");
+ABSL_FLAG(int64_t, batch, 256,
+          "strata train: samples per step (gpt: sequences of --context "
+          "tokens; default 4 there).");
 ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "strata train: stop after this many steps in all (then evaluate); "
@@ -66,6 +75,7 @@ ABSL_FLAG(bool, resident, false,
           "--memory=unified.");
 
 namespace strata {
+
 namespace {
 
 // The main job's defaults: the model state (80 MiB at width 1024, depth 5)
@@ -160,10 +170,6 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
                           const train::ModelFootprint& f,
                           const train::TrainResult& r, const Stats& st,
                           const std::string& compute) {
-  const auto& dev = st.tiers[int(Tier::kDevice)];
-  const auto& host = st.tiers[int(Tier::kHost)];
-  const auto& nvme = st.tiers[int(Tier::kNvme)];
-  const auto link = [&](Link l) { return st.links[int(l)].bytes; };
   nlohmann::json epochs = nlohmann::json::array();
   for (const train::EpochSummary& e : r.epochs) {
     epochs.push_back({{"epoch", e.epoch},
@@ -174,32 +180,11 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
                       {"seconds", e.seconds},
                       {"steps_per_second", e.steps_per_second}});
   }
-  return {
+  nlohmann::json report = {
       {"test_accuracy", r.test_accuracy},
       {"final_loss", r.final_loss},
       {"model_state_bytes", f.state_bytes()},
       {"activation_bytes", f.activation_bytes},
-      {"device_budget_bytes", dev.capacity_bytes},
-      {"peak_device_bytes", dev.peak_used_bytes},
-      {"host_budget_bytes", host.capacity_bytes},
-      {"peak_host_bytes", host.peak_used_bytes},
-      {"nvme_budget_bytes", nvme.capacity_bytes},
-      {"peak_nvme_bytes", nvme.peak_used_bytes},
-      {"h2d_bytes", link(Link::kH2D)},
-      {"d2h_bytes", link(Link::kD2H)},
-      {"nvme_read_bytes", link(Link::kNvmeRead)},
-      {"nvme_write_bytes", link(Link::kNvmeWrite)},
-      {"prefetch_hit_rate", train::PrefetchHitRate(st)},
-      {"prefetch",
-       {{"issued", st.prefetch.issued},
-        {"hit", st.prefetch.hit},
-        {"late", st.prefetch.late},
-        {"wasted", st.prefetch.wasted},
-        {"failed", st.prefetch.failed}}},
-      {"acquires", st.acquires},
-      {"stalled_acquires", st.stalled_acquires},
-      {"stall_seconds", st.stall_seconds},
-      {"lease_group_retries", train::LeaseGroup::retries()},
       {"step_seconds_median", train::Median(r.step_seconds)},
       {"optimizer_seconds_per_step", train::Median(r.optimizer_seconds)},
       {"adam_vector_path", train::VectorPathName(train::ChosenVectorPath())},
@@ -207,11 +192,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"steps", r.losses.size()},
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
-      {"device", st.device_backend},
-      {"device_memory", st.device_memory},
-      {"unified", UnifiedJson(st.unified)},
       {"compute", compute},
-      {"io_engine", st.io_engine},
       {"config",
        {{"width", t.model.width},
         {"depth", t.model.depth},
@@ -230,42 +211,16 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"epochs", epochs},
       {"losses", r.losses},
   };
+  report.update(StoreReportJson(st));
+  return report;
 }
 
 void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                 const Stats& st) {
-  const auto& dev = st.tiers[int(Tier::kDevice)];
-  const auto& host = st.tiers[int(Tier::kHost)];
-  const auto& nvme = st.tiers[int(Tier::kNvme)];
-  const auto gb = [&](Link l) { return st.links[int(l)].bytes / 1e9; };
   absl::PrintF("\n%-22s %s\n", "result", "value");
   absl::PrintF("%-22s %.4f\n", "test accuracy", r.test_accuracy);
   absl::PrintF("%-22s %.4f\n", "final loss", r.final_loss);
-  absl::PrintF("%-22s %s (%.1fx device budget)\n", "model state",
-               FormatByteSize(f.state_bytes()),
-               double(f.state_bytes()) / dev.capacity_bytes);
-  absl::PrintF("%-22s %s of %s\n", "peak device",
-               FormatByteSize(dev.peak_used_bytes),
-               FormatByteSize(dev.capacity_bytes));
-  absl::PrintF("%-22s %s of %s\n", "peak host",
-               FormatByteSize(host.peak_used_bytes),
-               FormatByteSize(host.capacity_bytes));
-  absl::PrintF("%-22s %s of %s\n", "peak nvme",
-               FormatByteSize(nvme.peak_used_bytes),
-               FormatByteSize(nvme.capacity_bytes));
-  absl::PrintF("%-22s h2d %.2f  d2h %.2f  nvme read %.2f  nvme write %.2f\n",
-               "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
-               gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
-  absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
-  absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
-  if (st.device_memory != "copies") {
-    absl::PrintF(
-        "%-22s %s: %d prefetches, %d evictions, %d discards, %d read-mostly, "
-        "%d faults\n",
-        "unified memory", st.device_memory, st.unified.prefetches,
-        st.unified.evictions, st.unified.discards, st.unified.read_mostly,
-        st.unified.faults);
-  }
+  PrintStoreRows(st, f.state_bytes());
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
                train::Median(r.step_seconds) * 1e3, r.losses.size(),
                r.train_seconds);
@@ -304,6 +259,13 @@ void ApplyTrainDefaults() {
 }
 
 int RunTrain(const std::string& json_path, const std::string& timeline_path) {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (model == "gpt") return RunGptTrain(json_path, timeline_path);
+  if (model != "mlp") {
+    std::fprintf(stderr, "strata train: --model=%s: use mlp or gpt\n",
+                 model.c_str());
+    return 2;
+  }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   if (!topt.ok() || !sopt.ok()) {

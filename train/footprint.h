@@ -24,6 +24,9 @@ struct ModelFootprint {
   uint64_t gradient_bytes = 0;
   uint64_t optimizer_bytes = 0;   // both Adam moments
   uint64_t activation_bytes = 0;  // inputs, labels, saved activations, grads
+  // Copies of weights and moments kept while an update is unconfirmed (the
+  // GPT's rollback backups, clipped_adamw.h).
+  uint64_t backup_bytes = 0;
   // The most bytes one operation holds under device leases at once; the
   // device budget must exceed it.
   uint64_t device_working_set_bytes = 0;
@@ -33,7 +36,9 @@ struct ModelFootprint {
   uint64_t state_bytes() const {  // weights, gradients, Adam moments
     return parameter_bytes + gradient_bytes + optimizer_bytes;
   }
-  uint64_t total_bytes() const { return state_bytes() + activation_bytes; }
+  uint64_t total_bytes() const {
+    return state_bytes() + activation_bytes + backup_bytes;
+  }
 };
 
 // The footprint of `config` without creating anything. InvalidArgument for

@@ -1,0 +1,426 @@
+// gpt_train_command.cc: `strata train --model=gpt` (see gpt_train_command.h):
+// flags, corpus, the run, the sample, the progress line and the report.
+#include "apps/gpt_train_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "apps/output_path.h"
+#include "apps/store_flags.h"
+#include "apps/train_flags.h"
+#include "apps/train_report.h"
+#include "base/byte_size.h"
+#include "base/splitmix64.h"
+#include "strata/status.h"
+#include "train/bigram.h"
+#include "train/gpt.h"
+#include "train/gpt_setup.h"
+#include "train/lm_batcher.h"
+#include "train/lm_corpus.h"
+#include "train/lm_trainer.h"
+#include "train/metrics.h"
+#include "train/vector_path.h"
+
+ABSL_FLAG(int32_t, layers, 6, "strata train --model=gpt: transformer blocks.");
+ABSL_FLAG(int32_t, heads, 4,
+          "strata train --model=gpt: attention heads (must divide --embed).");
+ABSL_FLAG(int64_t, embed, 256,
+          "strata train --model=gpt: embedding width C (channels per token).");
+ABSL_FLAG(int64_t, context, 128,
+          "strata train --model=gpt: tokens per sequence T (the attention "
+          "span).");
+ABSL_FLAG(std::string, tokenizer, "byte",
+          "strata train --model=gpt: byte (256 ids, one per byte) or bpe "
+          "(SentencePiece BPE of --vocab ids trained once on the training "
+          "split, cached).");
+ABSL_FLAG(int64_t, vocab, 0,
+          "strata train --model=gpt: vocabulary size; 0 = the tokenizer's "
+          "(256 for byte; bpe needs it, e.g. --vocab=4096).");
+ABSL_FLAG(std::string, corpus, "",
+          "strata train --model=gpt: a text file to train on, one line per "
+          "line, the last ~10% of lines for validation; default: the King "
+          "James Bible (Debian package bible-kjv).");
+ABSL_FLAG(std::string, cache_dir, "",
+          "strata train --model=gpt: where the split, the tokenizer and the "
+          "token shards are cached; default $XDG_CACHE_HOME/strata or "
+          "~/.cache/strata.");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "strata train --model=gpt: validation loss every N steps (and at "
+          "the end); 0 = at the end only.");
+ABSL_FLAG(int64_t, eval_tokens, 65536,
+          "strata train --model=gpt: validation tokens scored per evaluation "
+          "(from the start of the split); 0 = all of it.");
+ABSL_FLAG(int64_t, warmup_steps, -1,
+          "strata train --model=gpt: linear learning-rate warm-up steps; "
+          "-1 = a tenth of the run.");
+ABSL_FLAG(double, weight_decay, 0.1,
+          "strata train --model=gpt: AdamW's decoupled weight decay, on 2-D "
+          "weights only.");
+ABSL_FLAG(double, grad_clip, 1.0,
+          "strata train --model=gpt: clip the global gradient norm to this "
+          "(exact: a step beyond it is rolled back and re-run); 0 = off.");
+ABSL_FLAG(int64_t, sample, 0,
+          "strata train --model=gpt: print this many generated tokens after "
+          "training, continuing the start of the validation split.");
+
+namespace strata {
+namespace {
+
+// The GPT's defaults for flags it shares with the MLP, used when the command
+// line leaves them unset: its state (73 MiB at the defaults) is ~4.6x the
+// device budget and ~1.5x the host budget, so NVMe is used every step.
+constexpr int64_t kGptBatch = 4;
+constexpr int64_t kGptSteps = 400;
+constexpr uint64_t kGptDeviceBudget = 16 * kMiB;
+constexpr uint64_t kGptHostBudget = 48 * kMiB;
+constexpr uint64_t kGptNvmeBudget = 512 * kMiB;
+
+void ApplyGptDefaults() {
+  if (!FlagGiven("batch")) absl::SetFlag(&FLAGS_batch, kGptBatch);
+  if (!FlagGiven("max_steps")) absl::SetFlag(&FLAGS_max_steps, kGptSteps);
+  SetUnsetBudgets(kGptDeviceBudget, kGptHostBudget, kGptNvmeBudget);
+}
+
+struct GptRun {
+  train::GptConfig model;
+  train::LmTrainOptions train;
+  train::LmCorpusOptions corpus;
+  int64_t eval_tokens = 0;
+  int64_t sample = 0;
+};
+
+absl::StatusOr<GptRun> GptRunFromFlags() {
+  GptRun r;
+  train::GptConfig& m = r.model;
+  m.layers = absl::GetFlag(FLAGS_layers);
+  m.heads = absl::GetFlag(FLAGS_heads);
+  m.embed = absl::GetFlag(FLAGS_embed);
+  m.context = absl::GetFlag(FLAGS_context);
+  m.batch = absl::GetFlag(FLAGS_batch);
+  m.seed = absl::GetFlag(FLAGS_seed);
+  m.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  m.grad_clip = static_cast<float>(absl::GetFlag(FLAGS_grad_clip));
+  const double lr = absl::GetFlag(FLAGS_lr);
+  if (!(lr >= 1e-30 && lr < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr=%g: must be in [1e-30, 1)", lr));
+  }
+  m.adam.lr = static_cast<float>(lr);
+  const std::string opt = absl::GetFlag(FLAGS_optimizer_tier);
+  if (opt != "host" && opt != "device") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--optimizer-tier=%s: use host or device", opt));
+  }
+  m.optimizer_tier = opt == "host" ? Tier::kHost : Tier::kDevice;
+  train::LmTrainOptions& t = r.train;
+  t.steps = absl::GetFlag(FLAGS_max_steps);
+  if (t.steps < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max-steps=%d: the GPT trains for a number of steps (>= 1)",
+        t.steps));
+  }
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup_steps);
+  t.warmup_steps = warmup < 0 ? t.steps / 10 : warmup;
+  const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
+  if (schedule != "cosine" && schedule != "constant") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--lr-schedule=%s: use cosine or constant", schedule));
+  }
+  t.cosine_schedule = schedule == "cosine";
+  t.eval_every = absl::GetFlag(FLAGS_eval_every);
+  t.seed = m.seed;
+  r.eval_tokens = absl::GetFlag(FLAGS_eval_tokens);
+  r.sample = absl::GetFlag(FLAGS_sample);
+  if (t.eval_every < 0 || r.eval_tokens < 0 || r.sample < 0) {
+    return absl::InvalidArgumentError(
+        "--eval-every, --eval-tokens and --sample must be >= 0");
+  }
+  const std::string tok = absl::GetFlag(FLAGS_tokenizer);
+  const int64_t vocab = absl::GetFlag(FLAGS_vocab);
+  if (tok == "byte") {
+    if (vocab != 0 && vocab != 256) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--vocab=%d with --tokenizer=byte: bytes have 256 ids (drop "
+          "--vocab, or use --tokenizer=bpe)",
+          vocab));
+    }
+    r.corpus.tokenizer = "byte";
+  } else if (tok == "bpe") {
+    if (vocab <= 256) {
+      return absl::InvalidArgumentError(
+          "--tokenizer=bpe needs --vocab above 256, e.g. --vocab=4096");
+    }
+    r.corpus.tokenizer = absl::StrFormat("bpe:%d", vocab);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--tokenizer=%s: use byte or bpe", tok));
+  }
+  r.corpus.tokenizer_seed = m.seed;
+  r.corpus.corpus_path = absl::GetFlag(FLAGS_corpus);
+  r.corpus.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  return r;
+}
+
+// The progress line: redrawn in place on a terminal, every twentieth of the
+// run otherwise.
+void PrintProgress(const train::LmProgress& p, bool tty) {
+  const int64_t every = std::max<int64_t>(1, p.steps / 20);
+  if (!tty && p.step % every != 0 && p.step != p.steps) return;
+  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  %.1f s%s",
+               tty ? "\r" : "", static_cast<long long>(p.step),
+               static_cast<long long>(p.steps), p.loss, p.tokens_per_second,
+               p.seconds, tty ? "\x1b[K" : "\n");
+  std::fflush(stderr);
+}
+
+// Samples `count` tokens after the first window of the validation split
+// (temperature 1, SplitMix64 from `seed`), one forward pass per token.
+absl::StatusOr<std::string> Sample(train::Gpt& gpt,
+                                   const train::LmCorpus& corpus,
+                                   int64_t count, uint64_t seed,
+                                   std::string* prompt) {
+  const int64_t T = gpt.config().context;
+  std::vector<int32_t> window(T + 1);
+  STRATA_RETURN_IF_ERROR(corpus.validation->Read(0, T, window.data()));
+  window.resize(T);
+  *prompt = corpus.tokenizer->Decode(window);
+  std::vector<int32_t> out;
+  uint64_t state = seed;
+  for (int64_t i = 0; i < count; ++i) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<float> logits,
+                            gpt.LastLogits(window.data(), 1, 0));
+    const float max = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float& z : logits) sum += (z = std::exp(z - max));
+    double u = (SplitMix64Next(state) >> 11) * 0x1.0p-53 * sum;
+    int32_t next = 0;
+    while (next + 1 < static_cast<int32_t>(logits.size()) && u >= logits[next]) {
+      u -= logits[next++];
+    }
+    out.push_back(next);
+    window.erase(window.begin());
+    window.push_back(next);
+  }
+  return corpus.tokenizer->Decode(out);
+}
+
+nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
+                          train::Gpt& gpt, const train::LmTrainResult& r,
+                          double baseline, const train::LmCorpus& corpus,
+                          const Stats& st, const std::string& compute) {
+  const train::GptConfig& m = gpt.config();
+  const train::ModelFootprint& f = gpt.footprint();
+  const train::ClipStats& clip = gpt.clip_stats();
+  nlohmann::json evals = nlohmann::json::array();
+  for (const train::LmEval& e : r.evals) {
+    evals.push_back({{"step", e.step}, {"val_loss", e.val_loss}});
+  }
+  nlohmann::json report = {
+      {"model", "gpt"},
+      {"val_loss", r.val_loss},
+      {"baseline_val_loss", baseline},
+      {"val_loss_below_baseline", 1.0 - r.val_loss / baseline},
+      {"final_loss", r.final_loss},
+      {"losses", r.losses},
+      {"evals", evals},
+      {"tokens_per_second", r.tokens_per_second},
+      {"step_seconds_median", train::Median(r.step_seconds)},
+      {"optimizer_seconds_per_step", train::Median(r.optimizer_seconds)},
+      {"adam_vector_path", train::VectorPathName(train::ChosenVectorPath())},
+      {"parameters", train::GptParameterCount(m)},
+      {"model_state_bytes", f.state_bytes()},
+      {"activation_bytes", f.activation_bytes},
+      {"rollback_backup_bytes", f.backup_bytes},
+      {"clipping",
+       {{"max_norm", m.grad_clip},
+        {"clipped_steps", clip.clipped},
+        {"rolled_back_steps", clip.rolled_back},
+        {"rollback_seconds", gpt.rollback_seconds()},
+        {"backup_bytes_copied", clip.backup_bytes},
+        {"last_norm", clip.last_norm}}},
+      {"steps", r.losses.size()},
+      {"train_seconds", r.train_seconds},
+      {"eval_seconds", r.eval_seconds},
+      {"compute", compute},
+      {"tokenizer", corpus.tokenizer->name()},
+      {"corpus",
+       {{"train_tokens", corpus.train_tokens()},
+        {"validation_tokens", corpus.validation_tokens()},
+        {"train_shard", corpus.train_shard_path},
+        {"validation_shard", corpus.validation_shard_path}}},
+      {"config",
+       {{"layers", m.layers},
+        {"heads", m.heads},
+        {"embed", m.embed},
+        {"context", m.context},
+        {"vocab", m.vocab},
+        {"batch", m.batch},
+        {"max_steps", run.train.steps},
+        {"warmup_steps", run.train.warmup_steps},
+        {"lr", m.adam.lr},
+        {"lr_schedule", run.train.cosine_schedule ? "cosine" : "constant"},
+        {"weight_decay", m.weight_decay},
+        {"grad_clip", m.grad_clip},
+        {"seed", m.seed},
+        {"classifier_rows", m.classifier_rows},
+        {"optimizer_tier", TierName(m.optimizer_tier)},
+        {"home_tier", TierName(m.home)},
+        {"prefetch", s.scheduler.prefetch},
+        {"eviction", EvictionPolicyName(s.scheduler.eviction)}}},
+  };
+  report.update(StoreReportJson(st));
+  return report;
+}
+
+void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r,
+                double baseline, const Stats& st) {
+  const train::ClipStats& clip = gpt.clip_stats();
+  absl::PrintF("\n%-22s %s\n", "result", "value");
+  absl::PrintF("%-22s %.4f nats/token (%.1f%% below the bigram baseline "
+               "%.4f)\n",
+               "validation loss", r.val_loss,
+               100 * (1 - r.val_loss / baseline), baseline);
+  absl::PrintF("%-22s %.4f\n", "final train loss", r.final_loss);
+  PrintStoreRows(st, gpt.footprint().state_bytes());
+  const double step = train::Median(r.step_seconds);
+  absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training, %.0f tokens/s)\n",
+               "step median", step * 1e3, r.losses.size(), r.train_seconds,
+               r.tokens_per_second);
+  const double adam = train::Median(r.optimizer_seconds);
+  absl::PrintF("%-22s %.2f ms per step (median, %.1f%% of the step)\n",
+               "optimizer (AdamW)", adam * 1e3,
+               step > 0 ? 100 * adam / step : 0.0);
+  absl::PrintF("%-22s %lld of %zu steps clipped, %lld rolled back (%.2f s "
+               "re-running), %s backed up\n",
+               "gradient clipping", static_cast<long long>(clip.clipped),
+               r.losses.size(), static_cast<long long>(clip.rolled_back),
+               gpt.rollback_seconds(), FormatByteSize(clip.backup_bytes));
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrFormat("cannot write --json=%s", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGptTrain(const std::string& json_path,
+                const std::string& timeline_path) {
+  ApplyGptDefaults();
+  absl::StatusOr<GptRun> run = GptRunFromFlags();
+  absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  if (!run.ok()) return Fail(run.status());
+  if (!sopt.ok()) return Fail(sopt.status());
+  StoreOptions& s = *sopt;
+  s.timeline = !timeline_path.empty();
+  for (const auto& [path, flag] : {std::pair{json_path, "--json"},
+                                   std::pair{timeline_path, "--timeline"}}) {
+    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
+  }
+  absl::PrintF("strata train: preparing the corpus (cached after the first "
+               "run)...\n");
+  std::fflush(stdout);
+  absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
+  if (!corpus.ok()) return Fail(corpus.status());
+  train::GptConfig& m = run->model;
+  m.vocab = corpus->tokenizer->vocab_size();
+  if (absl::GetFlag(FLAGS_resident)) {
+    if (absl::Status st = train::MakeGptResident(m, s); !st.ok()) {
+      return Fail(st);
+    }
+    absl::PrintF("strata train: --resident: device budget %s, no NVMe tier\n",
+                 FormatByteSize(s.device.budget_bytes));
+  }
+  absl::StatusOr<double> baseline = train::BigramBaselineLoss(
+      *corpus->train, *corpus->validation, m.vocab);
+  if (!baseline.ok()) return Fail(baseline.status());
+  absl::StatusOr<std::unique_ptr<train::GptSetup>> setup =
+      train::OpenGptSetup(s, m);
+  if (!setup.ok()) return Fail(setup.status());
+  train::Gpt& gpt = *(*setup)->model;
+  Store* store = (*setup)->store.get();
+  const Stats st0 = store->GetStats();
+  const uint64_t state = gpt.footprint().state_bytes();
+  absl::PrintF(
+      "strata train: GPT %d layers x %d heads, embed %lld, context %lld, "
+      "vocab %lld (%s), %.2fM parameters, %s of model state (%.1fx the "
+      "device budget %s), host budget %s, NVMe budget %s; %lld training "
+      "tokens; %s with %s\n",
+      m.layers, m.heads, static_cast<long long>(m.embed),
+      static_cast<long long>(m.context), static_cast<long long>(m.vocab),
+      corpus->tokenizer->name(), train::GptParameterCount(m) / 1e6,
+      FormatByteSize(state), double(state) / st0.tiers[0].capacity_bytes,
+      FormatByteSize(st0.tiers[0].capacity_bytes),
+      FormatByteSize(st0.tiers[1].capacity_bytes),
+      FormatByteSize(st0.tiers[2].capacity_bytes),
+      static_cast<long long>(corpus->train_tokens()), st0.device_backend,
+      (*setup)->compute->name());
+  std::fflush(stdout);
+  absl::StatusOr<train::LmBatcher> batches = train::LmBatcher::Create(
+      corpus->train.get(), m.batch, m.context, run->train.seed);
+  if (!batches.ok()) return Fail(batches.status());
+  absl::StatusOr<train::ValidationWindows> windows =
+      train::ValidationWindows::Create(corpus->validation.get(), m.context,
+                                       run->eval_tokens);
+  if (!windows.ok()) return Fail(windows.status());
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  absl::StatusOr<train::LmTrainResult> result = train::TrainLm(
+      gpt, *batches, *windows, run->train,
+      [&](const train::LmProgress& p) { PrintProgress(p, tty); },
+      [&](const train::LmEval& e) {
+        if (tty) std::fputs("\r\x1b[K", stderr);
+        absl::PrintF("step %d: validation loss %.4f (bigram baseline %.4f)\n",
+                     e.step, e.val_loss, *baseline);
+        std::fflush(stdout);
+      });
+  if (tty) std::fputs("\r\x1b[K", stderr);
+  if (!result.ok()) return Fail(result.status());
+  const Stats st = store->GetStats();
+  PrintTable(gpt, *result, *baseline, st);
+  if (run->sample > 0) {
+    std::string prompt;
+    absl::StatusOr<std::string> text =
+        Sample(gpt, *corpus, run->sample, m.seed, &prompt);
+    if (!text.ok()) return Fail(text.status());
+    absl::PrintF("\nsample (%lld tokens after \"...%s\"):\n%s\n",
+                 static_cast<long long>(run->sample),
+                 prompt.substr(prompt.size() - std::min<size_t>(40, prompt.size())),
+                 *text);
+  }
+  if (!json_path.empty()) {
+    absl::Status w = WriteJson(
+        json_path, ReportJson(*run, s, gpt, *result, *baseline, *corpus, st,
+                              (*setup)->compute->name()));
+    if (!w.ok()) return Fail(w);
+  }
+  if (!timeline_path.empty()) {
+    if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
+      return Fail(w);
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata

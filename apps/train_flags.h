@@ -1,0 +1,20 @@
+// train_flags.h: the flags `strata train` shares between its models (defined
+// in train_command.cc).
+#ifndef STRATA_APPS_TRAIN_FLAGS_H_
+#define STRATA_APPS_TRAIN_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(int64_t, max_steps);
+ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(std::string, lr_schedule);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(std::string, optimizer_tier);
+ABSL_DECLARE_FLAG(bool, resident);
+
+#endif  // STRATA_APPS_TRAIN_FLAGS_H_

@@ -1,0 +1,79 @@
+// train_report.cc: the store's part of a training report (see
+// train_report.h).
+#include "apps/train_report.h"
+
+#include "absl/strings/str_format.h"
+#include "apps/stats_json.h"
+#include "base/byte_size.h"
+#include "train/lease_group.h"
+#include "train/metrics.h"
+
+namespace strata {
+
+nlohmann::json StoreReportJson(const Stats& st) {
+  const auto& dev = st.tiers[int(Tier::kDevice)];
+  const auto& host = st.tiers[int(Tier::kHost)];
+  const auto& nvme = st.tiers[int(Tier::kNvme)];
+  const auto link = [&](Link l) { return st.links[int(l)].bytes; };
+  return {
+      {"device_budget_bytes", dev.capacity_bytes},
+      {"peak_device_bytes", dev.peak_used_bytes},
+      {"host_budget_bytes", host.capacity_bytes},
+      {"peak_host_bytes", host.peak_used_bytes},
+      {"nvme_budget_bytes", nvme.capacity_bytes},
+      {"peak_nvme_bytes", nvme.peak_used_bytes},
+      {"h2d_bytes", link(Link::kH2D)},
+      {"d2h_bytes", link(Link::kD2H)},
+      {"nvme_read_bytes", link(Link::kNvmeRead)},
+      {"nvme_write_bytes", link(Link::kNvmeWrite)},
+      {"prefetch_hit_rate", train::PrefetchHitRate(st)},
+      {"prefetch",
+       {{"issued", st.prefetch.issued},
+        {"hit", st.prefetch.hit},
+        {"late", st.prefetch.late},
+        {"wasted", st.prefetch.wasted},
+        {"failed", st.prefetch.failed}}},
+      {"acquires", st.acquires},
+      {"stalled_acquires", st.stalled_acquires},
+      {"stall_seconds", st.stall_seconds},
+      {"lease_group_retries", train::LeaseGroup::retries()},
+      {"device", st.device_backend},
+      {"device_memory", st.device_memory},
+      {"unified", UnifiedJson(st.unified)},
+      {"io_engine", st.io_engine},
+  };
+}
+
+void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
+  const auto& dev = st.tiers[int(Tier::kDevice)];
+  const auto& host = st.tiers[int(Tier::kHost)];
+  const auto& nvme = st.tiers[int(Tier::kNvme)];
+  const auto gb = [&](Link l) { return st.links[int(l)].bytes / 1e9; };
+  absl::PrintF("%-22s %s (%.1fx device budget)\n", "model state",
+               FormatByteSize(state_bytes),
+               double(state_bytes) / dev.capacity_bytes);
+  absl::PrintF("%-22s %s of %s\n", "peak device",
+               FormatByteSize(dev.peak_used_bytes),
+               FormatByteSize(dev.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak host",
+               FormatByteSize(host.peak_used_bytes),
+               FormatByteSize(host.capacity_bytes));
+  absl::PrintF("%-22s %s of %s\n", "peak nvme",
+               FormatByteSize(nvme.peak_used_bytes),
+               FormatByteSize(nvme.capacity_bytes));
+  absl::PrintF("%-22s h2d %.2f  d2h %.2f  nvme read %.2f  nvme write %.2f\n",
+               "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
+               gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
+  absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
+  absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  if (st.device_memory != "copies") {
+    absl::PrintF(
+        "%-22s %s: %d prefetches, %d evictions, %d discards, %d read-mostly, "
+        "%d faults\n",
+        "unified memory", st.device_memory, st.unified.prefetches,
+        st.unified.evictions, st.unified.discards, st.unified.read_mostly,
+        st.unified.faults);
+  }
+}
+
+}  // namespace strata

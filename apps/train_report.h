@@ -1,0 +1,25 @@
+// train_report.h: the store's part of a training report — budgets, peaks,
+// bytes moved, prefetch and stalls — shared by the MLP and the GPT, as JSON
+// keys and as rows of the printed table.
+#ifndef STRATA_APPS_TRAIN_REPORT_H_
+#define STRATA_APPS_TRAIN_REPORT_H_
+
+#include <nlohmann/json.hpp>
+
+#include "strata/stats.h"
+
+namespace strata {
+
+// device/host/nvme budget and peak bytes, h2d/d2h/nvme read/write bytes,
+// prefetch hit rate and counts, acquires, stalls, lease-group retries, the
+// device, its memory mode, unified-memory counters and the I/O engine.
+nlohmann::json StoreReportJson(const Stats& st);
+
+// The table rows for the same: peaks against budgets, bytes moved, prefetch
+// hit rate, stall time, unified-memory counters. `state_bytes` is the
+// model state, shown against the device budget.
+void PrintStoreRows(const Stats& st, uint64_t state_bytes);
+
+}  // namespace strata
+
+#endif  // STRATA_APPS_TRAIN_REPORT_H_

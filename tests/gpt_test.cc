@@ -1,0 +1,226 @@
+// gpt_test.cc: the GPT end to end on the simulated device — its loss falls
+// on a repetitive text, an offloaded run (tiny budgets, NVMe) gives the
+// losses and weights of a resident one bit for bit, clipped steps roll back
+// exactly, and bad input is refused with nothing changed.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/splitmix64.h"
+#include "gtest/gtest.h"
+#include "strata/store.h"
+#include "tests/test_util.h"
+#include "train/compute.h"
+#include "train/gpt.h"
+#include "train/gpt_config.h"
+#include "train/gpt_setup.h"
+
+namespace strata::train {
+namespace {
+
+using ::strata::testing::SmallStoreOptions;
+using ::strata::testing::TempDir;
+
+GptConfig Micro() {
+  GptConfig c;
+  c.layers = 2;
+  c.heads = 2;
+  c.embed = 64;
+  c.context = 32;
+  c.vocab = 256;  // bytes
+  c.batch = 2;
+  c.seed = 5;
+  c.adam.lr = 3e-3f;
+  c.classifier_rows = 24;  // 64 rows in slices of 24, 24, 16
+  return c;
+}
+
+// Batches of byte windows of a repetitive text at SplitMix64 offsets: a
+// small model learns it within a few dozen steps.
+class Batches {
+ public:
+  explicit Batches(const GptConfig& c) : c_(c) {
+    for (int i = 0; i < 40; ++i) {
+      text_ += "in the beginning the word was with the model and the model ";
+    }
+  }
+  void Next(std::vector<int32_t>* in, std::vector<int32_t>* out) {
+    in->resize(c_.tokens());
+    out->resize(c_.tokens());
+    for (int64_t b = 0; b < c_.batch; ++b) {
+      const uint64_t span = text_.size() - c_.context - 1;
+      const int64_t at = static_cast<int64_t>(SplitMix64Next(state_) % span);
+      for (int64_t t = 0; t < c_.context; ++t) {
+        (*in)[b * c_.context + t] = static_cast<uint8_t>(text_[at + t]);
+        (*out)[b * c_.context + t] = static_cast<uint8_t>(text_[at + t + 1]);
+      }
+    }
+  }
+
+ private:
+  GptConfig c_;
+  std::string text_;
+  uint64_t state_ = 11;
+};
+
+enum class Where { kResident, kOffloaded, kHostHuge };
+
+struct Run {
+  std::vector<double> losses;
+  std::vector<float> wte, qkv;  // two parameters after training
+  ClipStats clip;
+  Stats stats;
+  uint64_t state_bytes = 0;
+};
+
+// Store options for `where`: offloaded budgets are the footprint's working
+// sets plus a little, so nearly everything streams from NVMe.
+StoreOptions OptionsFor(Where where, const std::string& dir, GptConfig& c) {
+  absl::StatusOr<ModelFootprint> f = ComputeGptFootprint(c);
+  EXPECT_TRUE(f.ok()) << f.status();
+  const uint64_t device = f->device_working_set_bytes +
+                          2 * f->largest_tensor_bytes + 256 * 1024;
+  const uint64_t host = where == Where::kHostHuge
+                            ? 64 * kMiB
+                            : f->optimizer_working_set_bytes +
+                                  2 * f->largest_tensor_bytes + 256 * 1024;
+  StoreOptions so = SmallStoreOptions(dir, device, host, 64 * kMiB);
+  if (where == Where::kResident) {
+    EXPECT_TRUE(MakeGptResident(c, so).ok());
+  }
+  return so;
+}
+
+Run Train(Where where, GptConfig c, int steps) {
+  TempDir dir;
+  StoreOptions so = OptionsFor(where, dir.path(), c);
+  absl::StatusOr<std::unique_ptr<GptSetup>> setup = OpenGptSetup(so, c);
+  EXPECT_TRUE(setup.ok()) << setup.status();
+  if (!setup.ok()) return {};
+  Gpt& gpt = *(*setup)->model;
+  Batches batches(c);
+  std::vector<int32_t> in, out;
+  Run run;
+  for (int s = 0; s < steps; ++s) {
+    batches.Next(&in, &out);
+    absl::StatusOr<double> loss = gpt.TrainStep(in.data(), out.data(), c.batch);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    if (!loss.ok()) return {};
+    run.losses.push_back(*loss / c.tokens());
+  }
+  EXPECT_TRUE(gpt.ReadParameter("wte", &run.wte).ok());
+  EXPECT_TRUE(gpt.ReadParameter("block1.qkv.weight", &run.qkv).ok());
+  run.clip = gpt.clip_stats();
+  run.stats = (*setup)->store->GetStats();
+  run.state_bytes = gpt.footprint().state_bytes();
+  return run;
+}
+
+TEST(GptTest, LossFallsOnARepetitiveText) {
+  GptConfig c = Micro();
+  const Run run = Train(Where::kOffloaded, c, 40);
+  ASSERT_EQ(run.losses.size(), 40u);
+  EXPECT_NEAR(run.losses.front(), std::log(256.0), 0.3);  // uniform at init
+  EXPECT_LT(run.losses.back(), 0.5 * run.losses.front());
+  for (double l : run.losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(GptTest, OffloadedRunIsBitwiseTheResidentOne) {
+  const Run resident = Train(Where::kResident, Micro(), 6);
+  const Run offloaded = Train(Where::kOffloaded, Micro(), 6);
+  ASSERT_EQ(resident.losses.size(), 6u);
+  EXPECT_EQ(resident.losses, offloaded.losses);
+  EXPECT_EQ(resident.wte, offloaded.wte);
+  EXPECT_EQ(resident.qkv, offloaded.qkv);
+  // The offloaded run really moved: its state is beyond the device budget
+  // and NVMe was read.
+  const auto& dev = offloaded.stats.tiers[int(Tier::kDevice)];
+  EXPECT_GT(offloaded.state_bytes, 2 * dev.capacity_bytes);
+  EXPECT_LE(dev.peak_used_bytes, dev.capacity_bytes);
+  EXPECT_GT(offloaded.stats.links[int(Link::kNvmeRead)].bytes, 0u);
+}
+
+TEST(GptTest, HostBudgetDoesNotChangeABit) {
+  const Run huge = Train(Where::kHostHuge, Micro(), 4);
+  const Run tiny = Train(Where::kOffloaded, Micro(), 4);
+  ASSERT_EQ(huge.losses.size(), 4u);
+  EXPECT_EQ(huge.losses, tiny.losses);
+  EXPECT_EQ(huge.wte, tiny.wte);
+}
+
+TEST(GptTest, ClippedStepsRollBackAndMatchResidentBits) {
+  GptConfig c = Micro();
+  c.grad_clip = 0.05f;  // below any norm here: every step clips
+  const Run resident = Train(Where::kResident, c, 4);
+  const Run offloaded = Train(Where::kOffloaded, c, 4);
+  ASSERT_EQ(offloaded.losses.size(), 4u);
+  EXPECT_EQ(offloaded.clip.clipped, 4);
+  EXPECT_EQ(offloaded.clip.rolled_back, 4);
+  EXPECT_EQ(offloaded.clip.steps, 4);
+  EXPECT_GT(offloaded.clip.last_norm, 0.05);
+  EXPECT_EQ(resident.losses, offloaded.losses);
+  EXPECT_EQ(resident.wte, offloaded.wte);
+  EXPECT_EQ(resident.qkv, offloaded.qkv);
+  // Clipping changed the trajectory: not the unclipped run's weights.
+  const Run unclipped = Train(Where::kOffloaded, Micro(), 4);
+  EXPECT_NE(unclipped.qkv, offloaded.qkv);
+  EXPECT_EQ(unclipped.clip.clipped, 0) << "raise Micro's grad_clip";
+}
+
+TEST(GptTest, ABadTokenIsRefusedAndNothingMoves) {
+  TempDir dir;
+  GptConfig c = Micro();
+  StoreOptions so = OptionsFor(Where::kOffloaded, dir.path(), c);
+  absl::StatusOr<std::unique_ptr<GptSetup>> setup = OpenGptSetup(so, c);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  Gpt& gpt = *(*setup)->model;
+  std::vector<float> before, after;
+  ASSERT_TRUE(gpt.ReadParameter("wte", &before).ok());
+  std::vector<int32_t> in(c.tokens(), 1), out(c.tokens(), 2);
+  in[7] = 256;
+  absl::StatusOr<double> loss = gpt.TrainStep(in.data(), out.data(), c.batch);
+  EXPECT_EQ(loss.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(loss.status().message().find("256"), std::string::npos);
+  EXPECT_EQ(gpt.TrainStep(in.data(), out.data(), 3).status().code(),
+            absl::StatusCode::kInvalidArgument);  // more than --batch
+  EXPECT_EQ(gpt.steps(), 0);
+  ASSERT_TRUE(gpt.ReadParameter("wte", &after).ok());
+  EXPECT_EQ(before, after);
+}
+
+TEST(GptTest, TooSmallABudgetNamesTheFlag) {
+  TempDir dir;
+  GptConfig c = Micro();
+  StoreOptions so = SmallStoreOptions(dir.path(), 64 * 1024, 8 * kMiB,
+                                      64 * kMiB);
+  absl::StatusOr<std::unique_ptr<GptSetup>> setup = OpenGptSetup(so, c);
+  ASSERT_EQ(setup.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(setup.status().message().find("--device-budget"),
+            std::string::npos)
+      << setup.status();
+}
+
+TEST(GptTest, BadShapesAreInvalidArgument) {
+  GptConfig c = Micro();
+  c.heads = 3;  // does not divide 64
+  c.classifier_rows = 1;
+  EXPECT_EQ(ComputeGptFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  c = Micro();
+  c.classifier_rows = 1;
+  c.layers = 0;
+  EXPECT_EQ(ComputeGptFootprint(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GptTest, ParameterCountIsGpt2Small) {
+  GptConfig c;
+  c.layers = 12, c.heads = 12, c.embed = 768, c.context = 1024;
+  c.vocab = 50257;
+  // GPT-2 small's published count: 124,439,808 (tied embedding once).
+  EXPECT_EQ(GptParameterCount(c), 124'439'808);
+}
+
+}  // namespace
+}  // namespace strata::train

@@ -1,0 +1,133 @@
+// clipped_adamw.h: ClippedAdamW, AdamW with exact global gradient-norm
+// clipping that still updates each group of parameters as soon as its
+// gradients are complete.
+//
+// Clipping needs the norm of every gradient before any update; waiting for it
+// would serialise the host optimizer behind the whole backward pass, losing
+// the overlap ZeRO-Offload's CPU Adam gets from updating each layer as its
+// gradients arrive (Ren et al., 2021). Instead each group is updated
+// speculatively (as if the step will not clip) right after its gradients
+// complete, once its weights and moments have been copied to the group's
+// backup tensor. When the backward pass ends:
+//   - the global norm is within the limit (the common case): the backups are
+//     discarded, never written back;
+//   - it exceeds the limit: every speculatively updated group is restored
+//     from its backup and the caller re-runs the step with the clip
+//     coefficient known up front, updating each group with clipped
+//     gradients and no backups. Gradients are deterministic, so the re-run
+//     recomputes the same bits and the result is exactly that of clipping
+//     before any update.
+// This is the speculate-then-validate scheme of SuperOffload (2025). The
+// cost: the backup copies every step (host memcpy, and NVMe traffic when the
+// optimizer tier is too small to keep them), and a whole extra forward and
+// backward pass on the rare step that clips; both are reported.
+//
+// Norms are summed on the device tier (Compute::SumOfSquares, in the order
+// the groups complete), so a run with the optimizer on the host and one with
+// it on the device clip at the same bits.
+//
+// AdamW (Loshchilov & Hutter, 2019): decay is decoupled from the gradient,
+// w *= 1 - lr * weight_decay before the Adam update, on parameters marked
+// `decay` (the 2-D weights) only — PyTorch's AdamW, in the same order.
+#ifndef STRATA_TRAIN_CLIPPED_ADAMW_H_
+#define STRATA_TRAIN_CLIPPED_ADAMW_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strata/store.h"
+#include "train/compute.h"
+
+namespace strata::train {
+
+// One parameter: its weights, gradient and two Adam moments (equal sizes).
+struct ParamSlot {
+  TensorId w, g, m, v;
+  bool decay = false;  // AdamW's weight decay applies (2-D weights)
+  uint64_t bytes = 0;  // of w
+};
+
+// Parameters whose gradients complete together (a transformer block), and
+// the tensor that holds a copy of their weights and moments while a
+// speculative update is unconfirmed: for each slot in order, w | m | v (the
+// group passed to EndStep needs none).
+struct ParamGroup {
+  std::vector<ParamSlot> params;
+  TensorId backup;
+  uint64_t backup_bytes() const;  // 3 x the parameters' bytes
+};
+
+struct ClipOptions {
+  float max_norm = 1.0f;  // clip when the global L2 norm exceeds it; 0: off
+  float weight_decay = 0.1f;
+};
+
+struct ClipStats {
+  int64_t steps = 0;
+  int64_t clipped = 0;      // steps whose norm exceeded max_norm
+  int64_t rolled_back = 0;  // of those, steps that restored updated groups
+  uint64_t backup_bytes = 0;    // copied to backups, in all
+  double optimizer_seconds = 0;  // host time in updates, backups, restores
+  double last_norm = 0;          // the last step's global gradient norm
+};
+
+class ClippedAdamW {
+ public:
+  // The optimizer runs on `tier` (kHost: the CPU update on host leases;
+  // kDevice: `compute`'s); gradient norms are taken on the device.
+  // `retry_evictions` as for LeaseGroup (may be null).
+  ClippedAdamW(Store* store, Compute* compute, Tier tier, ClipOptions options,
+               const std::vector<TensorId>* retry_evictions);
+
+  // Starts a step with Adam's parameters for it. `known_coefficient` is set
+  // for the re-run of a step that clipped: every group is then updated at
+  // once with gradients scaled by it, without backups.
+  void BeginStep(const AdamParams& adam,
+                 std::optional<float> known_coefficient = std::nullopt);
+
+  // `group`'s gradients are complete (on the device tier or below): adds
+  // their squares to the step's norm, then updates the group (speculatively,
+  // after backing it up), or, once the norm already exceeds the limit, only
+  // discards the gradients (the step will re-run). The gradients are
+  // discarded in every case.
+  absl::Status GroupComplete(const ParamGroup& group);
+
+  // Ends the step with `last`, the group whose gradients complete last (the
+  // embeddings): with the norm then known it is updated without a backup.
+  // Returns the clip coefficient the caller must re-run the step with (the
+  // updated groups were restored), or nullopt when the step is done.
+  // Errors: the store's; after one the parameters may be partly updated:
+  // stop training.
+  absl::StatusOr<std::optional<float>> EndStep(const ParamGroup& last);
+
+  const ClipStats& stats() const { return stats_; }
+
+ private:
+  absl::StatusOr<double> GroupSumOfSquares(const ParamGroup& group);
+  // Backs up (when `backup`) and updates one slot with coefficient `coef`.
+  absl::Status UpdateSlot(const ParamSlot& slot, TensorId backup_id,
+                          uint64_t backup_offset, bool backup, float coef);
+  absl::Status UpdateGroup(const ParamGroup& group, bool backup, float coef);
+  absl::Status RestoreGroup(const ParamGroup& group);
+  // dst = src on the optimizer tier (n floats).
+  absl::Status CopyOnTier(const float* src, float* dst, int64_t n);
+  absl::Status DiscardGradients(const ParamGroup& group);
+
+  Store* const store_;
+  Compute* const compute_;
+  const Tier tier_;
+  const ClipOptions options_;
+  const std::vector<TensorId>* const retry_evictions_;
+  AdamParams adam_;
+  std::optional<float> known_coefficient_;
+  double sum_squares_ = 0;
+  std::vector<const ParamGroup*> speculated_;  // updated with backups
+  ClipStats stats_;
+};
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_CLIPPED_ADAMW_H_

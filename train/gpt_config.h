@@ -1,0 +1,57 @@
+// gpt_config.h: the shape and training settings of a Gpt (gpt.h), and the
+// bytes it needs, computed before anything is created.
+#ifndef STRATA_TRAIN_GPT_CONFIG_H_
+#define STRATA_TRAIN_GPT_CONFIG_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strata/stats.h"
+#include "strata/tensor.h"
+#include "train/compute.h"
+#include "train/footprint.h"  // ModelFootprint
+
+namespace strata::train {
+
+struct GptConfig {
+  int layers = 4;          // transformer blocks (L)
+  int heads = 4;           // attention heads (H); must divide embed
+  int64_t embed = 128;     // embedding width (C)
+  int64_t context = 128;   // tokens per sequence (T)
+  int64_t vocab = 256;     // token ids [0, vocab) (V)
+  int64_t batch = 8;       // sequences per step (B)
+  uint64_t seed = 1;       // weight initialisation
+  AdamParams adam;         // lr, betas, eps (corrections set per step)
+  float weight_decay = 0.1f;  // AdamW, on 2-D weights only
+  float grad_clip = 1.0f;     // global gradient-norm limit; 0: no clipping
+  // Rows (tokens) of the classifier's logits per slice; 0 chooses the most
+  // whose logits fit in an eighth of the device budget (set by Gpt::Create).
+  int64_t classifier_rows = 0;
+  Tier optimizer_tier = Tier::kHost;
+  Tier home = Tier::kNvme;
+  int64_t tokens() const { return batch * context; }  // N = B x T
+};
+
+// Parameters of a GPT-2 layout of `c`'s shape (the tied embedding counted
+// once).
+int64_t GptParameterCount(const GptConfig& c);
+
+// The classifier slice Create would choose for a device budget of
+// `device_capacity` bytes: the most rows (up to B x T) whose logits take at
+// most an eighth of it, at least 1.
+int64_t ChooseClassifierRows(const GptConfig& c, uint64_t device_capacity);
+
+// The footprint of `c` (with c.classifier_rows already chosen, >= 1).
+// InvalidArgument for sizes that make no sense (a dimension below 1, heads
+// not dividing embed, > 1e9 elements in a tensor).
+absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c);
+
+// As CheckFootprintFits (footprint.h): ResourceExhausted naming the budget
+// flag to raise when a tier cannot hold what the GPT needs there.
+absl::Status CheckGptFits(const Stats& stats, const GptConfig& c,
+                          const ModelFootprint& f);
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_GPT_CONFIG_H_

@@ -1,0 +1,446 @@
+// gpt_step.cc: Gpt's forward pass, sliced classifier, backward pass and step
+// (see gpt.h). Each operation leases what it touches on the device tier as
+// one LeaseGroup; activations are discarded after their last use.
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "train/gpt.h"
+#include "train/lease_group.h"
+
+namespace strata::train {
+namespace {
+
+constexpr uint64_t kF = sizeof(float);
+constexpr Access kR = Access::kRead;
+constexpr Access kW = Access::kWrite;
+constexpr Access kO = Access::kOverwrite;
+
+const int32_t* Ints(const LeaseGroup& g, int i) {
+  return reinterpret_cast<const int32_t*>(g.data(i));
+}
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+// The device-tier group every operation below takes its leases in.
+LeaseGroup Gpt::DeviceGroup() {
+  return LeaseGroup(store_, Tier::kDevice, compute_->stream(), &created_);
+}
+
+absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
+                         int64_t sequences) {
+  if (sequences < 1 || sequences > config_.batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d sequences: must be 1..%d (--batch)", sequences, config_.batch));
+  }
+  const int64_t n = sequences * config_.context;
+  for (const int32_t* t : {inputs, targets}) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (t[i] < 0 || t[i] >= config_.vocab) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "token %d at position %d is outside the vocabulary [0, %d): the "
+            "data was tokenized for another --vocab",
+            t[i], i, config_.vocab));
+      }
+    }
+  }
+  STRATA_RETURN_IF_ERROR(store_->Write(s_.tokens, inputs, n * sizeof(int32_t)));
+  return store_->Write(s_.targets, targets, n * sizeof(int32_t));
+}
+
+absl::Status Gpt::Embed() {
+  const ParamSlot& wte = g_.embeddings.params[0];
+  const ParamSlot& wpe = g_.embeddings.params[1];
+  LeaseGroup g = DeviceGroup();
+  const int tok = g.Add(s_.tokens, kR), te = g.Add(wte.w, kR),
+            pe = g.Add(wpe.w, kR), x = g.Add(blocks_.front().x, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(compute_->EmbeddingForward(
+      Ints(g, tok), g.data(te), g.data(pe), g.data(x), rows_ / config_.context,
+      config_.context, config_.embed, config_.vocab));
+  return g.Release();
+}
+
+absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
+  const int64_t N = rows_, C = config_.embed;
+  using B = Block;
+  {  // LayerNorm 1 and the QKV projection.
+    LeaseGroup g = DeviceGroup();
+    const int x = g.Add(b.x, kR), w = g.Add(b.p(B::kLn1W).w, kR),
+              bias = g.Add(b.p(B::kLn1B).w, kR), ln = g.Add(b.ln1, kO),
+              st = g.Add(b.ln1_stats, kO), qw = g.Add(b.p(B::kQkvW).w, kR),
+              qb = g.Add(b.p(B::kQkvB).w, kR), qkv = g.Add(b.qkv, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(
+        compute_->LayerNormForward(g.data(x), g.data(w), g.data(bias),
+                                   g.data(ln), g.data(st), g.data(st) + N, N, C));
+    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+        g.data(ln), g.data(qw), g.data(qb), g.data(qkv), N, C, 3 * C));
+    STRATA_RETURN_IF_ERROR(g.Release());
+  }
+  {  // Attention, its projection and the residual add.
+    LeaseGroup g = DeviceGroup();
+    const int qkv = g.Add(b.qkv, kR), att = g.Add(b.att, kO),
+              lse = g.Add(b.lse, kO), pw = g.Add(b.p(B::kProjW).w, kR),
+              pb = g.Add(b.p(B::kProjB).w, kR), x = g.Add(b.x, kR),
+              mid = g.Add(b.mid, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->AttentionForward(
+        g.data(qkv), g.data(att), g.data(lse), N / config_.context,
+        config_.context, C, config_.heads));
+    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+        g.data(att), g.data(pw), g.data(pb), g.data(mid), N, C, C));
+    STRATA_RETURN_IF_ERROR(
+        compute_->Add(g.data(mid), g.data(x), g.data(mid), N * C));
+    STRATA_RETURN_IF_ERROR(g.Release());
+  }
+  {  // LayerNorm 2 and the MLP's first layer.
+    LeaseGroup g = DeviceGroup();
+    const int mid = g.Add(b.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
+              bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(b.ln2, kO),
+              st = g.Add(b.ln2_stats, kO), fw = g.Add(b.p(B::kFcW).w, kR),
+              fb = g.Add(b.p(B::kFcB).w, kR), fc = g.Add(b.fc, kO),
+              gelu = g.Add(b.gelu, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(
+        compute_->LayerNormForward(g.data(mid), g.data(w), g.data(bias),
+                                   g.data(ln), g.data(st), g.data(st) + N, N, C));
+    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+        g.data(ln), g.data(fw), g.data(fb), g.data(fc), N, C, 4 * C));
+    STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
+        Activation::kGeluTanh, g.data(fc), g.data(gelu), N * 4 * C));
+    STRATA_RETURN_IF_ERROR(g.Release());
+  }
+  // The MLP's projection and the second residual add.
+  LeaseGroup g = DeviceGroup();
+  const int gelu = g.Add(b.gelu, kR), w = g.Add(b.p(B::kFcProjW).w, kR),
+            bias = g.Add(b.p(B::kFcProjB).w, kR), mid = g.Add(b.mid, kR),
+            y = g.Add(out, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+      g.data(gelu), g.data(w), g.data(bias), g.data(y), N, 4 * C, C));
+  STRATA_RETURN_IF_ERROR(
+      compute_->Add(g.data(y), g.data(mid), g.data(y), N * C));
+  return g.Release();
+}
+
+absl::Status Gpt::FinalNorm() {
+  const int64_t N = rows_;
+  LeaseGroup g = DeviceGroup();
+  const int x = g.Add(g_.out, kR), w = g.Add(g_.lnf.params[0].w, kR),
+            bias = g.Add(g_.lnf.params[1].w, kR), ln = g.Add(g_.lnf_out, kO),
+            st = g.Add(g_.lnf_stats, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
+      g.data(x), g.data(w), g.data(bias), g.data(ln), g.data(st),
+      g.data(st) + N, N, config_.embed));
+  return g.Release();
+}
+
+// logits = lnf_out wte^T one slice of rows at a time; with the gradient,
+// dlogits (in place) gives dln = dlogits wte and wte.grad += dlogits^T x.
+absl::StatusOr<double> Gpt::Classifier(bool gradient, int64_t first_row,
+                                       int64_t rows) {
+  const int64_t N = rows_, C = config_.embed, V = config_.vocab;
+  const int64_t S = config_.classifier_rows;
+  const ParamSlot& wte = g_.embeddings.params[0];
+  LeaseGroup g = DeviceGroup();
+  const int x = g.Add(g_.lnf_out, kR), w = g.Add(wte.w, kR),
+            logits = g.Add(s_.logits, kO), tg = g.Add(s_.targets, kR);
+  const int dln = gradient ? g.Add(s_.dln, kO) : -1;
+  const int dw = gradient ? g.Add(wte.g, kO) : -1;
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  double loss = 0;
+  const float scale = 1.0f / static_cast<float>(N);
+  for (int64_t r0 = first_row; r0 < first_row + rows; r0 += S) {
+    const int64_t s = std::min(S, first_row + rows - r0);
+    float* z = g.data(logits);
+    const float* xs = g.data(x) + r0 * C;
+    STRATA_RETURN_IF_ERROR(compute_->Gemm(false, true, s, V, C, xs, C,
+                                          g.data(w), C, 0.0f, z, V));
+    STRATA_ASSIGN_OR_RETURN(
+        double part, compute_->CrossEntropy(z, Ints(g, tg) + r0,
+                                            gradient ? z : nullptr, s, V,
+                                            scale));
+    loss += part;
+    if (!gradient) continue;
+    STRATA_RETURN_IF_ERROR(compute_->Gemm(false, false, s, C, V, z, V,
+                                          g.data(w), C, 0.0f,
+                                          g.data(dln) + r0 * C, C));
+    STRATA_RETURN_IF_ERROR(compute_->Gemm(true, false, V, C, s, z, V, xs, C,
+                                          r0 == first_row ? 0.0f : 1.0f,
+                                          g.data(dw), C));
+  }
+  STRATA_RETURN_IF_ERROR(g.Release());
+  return loss;
+}
+
+absl::Status Gpt::FinalNormBackward() {
+  const int64_t N = rows_, C = config_.embed;
+  const ParamSlot& w = g_.lnf.params[0];
+  const ParamSlot& b = g_.lnf.params[1];
+  LeaseGroup g = DeviceGroup();
+  const int x = g.Add(g_.out, kR), wi = g.Add(w.w, kR),
+            st = g.Add(g_.lnf_stats, kR), dln = g.Add(s_.dln, kR),
+            dres = g.Add(s_.dres, kO), dw = g.Add(w.g, kO),
+            db = g.Add(b.g, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  for (int i : {dres, dw, db}) {
+    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
+  }
+  STRATA_RETURN_IF_ERROR(compute_->LayerNormBackward(
+      g.data(x), g.data(wi), g.data(st), g.data(st) + N, g.data(dln),
+      g.data(dres), g.data(dw), g.data(db), N, C));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  for (TensorId id : {g_.out, g_.lnf_stats, s_.dln}) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+  }
+  return optimizer_.GroupComplete(g_.lnf);
+}
+
+// LayerNorm backward into the residual gradient: dres += dx, the norm's own
+// weight and bias gradients overwritten.
+absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
+                               const ParamSlot& b, TensorId stats_id) {
+  const int64_t N = rows_, C = config_.embed;
+  LeaseGroup g = DeviceGroup();
+  const int x = g.Add(x_id, kR), wi = g.Add(w.w, kR), st = g.Add(stats_id, kR),
+            dln = g.Add(s_.dln, kR), dres = g.Add(s_.dres, kW),
+            dw = g.Add(w.g, kO), db = g.Add(b.g, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  for (int i : {dw, db}) {
+    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
+  }
+  STRATA_RETURN_IF_ERROR(compute_->LayerNormBackward(
+      g.data(x), g.data(wi), g.data(st), g.data(st) + N, g.data(dln),
+      g.data(dres), g.data(dw), g.data(db), N, C));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  for (TensorId id : {x_id, stats_id, s_.dln}) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+  }
+  return absl::OkStatus();
+}
+
+// dres holds the gradient of the block's output on entry, of its input on
+// return; the block's parameters are handed to the optimizer.
+absl::Status Gpt::BlockBackward(const Block& b) {
+  const int64_t N = rows_, C = config_.embed;
+  using B = Block;
+  {  // The MLP: projection, GELU, first layer.
+    LeaseGroup g = DeviceGroup();
+    const int gelu = g.Add(b.gelu, kR), pw = g.Add(b.p(B::kFcProjW).w, kR),
+              dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kFcProjW).g, kO),
+              dpb = g.Add(b.p(B::kFcProjB).g, kO), dfc = g.Add(s_.dfc, kO),
+              fc = g.Add(b.fc, kR), ln = g.Add(b.ln2, kR),
+              fw = g.Add(b.p(B::kFcW).w, kR), dfw = g.Add(b.p(B::kFcW).g, kO),
+              dfb = g.Add(b.p(B::kFcB).g, kO), dln = g.Add(s_.dln, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+        g.data(gelu), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
+        g.data(dfc), N, 4 * C, C));
+    STRATA_RETURN_IF_ERROR(
+        compute_->ActivationBackward(Activation::kGeluTanh, g.data(fc),
+                                     g.data(dfc), g.data(dfc), N * 4 * C));
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+        g.data(ln), g.data(fw), g.data(dfc), g.data(dfw), g.data(dfb),
+        g.data(dln), N, C, 4 * C));
+    STRATA_RETURN_IF_ERROR(g.Release());
+    for (TensorId id : {b.gelu, b.fc, b.ln2, s_.dfc}) {
+      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(
+      NormBackward(b.mid, b.p(B::kLn2W), b.p(B::kLn2B), b.ln2_stats));
+  {  // The attention's projection, attention, the QKV projection.
+    LeaseGroup g = DeviceGroup();
+    const int att = g.Add(b.att, kR), pw = g.Add(b.p(B::kProjW).w, kR),
+              dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kProjW).g, kO),
+              dpb = g.Add(b.p(B::kProjB).g, kO), datt = g.Add(s_.datt, kO),
+              qkv = g.Add(b.qkv, kR), lse = g.Add(b.lse, kR),
+              dqkv = g.Add(s_.dqkv, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+        g.data(att), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
+        g.data(datt), N, C, C));
+    STRATA_RETURN_IF_ERROR(compute_->AttentionBackward(
+        g.data(qkv), g.data(att), g.data(datt), g.data(lse), g.data(dqkv),
+        N / config_.context, config_.context, C, config_.heads));
+    STRATA_RETURN_IF_ERROR(g.Release());
+    for (TensorId id : {b.att, b.lse, b.qkv, s_.datt}) {
+      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    }
+  }
+  {
+    LeaseGroup g = DeviceGroup();
+    const int ln = g.Add(b.ln1, kR), qw = g.Add(b.p(B::kQkvW).w, kR),
+              dqkv = g.Add(s_.dqkv, kR), dqw = g.Add(b.p(B::kQkvW).g, kO),
+              dqb = g.Add(b.p(B::kQkvB).g, kO), dln = g.Add(s_.dln, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+        g.data(ln), g.data(qw), g.data(dqkv), g.data(dqw), g.data(dqb),
+        g.data(dln), N, C, 3 * C));
+    STRATA_RETURN_IF_ERROR(g.Release());
+    for (TensorId id : {b.ln1, s_.dqkv}) {
+      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(
+      NormBackward(b.x, b.p(B::kLn1W), b.p(B::kLn1B), b.ln1_stats));
+  return optimizer_.GroupComplete(b.group);
+}
+
+absl::Status Gpt::EmbedBackward() {
+  const ParamSlot& wte = g_.embeddings.params[0];
+  const ParamSlot& wpe = g_.embeddings.params[1];
+  {
+    LeaseGroup g = DeviceGroup();
+    const int tok = g.Add(s_.tokens, kR), dres = g.Add(s_.dres, kR),
+              dte = g.Add(wte.g, kW), dpe = g.Add(wpe.g, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dpe), g.bytes(dpe) / kF));
+    STRATA_RETURN_IF_ERROR(compute_->EmbeddingBackward(
+        Ints(g, tok), g.data(dres), g.data(dte), g.data(dpe),
+        rows_ / config_.context, config_.context, config_.embed,
+        config_.vocab));
+    STRATA_RETURN_IF_ERROR(g.Release());
+  }
+  for (TensorId id : {s_.tokens, s_.dres}) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+  }
+  return absl::OkStatus();  // TrainStep hands the embeddings over last
+}
+
+absl::Status Gpt::Forward() {
+  STRATA_RETURN_IF_ERROR(Embed());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const TensorId out = l + 1 < blocks_.size() ? blocks_[l + 1].x : g_.out;
+    STRATA_RETURN_IF_ERROR(BlockForward(blocks_[l], out));
+  }
+  return FinalNorm();
+}
+
+// Every activation and temporary, for a pass that ends early (evaluation,
+// generation, an error).
+absl::Status Gpt::DiscardActivations() {
+  absl::Status status;
+  for (const Block& b : blocks_) {
+    for (TensorId id : {b.x, b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid,
+                        b.ln2, b.ln2_stats, b.fc, b.gelu}) {
+      status.Update(store_->Discard(id));
+    }
+  }
+  for (TensorId id : {g_.out, g_.lnf_out, g_.lnf_stats, s_.tokens, s_.targets,
+                      s_.logits, s_.dres, s_.dln, s_.datt, s_.dqkv, s_.dfc}) {
+    status.Update(store_->Discard(id));
+  }
+  return status;
+}
+
+absl::StatusOr<double> Gpt::ForwardBackward(const int32_t* inputs,
+                                            const int32_t* targets,
+                                            int64_t sequences) {
+  rows_ = sequences * config_.context;
+  STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
+  STRATA_RETURN_IF_ERROR(Forward());
+  STRATA_ASSIGN_OR_RETURN(double loss, Classifier(true, 0, rows_));
+  for (TensorId id : {g_.lnf_out, s_.logits, s_.targets}) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+  }
+  STRATA_RETURN_IF_ERROR(FinalNormBackward());
+  for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
+    STRATA_RETURN_IF_ERROR(BlockBackward(blocks_[l]));
+  }
+  STRATA_RETURN_IF_ERROR(EmbedBackward());
+  STRATA_RETURN_IF_ERROR(compute_->Synchronize());
+  return loss;
+}
+
+AdamParams Gpt::StepAdamParams() const {
+  AdamParams p = config_.adam;
+  p.lr = lr_;
+  const double t = static_cast<double>(steps_ + 1);
+  p.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, t)));
+  p.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, t)));
+  return p;
+}
+
+absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
+                                      const int32_t* targets,
+                                      int64_t sequences) {
+  const AdamParams adam = StepAdamParams();
+  store_->BeginStep();
+  optimizer_.BeginStep(adam);
+  absl::StatusOr<double> loss = ForwardBackward(inputs, targets, sequences);
+  absl::StatusOr<std::optional<float>> rerun =
+      loss.ok() ? optimizer_.EndStep(g_.embeddings) : loss.status();
+  store_->EndStep();
+  if (!rerun.ok()) {
+    DiscardActivations().IgnoreError();
+    return rerun.status();
+  }
+  if (rerun->has_value()) {
+    // The norm exceeded the limit: the updated groups were restored; the
+    // same gradients again, clipped this time.
+    const auto start = std::chrono::steady_clock::now();
+    store_->BeginStep();
+    optimizer_.BeginStep(adam, **rerun);
+    absl::Status again = ForwardBackward(inputs, targets, sequences).status();
+    if (again.ok()) again = optimizer_.EndStep(g_.embeddings).status();
+    store_->EndStep();
+    rollback_seconds_ += Since(start);
+    if (!again.ok()) {
+      DiscardActivations().IgnoreError();
+      return again;
+    }
+  }
+  ++steps_;
+  return loss;
+}
+
+absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
+                                     const int32_t* targets,
+                                     int64_t sequences) {
+  store_->BeginStep();
+  absl::StatusOr<double> loss = [&]() -> absl::StatusOr<double> {
+    rows_ = sequences * config_.context;
+    STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
+    STRATA_RETURN_IF_ERROR(Forward());
+    return Classifier(false, 0, rows_);
+  }();
+  absl::Status discard = DiscardActivations();
+  store_->EndStep();
+  if (loss.ok() && !discard.ok()) return discard;
+  return loss;
+}
+
+absl::StatusOr<std::vector<float>> Gpt::LastLogits(const int32_t* inputs,
+                                                   int64_t sequences,
+                                                   int64_t row) {
+  if (row < 0 || row >= sequences) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("row %d of %d sequences", row, sequences));
+  }
+  // The targets only feed the loss, which is not used: the inputs serve.
+  store_->BeginStep();
+  std::vector<float> logits(config_.vocab);
+  absl::Status status = [&]() -> absl::Status {
+    rows_ = sequences * config_.context;
+    STRATA_RETURN_IF_ERROR(Upload(inputs, inputs, sequences));
+    STRATA_RETURN_IF_ERROR(Forward());
+    const int64_t last = row * config_.context + config_.context - 1;
+    STRATA_RETURN_IF_ERROR(Classifier(false, last, 1).status());
+    return store_->Read(s_.logits, logits.data(), logits.size() * kF);
+  }();
+  status.Update(DiscardActivations());
+  store_->EndStep();
+  if (!status.ok()) return status;
+  return logits;
+}
+
+}  // namespace strata::train

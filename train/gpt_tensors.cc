@@ -1,0 +1,237 @@
+// gpt_tensors.cc: Gpt's tensors — one per block and role — and GPT-2's
+// initialisation (see gpt.h).
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/splitmix64.h"
+#include "strata/status.h"
+#include "train/gpt.h"
+
+namespace strata::train {
+namespace {
+
+constexpr uint64_t kF = sizeof(float);
+constexpr double kInitStddev = 0.02;  // GPT-2's
+
+uint64_t Elements(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+Gpt::Gpt(Store* store, Compute* compute, const GptConfig& config,
+         const ModelFootprint& footprint)
+    : store_(store),
+      compute_(compute),
+      config_(config),
+      footprint_(footprint),
+      optimizer_(store, compute, config.optimizer_tier,
+                 {.max_norm = config.grad_clip,
+                  .weight_decay = config.weight_decay},
+                 &created_),
+      lr_(config.adam.lr) {}
+
+Gpt::~Gpt() {
+  for (TensorId id : created_) store_->Destroy(id).IgnoreError();
+}
+
+absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store,
+                                                 Compute* compute,
+                                                 GptConfig config) {
+  const Stats stats = store->GetStats();
+  if (config.classifier_rows <= 0) {
+    config.classifier_rows = ChooseClassifierRows(
+        config, stats.tiers[int(Tier::kDevice)].capacity_bytes);
+  }
+  STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint,
+                          ComputeGptFootprint(config));
+  STRATA_RETURN_IF_ERROR(CheckGptFits(stats, config, footprint));
+  std::unique_ptr<Gpt> gpt(new Gpt(store, compute, config, footprint));
+  STRATA_RETURN_IF_ERROR(gpt->CreateTensors());
+  STRATA_RETURN_IF_ERROR(gpt->InitWeights());
+  return gpt;
+}
+
+absl::StatusOr<TensorId> Gpt::CreateTensor(const std::string& name,
+                                           TensorKind kind, DType dtype,
+                                           std::vector<int64_t> shape) {
+  const uint64_t bytes = DTypeSize(dtype) * Elements(shape);
+  absl::StatusOr<TensorId> id = store_->Create({.name = name,
+                                                .size_bytes = bytes,
+                                                .dtype = dtype,
+                                                .shape = std::move(shape),
+                                                .kind = kind,
+                                                .home = config_.home});
+  if (id.ok()) created_.push_back(*id);
+  return id;
+}
+
+absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
+                                           std::vector<int64_t> shape,
+                                           bool decay) {
+  const DType f32 = DType::kFloat32;
+  using K = TensorKind;
+  ParamSlot s;
+  s.decay = decay;
+  s.bytes = Elements(shape) * kF;
+  STRATA_ASSIGN_OR_RETURN(s.w, CreateTensor(name, K::kParameter, f32, shape));
+  STRATA_ASSIGN_OR_RETURN(
+      s.g, CreateTensor(name + ".grad", K::kGradient, f32, shape));
+  STRATA_ASSIGN_OR_RETURN(
+      s.m, CreateTensor(name + ".adam_m", K::kOptimizerState, f32, shape));
+  STRATA_ASSIGN_OR_RETURN(
+      s.v, CreateTensor(name + ".adam_v", K::kOptimizerState, f32, shape));
+  params_.push_back({name, s});
+  return s;
+}
+
+absl::StatusOr<TensorId> Gpt::CreateBackup(const std::string& prefix,
+                                           const ParamGroup& group) {
+  return CreateTensor(prefix + "rollback_backup", TensorKind::kOptimizerState,
+                      DType::kFloat32,
+                      {static_cast<int64_t>(group.backup_bytes() / kF)});
+}
+
+absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
+  const int64_t C = config_.embed, N = config_.tokens();
+  const std::string p = absl::StrFormat("block%d.", l);
+  Block b;
+  // Role order matches Block's enum.
+  const struct {
+    const char* name;
+    std::vector<int64_t> shape;
+    bool decay;
+  } roles[Block::kCount] = {
+      {"ln1.weight", {C}, false},          {"ln1.bias", {C}, false},
+      {"qkv.weight", {3 * C, C}, true},    {"qkv.bias", {3 * C}, false},
+      {"proj.weight", {C, C}, true},       {"proj.bias", {C}, false},
+      {"ln2.weight", {C}, false},          {"ln2.bias", {C}, false},
+      {"fc.weight", {4 * C, C}, true},     {"fc.bias", {4 * C}, false},
+      {"fc_proj.weight", {C, 4 * C}, true}, {"fc_proj.bias", {C}, false},
+  };
+  for (const auto& r : roles) {
+    STRATA_ASSIGN_OR_RETURN(ParamSlot s,
+                            CreateParam(p + r.name, r.shape, r.decay));
+    b.group.params.push_back(s);
+  }
+  STRATA_ASSIGN_OR_RETURN(b.group.backup, CreateBackup(p, b.group));
+  const DType f32 = DType::kFloat32;
+  auto act = [&](const char* name, std::vector<int64_t> shape) {
+    return CreateTensor(p + name, TensorKind::kActivation, f32,
+                        std::move(shape));
+  };
+  STRATA_ASSIGN_OR_RETURN(b.x, act("input", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(b.ln1, act("ln1.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(b.ln1_stats, act("ln1.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(b.qkv, act("qkv.out", {N, 3 * C}));
+  STRATA_ASSIGN_OR_RETURN(b.att, act("attention.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(
+      b.lse, act("attention.lse",
+                 {config_.batch, config_.heads, config_.context}));
+  STRATA_ASSIGN_OR_RETURN(b.mid, act("residual.mid", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(b.ln2, act("ln2.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(b.ln2_stats, act("ln2.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(b.fc, act("fc.out", {N, 4 * C}));
+  STRATA_ASSIGN_OR_RETURN(b.gelu, act("gelu.out", {N, 4 * C}));
+  return b;
+}
+
+absl::Status Gpt::CreateTensors() {
+  const int64_t C = config_.embed, N = config_.tokens();
+  const int64_t V = config_.vocab, T = config_.context;
+  // Creation order is the order of first use in a step: embeddings, blocks,
+  // final LayerNorm.
+  STRATA_ASSIGN_OR_RETURN(ParamSlot wte, CreateParam("wte", {V, C}, true));
+  STRATA_ASSIGN_OR_RETURN(ParamSlot wpe, CreateParam("wpe", {T, C}, true));
+  // The embeddings' gradients complete last, when the norm is known: they
+  // are never updated speculatively and need no backup.
+  g_.embeddings.params = {wte, wpe};
+  blocks_.reserve(config_.layers);
+  for (int l = 0; l < config_.layers; ++l) {
+    STRATA_ASSIGN_OR_RETURN(Block b, CreateBlock(l));
+    blocks_.push_back(std::move(b));
+  }
+  STRATA_ASSIGN_OR_RETURN(ParamSlot lw, CreateParam("lnf.weight", {C}, false));
+  STRATA_ASSIGN_OR_RETURN(ParamSlot lb, CreateParam("lnf.bias", {C}, false));
+  g_.lnf.params = {lw, lb};
+  STRATA_ASSIGN_OR_RETURN(g_.lnf.backup, CreateBackup("lnf.", g_.lnf));
+  const DType f32 = DType::kFloat32;
+  using K = TensorKind;
+  auto act = [&](const char* name, std::vector<int64_t> shape,
+                 DType dtype = DType::kFloat32) {
+    return CreateTensor(name, K::kActivation, dtype, std::move(shape));
+  };
+  STRATA_ASSIGN_OR_RETURN(g_.out, act("blocks.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(g_.lnf_out, act("lnf.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(g_.lnf_stats, act("lnf.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(s_.tokens, act("tokens", {N}, DType::kInt32));
+  STRATA_ASSIGN_OR_RETURN(s_.targets, act("targets", {N}, DType::kInt32));
+  STRATA_ASSIGN_OR_RETURN(s_.logits,
+                          act("logits.slice", {config_.classifier_rows, V}));
+  STRATA_ASSIGN_OR_RETURN(s_.dres, act("residual.grad", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(s_.dln, act("ln.out.grad", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(s_.datt, act("attention.out.grad", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(s_.dqkv, act("qkv.out.grad", {N, 3 * C}));
+  STRATA_ASSIGN_OR_RETURN(s_.dfc, act("fc.out.grad", {N, 4 * C}));
+  (void)f32;
+  return absl::OkStatus();
+}
+
+// Normal(0, stddev) from SplitMix64 through Box-Muller: the same values on
+// every platform, so the initial weights depend only on the seed. stddev 0
+// fills with `fill` (biases 0, LayerNorm weights 1). Moments start at 0.
+absl::Status Gpt::InitParam(const ParamSlot& slot, double stddev, double fill,
+                            uint64_t stream) {
+  std::vector<float> w(slot.bytes / kF, static_cast<float>(fill));
+  if (stddev > 0) {
+    uint64_t state = config_.seed * 0x9e3779b97f4a7c15ULL + stream;
+    for (size_t i = 0; i < w.size(); i += 2) {
+      const double u1 = ((SplitMix64Next(state) >> 11) + 1) * 0x1.0p-53;
+      const double u2 = (SplitMix64Next(state) >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
+      w[i] = static_cast<float>(r * std::cos(2 * M_PI * u2));
+      if (i + 1 < w.size()) {
+        w[i + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
+      }
+    }
+  }
+  STRATA_RETURN_IF_ERROR(store_->Write(slot.w, w.data(), slot.bytes));
+  const std::vector<float> zeros(w.size(), 0.0f);
+  STRATA_RETURN_IF_ERROR(store_->Write(slot.m, zeros.data(), slot.bytes));
+  return store_->Write(slot.v, zeros.data(), slot.bytes);
+}
+
+absl::Status Gpt::InitWeights() {
+  // GPT-2: the residual projections scaled by 1/sqrt(2L).
+  const double residual = kInitStddev / std::sqrt(2.0 * config_.layers);
+  uint64_t stream = 0;
+  for (const Param& p : params_) {
+    const std::string& n = p.name;
+    const bool bias = n.ends_with(".bias");
+    const bool norm = n.find(".ln") != std::string::npos ||
+                      n.starts_with("lnf.");
+    const bool proj = n.ends_with("proj.weight");
+    double stddev = kInitStddev, fill = 0;
+    if (bias) stddev = 0;
+    if (norm) stddev = 0, fill = bias ? 0 : 1;
+    if (proj) stddev = residual;
+    STRATA_RETURN_IF_ERROR(InitParam(p.slot, stddev, fill, ++stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::ReadParameter(const std::string& name,
+                                std::vector<float>* out) {
+  for (const Param& p : params_) {
+    if (p.name != name) continue;
+    out->resize(p.slot.bytes / kF);
+    return store_->Read(p.slot.w, out->data(), p.slot.bytes);
+  }
+  return absl::NotFoundError(absl::StrCat("no parameter named ", name));
+}
+
+}  // namespace strata::train
