@@ -3,12 +3,12 @@
 # minutes: the GPU tests, `strata info` on the CUDA backend, the device link
 # bandwidth (raw cudaMemcpyAsync vs through the store), unified memory (a 4 GiB
 # managed buffer moved by faults, prefetch, batched and discarding prefetch,
-# vs a pinned copy; the store's unified mode), the training kernels against
-# their CPU versions, the host Adam's vector paths against the scalar
-# reference (the GPU host usually has AVX-512, which the build machine may
-# lack) and cpu_adam_bench on its cores, and a short `strata train` run
-# offloaded, in unified memory and resident (their losses must be bitwise
-# equal). Prints a short table last.
+# vs a pinned copy; the store's unified mode), the training kernels (the
+# MLP's and the transformer's) against their CPU versions, the host Adam's
+# vector paths against the scalar reference (the GPU host usually has
+# AVX-512, which the build machine may lack) and cpu_adam_bench on its
+# cores, and a short `strata train` run offloaded, in unified memory and
+# resident (their losses must be bitwise equal). Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
@@ -23,8 +23,8 @@ mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
 bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_test
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
-      tests/compute_test bench/device_link_bench bench/train_bench
-      bench/cpu_adam_bench)
+      tests/transformer_gpu_test tests/compute_test bench/device_link_bench
+      bench/train_bench bench/cpu_adam_bench)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -83,6 +83,7 @@ run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
   --json="$out/link.json"
 run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
+run_step transformer_gpu_test "$(bin tests/transformer_gpu_test)"
 # Every vector path this CPU runs, bitwise against the scalar reference (a
 # path the CPU lacks is reported SKIPPED in the log, not passed).
 run_step cpu_adam_paths "$(bin tests/compute_test)" \
@@ -124,8 +125,8 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test compute_gpu_test cpu_adam_paths cpu_adam_bench bench_link \
-    bench_link_um info link_bench \
+    host_arena_test compute_gpu_test transformer_gpu_test cpu_adam_paths \
+    cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
     train_bench; do
   printf '%-22s %s\n' "$k" "${result[$k]}"

@@ -1,7 +1,8 @@
 // compute_gpu_test.cc: CudaCompute against CpuCompute on the same random
 // inputs — sgemm-based ops within 1e-4 of the GEMM error scale, activations
-// and the loss within 1e-5 relative, the bias gradient and Adam bit for bit —
-// and every op giving the same bits when run twice. Skips (never passes
+// (ReLU, both GELUs) and the loss within 1e-5 relative, the bias gradient and
+// Adam bit for bit — and every op giving the same bits when run twice. The
+// transformer's operations are in transformer_gpu_test.cc. Skips (never passes
 // silently) where MakeCudaCompute fails: no GPU, or a build without CUDA.
 #include <algorithm>
 #include <cmath>
@@ -13,86 +14,19 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/compute_gpu_test_util.h"
 #include "tests/compute_test_util.h"
 #include "train/compute.h"
-
-#if defined(STRATA_HAVE_CUDA)
-#include <cuda_runtime.h>
-
-#include "base/cuda_status.h"
-#endif
 
 namespace strata::train {
 namespace {
 
+using ::strata::train::testing::DeviceArray;
+using ::strata::train::testing::ExpectClose;
+using ::strata::train::testing::Poison;
 using ::strata::train::testing::Random;
 using ::strata::train::testing::RandomLabels;
 using ::strata::train::testing::SameBits;
-
-// A device copy of a host vector, freed on destruction. Uploads and
-// downloads wait for the whole device, since the compute's stream does not
-// synchronise with the legacy default stream cudaMemcpy uses.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
-#if defined(STRATA_HAVE_CUDA)
-    Expect(cudaMalloc(&ptr_, bytes()), "cudaMalloc");
-    Expect(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice),
-           "cudaMemcpy H2D");
-    Expect(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-#else
-    ADD_FAILURE() << "built without CUDA";
-#endif
-  }
-  ~DeviceArray() {
-#if defined(STRATA_HAVE_CUDA)
-    cudaFree(ptr_);
-#endif
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  T* get() const { return ptr_; }
-
-  std::vector<T> ToHost() const {
-    std::vector<T> host(size_);
-#if defined(STRATA_HAVE_CUDA)
-    Expect(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    Expect(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost),
-           "cudaMemcpy D2H");
-#endif
-    return host;
-  }
-
- private:
-  size_t bytes() const { return size_ * sizeof(T); }
-#if defined(STRATA_HAVE_CUDA)
-  static void Expect(cudaError_t err, const char* what) {
-    const absl::Status status = CudaStatus(err, what);
-    EXPECT_TRUE(status.ok()) << status;
-  }
-#endif
-
-  const size_t size_;
-  T* ptr_ = nullptr;
-};
-
-// Poison for outputs, so an op that skips an element shows up.
-std::vector<float> Poison(int64_t n) {
-  return std::vector<float>(n, std::nanf(""));
-}
-
-// |got[i] - want[i]| <= rtol * scale[i] + atol, scale defaulting to |want|.
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
-                 double rtol, double atol, const char* what,
-                 const std::vector<double>* scale = nullptr) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double s = scale != nullptr ? (*scale)[i] : std::abs(want[i]);
-    ASSERT_NEAR(got[i], want[i], rtol * s + atol) << what << "[" << i << "]";
-  }
-}
 
 struct Shape {
   int64_t batch, in, out;
@@ -239,39 +173,56 @@ std::vector<float> ActivationInputs() {
   return z;
 }
 
+// Each activation's tolerance against the CPU: the absolute floors are where
+// the formula cancels (see the comments in the test).
+struct ActivationCase {
+  Activation act;
+  const char* name;
+  double forward_atol, backward_atol;
+};
+constexpr ActivationCase kActivations[] = {
+    {Activation::kRelu, "relu", 0.0, 0.0},
+    // gelu' cancels to 0 near z = -0.75 from terms of ~0.23.
+    {Activation::kGelu, "gelu", 1e-37, 3e-7},
+    // 1 + tanh(u) cancels for z << 0 until tanh saturates (z ~ -5.3): an ulp
+    // of tanh (6e-8) times 0.5 |z|, and in the derivative 1 - tanh^2 times
+    // 0.5 |z| du/dz (up to ~10).
+    {Activation::kGeluTanh, "gelu_tanh", 1e-6, 3e-6},
+};
+
 TEST_F(ComputeGpuTest, ActivationsMatchCpu) {
   const auto z = ActivationInputs();
   const auto da = Random(z.size(), 11);
   const int64_t n = z.size();
   DeviceArray<float> d_z(z), d_da(da);
-  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
-    SCOPED_TRACE(act == Activation::kRelu ? "relu" : "gelu");
+  for (const ActivationCase& c : kActivations) {
+    SCOPED_TRACE(c.name);
     auto want_a = Poison(n), want_dz = Poison(n);
-    ASSERT_TRUE(cpu_->ActivationForward(act, z.data(), want_a.data(), n).ok());
     ASSERT_TRUE(
-        cpu_->ActivationBackward(act, z.data(), da.data(), want_dz.data(), n)
+        cpu_->ActivationForward(c.act, z.data(), want_a.data(), n).ok());
+    ASSERT_TRUE(
+        cpu_->ActivationBackward(c.act, z.data(), da.data(), want_dz.data(), n)
             .ok());
     std::vector<float> a[2], dz[2];
     for (int r = 0; r < 2; ++r) {
       DeviceArray<float> d_a(Poison(n)), d_dz(Poison(n));
-      ASSERT_TRUE(gpu_->ActivationForward(act, d_z.get(), d_a.get(), n).ok());
+      ASSERT_TRUE(gpu_->ActivationForward(c.act, d_z.get(), d_a.get(), n).ok());
       ASSERT_TRUE(
-          gpu_->ActivationBackward(act, d_z.get(), d_da.get(), d_dz.get(), n)
+          gpu_->ActivationBackward(c.act, d_z.get(), d_da.get(), d_dz.get(), n)
               .ok());
       a[r] = d_a.ToHost();
       dz[r] = d_dz.ToHost();
     }
     EXPECT_TRUE(SameBits(a[0], a[1]) && SameBits(dz[0], dz[1]))
         << "not deterministic";
-    if (act == Activation::kRelu) {
+    if (c.act == Activation::kRelu) {
       EXPECT_TRUE(SameBits(a[0], want_a));
       EXPECT_TRUE(SameBits(dz[0], want_dz));
       continue;
     }
-    // CUDA's erfcf/expf are within a few ulp of glibc's. gelu' cancels to 0
-    // near z = -0.75 from terms of ~0.23, hence a small absolute floor there.
-    ExpectClose(a[0], want_a, 1e-5, 1e-37, "gelu");
-    ExpectClose(dz[0], want_dz, 1e-5, 3e-7, "gelu'");
+    // CUDA's erfcf/expf/tanhf are within a few ulp of glibc's.
+    ExpectClose(a[0], want_a, 1e-5, c.forward_atol, "act");
+    ExpectClose(dz[0], want_dz, 1e-5, c.backward_atol, "act'");
   }
 }
 

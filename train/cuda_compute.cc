@@ -1,22 +1,10 @@
-// cuda_compute.cc: CudaCompute, the Compute over CUDA device memory — cuBLAS
-// sgemm for the linear layers and the kernels of cuda_kernels.cu for the
-// rest — and MakeCudaCompute. Host code over the CUDA runtime and cuBLAS
-// APIs; built only with the CUDA toolkit (STRATA_HAVE_CUDA).
-//
-// Row-major matrices are handed to column-major cuBLAS as their transposes:
-// a row-major [r x c] array is a column-major [c x r] one with ld = c, so
-// y = x w^T becomes y^T = w x^T with the operands' roles read off that.
-//
-// Determinism: cuBLAS runs in CUBLAS_DEFAULT_MATH (full fp32, no TF32) on one
-// stream, which cuBLAS documents as bitwise reproducible on the same GPU
-// model; the kernels (cuda_kernels.h) use no atomics and fixed reduction
-// orders.
-//
-// Scratch (per-row softmax results) is cudaMalloc'd on first use and grown
-// by doubling; growing waits for the stream so no kernel still reads it.
-//
-// Thread safety: one CudaCompute serves one thread at a time (it owns one
-// stream, one cuBLAS handle and the scratch); use one per thread.
+// cuda_compute.cc: CudaCompute's setup, the MLP's operations (cuBLAS sgemm
+// for the linear layers, the kernels of cuda_kernels.cu for the rest) and
+// MakeCudaCompute. Host code over the CUDA runtime and cuBLAS APIs; built
+// only with the CUDA toolkit (STRATA_HAVE_CUDA). cuda_compute.h says how the
+// row-major layout reaches cuBLAS and why the results are deterministic.
+#include "train/cuda_compute.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>  // the typed cudaMalloc/cudaMallocHost overloads
 
@@ -36,126 +24,16 @@
 #include "train/cuda_kernels.h"
 
 namespace strata::train {
-namespace {
 
 using kernels::BatchResult;
 using kernels::RowResult;
-
-class CudaCompute final : public Compute {
- public:
-  CudaCompute(int device, std::string gpu_name)
-      : device_(device), name_("cublas:" + std::move(gpu_name)) {}
-  ~CudaCompute() override;
-  CudaCompute(const CudaCompute&) = delete;
-  CudaCompute& operator=(const CudaCompute&) = delete;
-
-  // Creates the stream, the cuBLAS handle and the result buffers.
-  absl::Status Init();
-
-  std::string name() const override { return name_; }
-  void* stream() const override { return stream_; }
-
-  absl::Status LinearForward(const float* x, const float* w, const float* bias,
-                             float* y, int64_t batch, int64_t in,
-                             int64_t out) override;
-  absl::Status LinearBackward(const float* x, const float* w, const float* dy,
-                              float* dw, float* db, float* dx, int64_t batch,
-                              int64_t in, int64_t out) override;
-  absl::Status ActivationForward(Activation act, const float* z, float* a,
-                                 int64_t n) override;
-  absl::Status ActivationBackward(Activation act, const float* z,
-                                  const float* da, float* dz,
-                                  int64_t n) override;
-  absl::StatusOr<LossResult> SoftmaxCrossEntropy(const float* logits,
-                                                 const int32_t* labels,
-                                                 float* dlogits, int64_t batch,
-                                                 int64_t classes) override;
-  absl::Status Adam(const AdamParams& p, float* w, float* m, float* v,
-                    const float* g, int64_t n) override;
-  absl::Status Copy(const float* src, float* dst, int64_t n) override;
-  absl::Status Zero(float* x, int64_t n) override;
-  // ---- Transformer operations: being implemented (issue 12).
-  absl::Status Gemm(bool, bool, int64_t, int64_t, int64_t, const float*,
-                    int64_t, const float*, int64_t, float, float*,
-                    int64_t) override {
-    return absl::UnimplementedError("Gemm");
-  }
-  absl::Status LayerNormForward(const float*, const float*, const float*,
-                                float*, float*, float*, int64_t,
-                                int64_t) override {
-    return absl::UnimplementedError("LayerNormForward");
-  }
-  absl::Status LayerNormBackward(const float*, const float*, const float*,
-                                 const float*, const float*, float*, float*,
-                                 float*, int64_t, int64_t) override {
-    return absl::UnimplementedError("LayerNormBackward");
-  }
-  absl::Status AttentionForward(const float*, float*, float*, int64_t, int64_t,
-                                int64_t, int64_t) override {
-    return absl::UnimplementedError("AttentionForward");
-  }
-  absl::Status AttentionBackward(const float*, const float*, const float*,
-                                 const float*, float*, int64_t, int64_t,
-                                 int64_t, int64_t) override {
-    return absl::UnimplementedError("AttentionBackward");
-  }
-  absl::Status EmbeddingForward(const int32_t*, const float*, const float*,
-                                float*, int64_t, int64_t, int64_t,
-                                int64_t) override {
-    return absl::UnimplementedError("EmbeddingForward");
-  }
-  absl::Status EmbeddingBackward(const int32_t*, const float*, float*, float*,
-                                 int64_t, int64_t, int64_t, int64_t) override {
-    return absl::UnimplementedError("EmbeddingBackward");
-  }
-  absl::StatusOr<double> CrossEntropy(const float*, const int32_t*, float*,
-                                      int64_t, int64_t, float) override {
-    return absl::UnimplementedError("CrossEntropy");
-  }
-  absl::Status Add(const float*, const float*, float*, int64_t) override {
-    return absl::UnimplementedError("Add");
-  }
-  absl::Status Scale(float*, float, int64_t) override {
-    return absl::UnimplementedError("Scale");
-  }
-  absl::StatusOr<double> SumOfSquares(const float*, int64_t) override {
-    return absl::UnimplementedError("SumOfSquares");
-  }
-
-  absl::Status Synchronize() override;
-
- private:
-  // Callers' threads may have another device current.
-  absl::Status SetDevice() const {
-    return CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
-  }
-  // Column-major c[m x n] = op(a) op(b) + beta c on the stream; k == 0 leaves
-  // beta c, which for beta 0 means zeros.
-  absl::Status Gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m,
-                    int64_t n, int64_t k, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, float beta, float* c,
-                    int64_t ldc);
-  absl::Status EnsureRowScratch(int64_t rows);
-  absl::StatusOr<int32_t> FetchLabel(const int32_t* labels, int64_t row);
-
-  // Constant after Init.
-  const int device_;
-  const std::string name_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  BatchResult* result_device_ = nullptr;
-  BatchResult* result_host_ = nullptr;  // pinned
-  // Grown by EnsureRowScratch.
-  RowResult* rows_ = nullptr;
-  int64_t rows_capacity_ = 0;
-};
 
 CudaCompute::~CudaCompute() {
   // Errors are ignored: there is no one left to report them to.
   (void)SetDevice();
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (blas_ != nullptr) cublasDestroy(blas_);
-  cudaFree(rows_);
+  cudaFree(scratch_);
   cudaFree(result_device_);
   cudaFreeHost(result_host_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -177,16 +55,19 @@ absl::Status CudaCompute::Init() {
   return absl::OkStatus();
 }
 
-absl::Status CudaCompute::Gemm(cublasOperation_t ta, cublasOperation_t tb,
-                               int64_t m, int64_t n, int64_t k, const float* a,
-                               int64_t lda, const float* b, int64_t ldb,
-                               float beta, float* c, int64_t ldc) {
+absl::Status CudaCompute::ColumnMajorGemm(cublasOperation_t ta,
+                                          cublasOperation_t tb, int64_t m,
+                                          int64_t n, int64_t k, const float* a,
+                                          int64_t lda, const float* b,
+                                          int64_t ldb, float beta, float* c,
+                                          int64_t ldc) {
   if (m == 0 || n == 0) return absl::OkStatus();
   if (k == 0) {
-    // cuBLAS rejects ld = 0, and an empty product is zero.
+    // cuBLAS rejects ld = 0, and an empty product is zero: n columns of m,
+    // ldc apart.
     if (beta == 0.0f) {
-      STRATA_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(c, 0, sizeof(float) * m * n, stream_));
+      STRATA_CUDA_RETURN_IF_ERROR(cudaMemset2DAsync(
+          c, sizeof(float) * ldc, 0, sizeof(float) * m, n, stream_));
     }
     return absl::OkStatus();
   }
@@ -207,8 +88,8 @@ absl::Status CudaCompute::LinearForward(const float* x, const float* w,
   STRATA_RETURN_IF_ERROR(SetDevice());
   STRATA_RETURN_IF_ERROR(kernels::BroadcastRows(bias, y, batch, out, stream_));
   // y^T[out x batch] = w[out x in] x^T[in x batch] + y^T.
-  return Gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in,
-              /*beta=*/1.0f, y, out);
+  return ColumnMajorGemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, w, in, x, in,
+                         /*beta=*/1.0f, y, out);
 }
 
 absl::Status CudaCompute::LinearBackward(const float* x, const float* w,
@@ -221,12 +102,14 @@ absl::Status CudaCompute::LinearBackward(const float* x, const float* w,
     STRATA_RETURN_IF_ERROR(kernels::ColumnSums(dy, db, batch, out, stream_));
   }
   // dw^T[in x out] = x^T[in x batch] dy[batch x out].
-  STRATA_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in,
-                              dy, out, /*beta=*/0.0f, dw, in));
+  STRATA_RETURN_IF_ERROR(ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out,
+                                         batch, x, in, dy, out, /*beta=*/0.0f,
+                                         dw, in));
   if (dx == nullptr) return absl::OkStatus();
   // dx^T[in x batch] = w^T[in x out] dy^T[out x batch].
-  return Gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy, out,
-              /*beta=*/0.0f, dx, in);
+  return ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy,
+                         out,
+                         /*beta=*/0.0f, dx, in);
 }
 
 absl::Status CudaCompute::ActivationForward(Activation act, const float* z,
@@ -244,16 +127,16 @@ absl::Status CudaCompute::ActivationBackward(Activation act, const float* z,
   return kernels::ActivationBackward(act, z, da, dz, n, stream_);
 }
 
-absl::Status CudaCompute::EnsureRowScratch(int64_t rows) {
-  if (rows <= rows_capacity_) return absl::OkStatus();
-  const int64_t capacity = std::max(rows, 2 * rows_capacity_);
+absl::Status CudaCompute::EnsureScratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return absl::OkStatus();
+  const size_t capacity = std::max(bytes, 2 * scratch_bytes_);
   // Earlier kernels on the stream may still read the old buffer.
   STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  STRATA_CUDA_RETURN_IF_ERROR(cudaFree(rows_));
-  rows_ = nullptr;
-  rows_capacity_ = 0;
-  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&rows_, sizeof(RowResult) * capacity));
-  rows_capacity_ = capacity;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, capacity));
+  scratch_bytes_ = capacity;
   return absl::OkStatus();
 }
 
@@ -278,9 +161,10 @@ absl::StatusOr<LossResult> CudaCompute::SoftmaxCrossEntropy(
   }
   if (batch == 0) return LossResult{};
   STRATA_RETURN_IF_ERROR(SetDevice());
-  STRATA_RETURN_IF_ERROR(EnsureRowScratch(batch));
+  STRATA_RETURN_IF_ERROR(EnsureScratch(sizeof(RowResult) * batch));
   STRATA_RETURN_IF_ERROR(kernels::SoftmaxLoss(
-      logits, labels, dlogits, batch, classes, rows_, result_device_, stream_));
+      logits, labels, dlogits, batch, classes,
+      static_cast<RowResult*>(scratch_), result_device_, stream_));
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result_host_, result_device_,
                                               sizeof(BatchResult),
                                               cudaMemcpyDeviceToHost, stream_));
@@ -322,8 +206,6 @@ absl::Status CudaCompute::Synchronize() {
   STRATA_RETURN_IF_ERROR(SetDevice());
   return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Compute>> MakeCudaCompute(int device) {
   int count = 0;
