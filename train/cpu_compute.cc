@@ -1,6 +1,7 @@
 // cpu_compute.cc: CpuCompute, the Compute over host memory — OpenBLAS sgemm
-// for the linear layers, plain loops for the rest — and, in builds without
-// CUDA, the MakeCudaCompute that says so.
+// for the linear layers, plain loops for the rest, the transformer's
+// operations from cpu_transformer.h — and, in builds without CUDA, the
+// MakeCudaCompute that says so.
 //
 // Determinism: OpenBLAS splits sgemm across its threads by rows and columns
 // of the output, never along the inner dimension, so a fixed thread count
@@ -19,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
 #include "train/compute.h"
+#include "train/cpu_transformer.h"
 
 namespace strata::train {
 namespace {
@@ -113,10 +115,11 @@ class CpuCompute final : public Compute {
     STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
     ColumnSums(dy, db, batch, out);
     // dw[out x in] = dy^T x.
-    Gemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in);
+    BlasGemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in);
     // dx[batch x in] = dy w.
     if (dx != nullptr) {
-      Gemm(CblasNoTrans, CblasNoTrans, batch, in, out, dy, out, w, in, dx, in);
+      BlasGemm(CblasNoTrans, CblasNoTrans, batch, in, out, dy, out, w, in, dx,
+               in);
     }
     return absl::OkStatus();
   }
@@ -200,52 +203,66 @@ class CpuCompute final : public Compute {
     return absl::OkStatus();
   }
 
-  // ---- Transformer operations: being implemented (issue 12).
-  absl::Status Gemm(bool, bool, int64_t, int64_t, int64_t, const float*,
-                    int64_t, const float*, int64_t, float, float*,
-                    int64_t) override {
-    return absl::UnimplementedError("Gemm");
+  // ---- The transformer's operations: the CPU references (cpu_transformer.h)
+  // on the shared host pool.
+  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float beta, float* c, int64_t ldc) override {
+    return GemmCpu(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
   }
-  absl::Status LayerNormForward(const float*, const float*, const float*,
-                                float*, float*, float*, int64_t,
-                                int64_t) override {
-    return absl::UnimplementedError("LayerNormForward");
+  absl::Status LayerNormForward(const float* x, const float* weight,
+                                const float* bias, float* out, float* mean,
+                                float* rstd, int64_t N, int64_t C) override {
+    return LayerNormForwardCpu(x, weight, bias, out, mean, rstd, N, C);
   }
-  absl::Status LayerNormBackward(const float*, const float*, const float*,
-                                 const float*, const float*, float*, float*,
-                                 float*, int64_t, int64_t) override {
-    return absl::UnimplementedError("LayerNormBackward");
+  absl::Status LayerNormBackward(const float* x, const float* weight,
+                                 const float* mean, const float* rstd,
+                                 const float* dout, float* dx, float* dweight,
+                                 float* dbias, int64_t N, int64_t C) override {
+    return LayerNormBackwardCpu(x, weight, mean, rstd, dout, dx, dweight, dbias,
+                                N, C);
   }
-  absl::Status AttentionForward(const float*, float*, float*, int64_t, int64_t,
-                                int64_t, int64_t) override {
-    return absl::UnimplementedError("AttentionForward");
+  absl::Status AttentionForward(const float* qkv, float* out, float* lse,
+                                int64_t B, int64_t T, int64_t C,
+                                int64_t H) override {
+    return AttentionForwardCpu(qkv, out, lse, B, T, C, H);
   }
-  absl::Status AttentionBackward(const float*, const float*, const float*,
-                                 const float*, float*, int64_t, int64_t,
-                                 int64_t, int64_t) override {
-    return absl::UnimplementedError("AttentionBackward");
+  absl::Status AttentionBackward(const float* qkv, const float* out,
+                                 const float* dout, const float* lse,
+                                 float* dqkv, int64_t B, int64_t T, int64_t C,
+                                 int64_t H) override {
+    return AttentionBackwardCpu(qkv, out, dout, lse, dqkv, B, T, C, H);
   }
-  absl::Status EmbeddingForward(const int32_t*, const float*, const float*,
-                                float*, int64_t, int64_t, int64_t,
-                                int64_t) override {
-    return absl::UnimplementedError("EmbeddingForward");
+  absl::Status EmbeddingForward(const int32_t* tokens, const float* wte,
+                                const float* wpe, float* out, int64_t B,
+                                int64_t T, int64_t C, int64_t V) override {
+    return EmbeddingForwardCpu(tokens, wte, wpe, out, B, T, C, V);
   }
-  absl::Status EmbeddingBackward(const int32_t*, const float*, float*, float*,
-                                 int64_t, int64_t, int64_t, int64_t) override {
-    return absl::UnimplementedError("EmbeddingBackward");
+  absl::Status EmbeddingBackward(const int32_t* tokens, const float* dout,
+                                 float* dwte, float* dwpe, int64_t B, int64_t T,
+                                 int64_t C, int64_t V) override {
+    return EmbeddingBackwardCpu(tokens, dout, dwte, dwpe, B, T, C, V);
   }
-  absl::StatusOr<double> CrossEntropy(const float*, const int32_t*, float*,
-                                      int64_t, int64_t, float) override {
-    return absl::UnimplementedError("CrossEntropy");
+  absl::StatusOr<double> CrossEntropy(const float* logits,
+                                      const int32_t* targets, float* dlogits,
+                                      int64_t rows, int64_t V,
+                                      float grad_scale) override {
+    return CrossEntropyCpu(logits, targets, dlogits, rows, V, grad_scale);
   }
-  absl::Status Add(const float*, const float*, float*, int64_t) override {
-    return absl::UnimplementedError("Add");
+  absl::Status Add(const float* a, const float* b, float* out,
+                   int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckCount("Add", n));
+    AddCpu(a, b, out, n);
+    return absl::OkStatus();
   }
-  absl::Status Scale(float*, float, int64_t) override {
-    return absl::UnimplementedError("Scale");
+  absl::Status Scale(float* x, float s, int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckCount("Scale", n));
+    ScaleCpu(x, s, n);
+    return absl::OkStatus();
   }
-  absl::StatusOr<double> SumOfSquares(const float*, int64_t) override {
-    return absl::UnimplementedError("SumOfSquares");
+  absl::StatusOr<double> SumOfSquares(const float* x, int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckCount("SumOfSquares", n));
+    return SumOfSquaresCpu(x, n);
   }
 
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -263,9 +280,9 @@ class CpuCompute final : public Compute {
 
   // c[m x n] = op(a) op(b) with beta 0, row-major; an empty inner dimension
   // gives zeros (BLAS would not touch c for k == 0 on every implementation).
-  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
-                   int64_t k, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc) {
+  static void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
+                       int64_t n, int64_t k, const float* a, int64_t lda,
+                       const float* b, int64_t ldb, float* c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
       std::fill(c, c + m * n, 0.0f);
@@ -276,6 +293,12 @@ class CpuCompute final : public Compute {
                 static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
   }
 
+  static absl::Status CheckCount(const char* op, int64_t n) {
+    if (n >= 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s of a negative count %d", op, n));
+  }
+
   static absl::Status UnknownActivation(Activation act) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown activation %d", static_cast<int>(act)));
@@ -283,10 +306,6 @@ class CpuCompute final : public Compute {
 };
 
 }  // namespace
-
-void ScaleCpu(float* x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= s;
-}
 
 std::unique_ptr<Compute> MakeCpuCompute(int threads) {
   // OpenBLAS's thread count is process-wide: the last MakeCpuCompute with a
