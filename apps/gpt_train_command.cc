@@ -187,9 +187,8 @@ void PrintProgress(const train::LmProgress& p, bool tty) {
 // Samples `count` tokens after the first window of the validation split
 // (temperature 1, SplitMix64 from `seed`), one forward pass per token.
 absl::StatusOr<std::string> Sample(train::Gpt& gpt,
-                                   const train::LmCorpus& corpus,
-                                   int64_t count, uint64_t seed,
-                                   std::string* prompt) {
+                                   const train::LmCorpus& corpus, int64_t count,
+                                   uint64_t seed, std::string* prompt) {
   const int64_t T = gpt.config().context;
   std::vector<int32_t> window(T + 1);
   STRATA_RETURN_IF_ERROR(corpus.validation->Read(0, T, window.data()));
@@ -205,7 +204,8 @@ absl::StatusOr<std::string> Sample(train::Gpt& gpt,
     for (float& z : logits) sum += (z = std::exp(z - max));
     double u = (SplitMix64Next(state) >> 11) * 0x1.0p-53 * sum;
     int32_t next = 0;
-    while (next + 1 < static_cast<int32_t>(logits.size()) && u >= logits[next]) {
+    while (next + 1 < static_cast<int32_t>(logits.size()) &&
+           u >= logits[next]) {
       u -= logits[next++];
     }
     out.push_back(next);
@@ -283,14 +283,15 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
   return report;
 }
 
-void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r,
-                double baseline, const Stats& st) {
+void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
+                const Stats& st) {
   const train::ClipStats& clip = gpt.clip_stats();
   absl::PrintF("\n%-22s %s\n", "result", "value");
-  absl::PrintF("%-22s %.4f nats/token (%.1f%% below the bigram baseline "
-               "%.4f)\n",
-               "validation loss", r.val_loss,
-               100 * (1 - r.val_loss / baseline), baseline);
+  absl::PrintF(
+      "%-22s %.4f nats/token (%.1f%% below the bigram baseline "
+      "%.4f)\n",
+      "validation loss", r.val_loss, 100 * (1 - r.val_loss / baseline),
+      baseline);
   absl::PrintF("%-22s %.4f\n", "final train loss", r.final_loss);
   PrintStoreRows(st, gpt.footprint().state_bytes());
   const double step = train::Median(r.step_seconds);
@@ -301,11 +302,12 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r,
   absl::PrintF("%-22s %.2f ms per step (median, %.1f%% of the step)\n",
                "optimizer (AdamW)", adam * 1e3,
                step > 0 ? 100 * adam / step : 0.0);
-  absl::PrintF("%-22s %lld of %zu steps clipped, %lld rolled back (%.2f s "
-               "re-running), %s backed up\n",
-               "gradient clipping", static_cast<long long>(clip.clipped),
-               r.losses.size(), static_cast<long long>(clip.rolled_back),
-               gpt.rollback_seconds(), FormatByteSize(clip.backup_bytes));
+  absl::PrintF(
+      "%-22s %lld of %zu steps clipped, %lld rolled back (%.2f s "
+      "re-running), %s backed up\n",
+      "gradient clipping", static_cast<long long>(clip.clipped),
+      r.losses.size(), static_cast<long long>(clip.rolled_back),
+      gpt.rollback_seconds(), FormatByteSize(clip.backup_bytes));
 }
 
 int Fail(const absl::Status& status) {
@@ -339,8 +341,9 @@ int RunGptTrain(const std::string& json_path,
                                    std::pair{timeline_path, "--timeline"}}) {
     if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
   }
-  absl::PrintF("strata train: preparing the corpus (cached after the first "
-               "run)...\n");
+  absl::PrintF(
+      "strata train: preparing the corpus (cached after the first "
+      "run)...\n");
   std::fflush(stdout);
   absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
   if (!corpus.ok()) return Fail(corpus.status());
@@ -353,8 +356,8 @@ int RunGptTrain(const std::string& json_path,
     absl::PrintF("strata train: --resident: device budget %s, no NVMe tier\n",
                  FormatByteSize(s.device.budget_bytes));
   }
-  absl::StatusOr<double> baseline = train::BigramBaselineLoss(
-      *corpus->train, *corpus->validation, m.vocab);
+  absl::StatusOr<double> baseline =
+      train::BigramBaselineLoss(*corpus->train, *corpus->validation, m.vocab);
   if (!baseline.ok()) return Fail(baseline.status());
   absl::StatusOr<std::unique_ptr<train::GptSetup>> setup =
       train::OpenGptSetup(s, m);
@@ -404,10 +407,11 @@ int RunGptTrain(const std::string& json_path,
     absl::StatusOr<std::string> text =
         Sample(gpt, *corpus, run->sample, m.seed, &prompt);
     if (!text.ok()) return Fail(text.status());
-    absl::PrintF("\nsample (%lld tokens after \"...%s\"):\n%s\n",
-                 static_cast<long long>(run->sample),
-                 prompt.substr(prompt.size() - std::min<size_t>(40, prompt.size())),
-                 *text);
+    absl::PrintF(
+        "\nsample (%lld tokens after \"...%s\"):\n%s\n",
+        static_cast<long long>(run->sample),
+        prompt.substr(prompt.size() - std::min<size_t>(40, prompt.size())),
+        *text);
   }
   if (!json_path.empty()) {
     absl::Status w = WriteJson(

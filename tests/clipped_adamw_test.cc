@@ -28,8 +28,8 @@ struct HostSlot {
 class ClippedAdamWTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StoreOptions so = SmallStoreOptions(dir_.path(), 4 * kMiB, 4 * kMiB,
-                                        16 * kMiB);
+    StoreOptions so =
+        SmallStoreOptions(dir_.path(), 4 * kMiB, 4 * kMiB, 16 * kMiB);
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -38,28 +38,29 @@ class ClippedAdamWTest : public ::testing::Test {
     AddSlot(&a_, 300, true, 1);
     AddSlot(&a_, 7, false, 2);
     a_.backup = Create(3 * (300 + 7));
-    AddSlot(&b_, 50, true, 3);
+    AddSlot(&b_, 50, true, 3, 10.0f);  // most of the norm comes last
     adam_.lr = 0.01f;
     adam_.correction1 = 10.0f;  // 1 / (1 - 0.9)
     adam_.correction2 = 1000.0f;
   }
 
   TensorId Create(int64_t n) {
-    absl::StatusOr<TensorId> id = store_->Create(
-        {.name = "t" + std::to_string(next_++),
-         .size_bytes = static_cast<uint64_t>(n) * 4,
-         .dtype = DType::kFloat32,
-         .shape = {n},
-         .home = Tier::kNvme});
+    absl::StatusOr<TensorId> id =
+        store_->Create({.name = "t" + std::to_string(next_++),
+                        .size_bytes = static_cast<uint64_t>(n) * 4,
+                        .dtype = DType::kFloat32,
+                        .shape = {n},
+                        .home = Tier::kNvme});
     EXPECT_TRUE(id.ok()) << id.status();
     return *id;
   }
 
-  void AddSlot(ParamGroup* group, int64_t n, bool decay, uint32_t seed) {
+  void AddSlot(ParamGroup* group, int64_t n, bool decay, uint32_t seed,
+               float grad_scale = 1.0f) {
     ParamSlot s{.decay = decay, .bytes = static_cast<uint64_t>(n) * 4};
     s.w = Create(n), s.g = Create(n), s.m = Create(n), s.v = Create(n);
     HostSlot h{.w = Random(n, seed),
-               .g = Random(n, seed + 10),
+               .g = Random(n, seed + 10, grad_scale),
                .m = Random(n, seed + 20, 0.1f),
                .v = Random(n, seed + 30, 0.01f)};
     for (float& x : h.v) x = std::fabs(x);
@@ -99,7 +100,8 @@ class ClippedAdamWTest : public ::testing::Test {
     for (size_t i = 0; i < out.size(); ++i) {
       HostSlot& h = out[i];
       const int64_t n = h.w.size();
-      if (Slots()[i]->decay) ScaleCpu(h.w.data(), 1 - adam_.lr * weight_decay, n);
+      if (Slots()[i]->decay)
+        ScaleCpu(h.w.data(), 1 - adam_.lr * weight_decay, n);
       if (coef != 1.0f) ScaleCpu(h.g.data(), coef, n);
       AdamUpdateCpu(adam_, h.w.data(), h.m.data(), h.v.data(), h.g.data(), n);
     }
@@ -138,8 +140,8 @@ TEST_F(ClippedAdamWTest, WithinTheLimitIsPlainAdamWAndDropsTheBackup) {
   EXPECT_EQ(opt.stats().backup_bytes, a_.backup_bytes());
   EXPECT_DOUBLE_EQ(opt.stats().last_norm, Norm());
   // Confirmed: the backup holds nothing, and the gradients are discarded.
-  EXPECT_FALSE(store_->GetSpec(a_.backup)->has_contents);
-  EXPECT_FALSE(store_->GetSpec(a_.params[0].g)->has_contents);
+  EXPECT_FALSE(store_->GetResidency(a_.backup)->has_contents);
+  EXPECT_FALSE(store_->GetResidency(a_.params[0].g)->has_contents);
 }
 
 TEST_F(ClippedAdamWTest, BeyondTheLimitRestoresThenReRunsClipped) {

@@ -124,15 +124,16 @@ absl::Status ClippedAdamW::UpdateSlot(const ParamSlot& slot, TensorId backup_id,
   const bool on_device = tier_ == Tier::kDevice;
   LeaseGroup group(store_, tier_, on_device ? compute_->stream() : nullptr,
                    retry_evictions_);
-  const int g = group.Add(slot.g, coef != 1.0f ? Access::kWrite : Access::kRead);
+  const int g =
+      group.Add(slot.g, coef != 1.0f ? Access::kWrite : Access::kRead);
   const int w = group.Add(slot.w, Access::kWrite);
   const int m = group.Add(slot.m, Access::kWrite);
   const int v = group.Add(slot.v, Access::kWrite);
   // The first slot of a group starts the backup afresh.
-  const int b = backup
-                    ? group.Add(backup_id, backup_offset == 0 ? Access::kOverwrite
-                                                              : Access::kWrite)
-                    : -1;
+  const int b =
+      backup ? group.Add(backup_id, backup_offset == 0 ? Access::kOverwrite
+                                                       : Access::kWrite)
+             : -1;
   STRATA_RETURN_IF_ERROR(group.Acquire());
   const int64_t n = static_cast<int64_t>(slot.bytes / kF);
   const auto start = std::chrono::steady_clock::now();
@@ -187,8 +188,7 @@ absl::Status ClippedAdamW::RestoreGroup(const ParamGroup& group) {
   return store_->Discard(group.backup);
 }
 
-absl::Status ClippedAdamW::CopyOnTier(const float* src, float* dst,
-                                      int64_t n) {
+absl::Status ClippedAdamW::CopyOnTier(const float* src, float* dst, int64_t n) {
   if (tier_ == Tier::kDevice) return compute_->Copy(src, dst, n);
   if (n > 0) std::memcpy(dst, src, n * kF);
   return absl::OkStatus();

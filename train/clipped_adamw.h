@@ -67,9 +67,9 @@ struct ClipOptions {
 
 struct ClipStats {
   int64_t steps = 0;
-  int64_t clipped = 0;      // steps whose norm exceeded max_norm
-  int64_t rolled_back = 0;  // of those, steps that restored updated groups
-  uint64_t backup_bytes = 0;    // copied to backups, in all
+  int64_t clipped = 0;           // steps whose norm exceeded max_norm
+  int64_t rolled_back = 0;       // of those, steps that restored updated groups
+  uint64_t backup_bytes = 0;     // copied to backups, in all
   double optimizer_seconds = 0;  // host time in updates, backups, restores
   double last_norm = 0;          // the last step's global gradient norm
 };

@@ -33,6 +33,8 @@ struct ModelFootprint {
   // The same for the optimizer tier (weight, gradient, two moments).
   uint64_t optimizer_working_set_bytes = 0;
   uint64_t largest_tensor_bytes = 0;
+  // The largest tensor leased on the device (0: largest_tensor_bytes).
+  uint64_t largest_device_tensor_bytes = 0;
   uint64_t state_bytes() const {  // weights, gradients, Adam moments
     return parameter_bytes + gradient_bytes + optimizer_bytes;
   }

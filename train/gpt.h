@@ -58,14 +58,13 @@ class Gpt {
                                    const int32_t* targets, int64_t sequences);
 
   // Forward only: the summed loss over the tokens; nothing is updated.
-  absl::StatusOr<double> Evaluate(const int32_t* inputs,
-                                  const int32_t* targets, int64_t sequences);
+  absl::StatusOr<double> Evaluate(const int32_t* inputs, const int32_t* targets,
+                                  int64_t sequences);
 
   // The logits [V] of the last position of `inputs` [sequences x context]
   // for sequence `row` (generation; nothing is updated).
   absl::StatusOr<std::vector<float>> LastLogits(const int32_t* inputs,
-                                                int64_t sequences,
-                                                int64_t row);
+                                                int64_t sequences, int64_t row);
 
   // Copies a parameter by name ("wte", "block0.qkv.weight", ...), for tests.
   absl::Status ReadParameter(const std::string& name, std::vector<float>* out);
@@ -86,13 +85,26 @@ class Gpt {
   struct Block {
     ParamGroup group;
     // Parameter indices within group.params.
-    enum : int { kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB,
-                 kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB, kCount };
-    TensorId x;         // the residual stream entering the block [N x C]
+    enum : int {
+      kLn1W,
+      kLn1B,
+      kQkvW,
+      kQkvB,
+      kProjW,
+      kProjB,
+      kLn2W,
+      kLn2B,
+      kFcW,
+      kFcB,
+      kFcProjW,
+      kFcProjB,
+      kCount
+    };
+    TensorId x;               // the residual stream entering the block [N x C]
     TensorId ln1, ln1_stats;  // [N x C], mean | rstd [2N]
-    TensorId qkv;       // [N x 3C]
-    TensorId att, lse;  // [N x C], [B x H x T]
-    TensorId mid;       // x + attention projection [N x C]
+    TensorId qkv;             // [N x 3C]
+    TensorId att, lse;        // [N x C], [B x H x T]
+    TensorId mid;             // x + attention projection [N x C]
     TensorId ln2, ln2_stats;
     TensorId fc, gelu;  // [N x 4C] each
     const ParamSlot& p(int i) const { return group.params[i]; }
@@ -124,8 +136,7 @@ class Gpt {
                                         TensorKind kind, DType dtype,
                                         std::vector<int64_t> shape);
   absl::StatusOr<ParamSlot> CreateParam(const std::string& name,
-                                        std::vector<int64_t> shape,
-                                        bool decay);
+                                        std::vector<int64_t> shape, bool decay);
   absl::StatusOr<TensorId> CreateBackup(const std::string& prefix,
                                         const ParamGroup& group);
   absl::StatusOr<Block> CreateBlock(int l);
@@ -164,8 +175,8 @@ class Gpt {
   std::vector<Block> blocks_;  // reserved once: groups are held by address
   Globals g_;
   Scratch s_;
-  std::vector<Param> params_;        // by name, for ReadParameter
-  std::vector<TensorId> created_;    // every tensor, for the destructor
+  std::vector<Param> params_;      // by name, for ReadParameter
+  std::vector<TensorId> created_;  // every tensor, for the destructor
   ClippedAdamW optimizer_;
   int64_t rows_ = 0;  // token rows of the current pass
   int64_t steps_ = 0;

@@ -85,19 +85,19 @@ uint64_t DeviceWorkingSet(const GptConfig& c) {
   const uint64_t S = c.classifier_rows, lse = c.batch * c.heads * c.context;
   const uint64_t NC = N * C, CC = C * C;
   return std::max({
-      Leased({N, V * C, T * C, NC}, g),                             // embed
-      Leased({NC, C, C, NC, 2 * N, 3 * CC, 3 * C, 3 * NC}, g),       // ln1+qkv
-      Leased({3 * NC, NC, lse, CC, C, NC, NC}, g),                  // attention
+      Leased({N, V * C, T * C, NC}, g),                         // embed
+      Leased({NC, C, C, NC, 2 * N, 3 * CC, 3 * C, 3 * NC}, g),  // ln1+qkv
+      Leased({3 * NC, NC, lse, CC, C, NC, NC}, g),              // attention
       Leased({NC, C, C, NC, 2 * N, 4 * CC, 4 * C, 4 * NC, 4 * NC}, g),  // fc
-      Leased({4 * NC, 4 * CC, C, NC, NC}, g),                       // fc_proj
-      Leased({NC, V * C, S * V, N, NC, V * C}, g),                  // classifier
-      Leased({4 * NC, 4 * CC, NC, 4 * CC, C, 4 * NC, 4 * NC, NC, 4 * CC,
-              4 * CC, 4 * C, NC},
-             g),                                                    // MLP bwd
-      Leased({NC, C, 2 * N, NC, NC, C, C}, g),                      // norm bwd
-      Leased({NC, CC, NC, CC, C, NC, 3 * NC, lse, 3 * NC}, g),      // attn bwd
-      Leased({NC, 3 * CC, 3 * NC, 3 * CC, 3 * C, NC}, g),           // qkv bwd
-      Leased({N, NC, V * C, T * C}, g),                             // embed bwd
+      Leased({4 * NC, 4 * CC, C, NC, NC}, g),       // fc_proj
+      Leased({NC, V * C, S * V, N, NC, V * C}, g),  // classifier
+      Leased({4 * NC, 4 * CC, NC, 4 * CC, C, 4 * NC, 4 * NC, NC, 4 * CC, 4 * CC,
+              4 * C, NC},
+             g),                                                // MLP bwd
+      Leased({NC, C, 2 * N, NC, NC, C, C}, g),                  // norm bwd
+      Leased({NC, CC, NC, CC, C, NC, 3 * NC, lse, 3 * NC}, g),  // attn bwd
+      Leased({NC, 3 * CC, 3 * NC, 3 * CC, 3 * C, NC}, g),       // qkv bwd
+      Leased({N, NC, V * C, T * C}, g),                         // embed bwd
   });
 }
 
@@ -105,13 +105,11 @@ uint64_t DeviceWorkingSet(const GptConfig& c) {
 // plus its block's backup on the speculative path.
 uint64_t OptimizerWorkingSet(const GptConfig& c, uint64_t granule) {
   const uint64_t C = c.embed;
-  const uint64_t embeddings = Leased({c.vocab * C, c.vocab * C, c.vocab * C,
-                                      c.vocab * C},
-                                     granule);
+  const uint64_t embeddings =
+      Leased({c.vocab * C, c.vocab * C, c.vocab * C, c.vocab * C}, granule);
   const uint64_t backup = c.grad_clip > 0 ? 3 * BlockParameters(C) : 0;
-  const uint64_t slot = Leased({4 * C * C, 4 * C * C, 4 * C * C, 4 * C * C,
-                                backup},
-                               granule);
+  const uint64_t slot =
+      Leased({4 * C * C, 4 * C * C, 4 * C * C, 4 * C * C, backup}, granule);
   return std::max(embeddings, slot);
 }
 
@@ -135,7 +133,8 @@ int64_t GptParameterCount(const GptConfig& c) {
 }
 
 int64_t ChooseClassifierRows(const GptConfig& c, uint64_t device_capacity) {
-  const uint64_t row = static_cast<uint64_t>(std::max<int64_t>(c.vocab, 1)) * kF;
+  const uint64_t row =
+      static_cast<uint64_t>(std::max<int64_t>(c.vocab, 1)) * kF;
   const int64_t fit = static_cast<int64_t>(device_capacity / 8 / row);
   return std::clamp<int64_t>(fit, 1, std::max<int64_t>(c.tokens(), 1));
 }
@@ -155,10 +154,9 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
     f.backup_bytes = (c.layers * 3 * BlockParameters(C) + 3 * 2 * C) * kF;
   }
   const uint64_t per_block = 16 * N * C + 4 * N + c.batch * c.heads * c.context;
-  f.activation_bytes =
-      (c.layers * per_block + 2 * N * C + 2 * N + 2 * N +
-       c.classifier_rows * c.vocab + 9 * N * C) *
-      kF;
+  f.activation_bytes = (c.layers * per_block + 2 * N * C + 2 * N + 2 * N +
+                        c.classifier_rows * c.vocab + 9 * N * C) *
+                       kF;
   f.device_working_set_bytes = DeviceWorkingSet(c);
   const uint64_t granule = c.optimizer_tier == Tier::kDevice
                                ? kDeviceAllocationGranuleBytes
@@ -167,6 +165,11 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
   const uint64_t V = c.vocab, S = c.classifier_rows;
   const uint64_t backup = c.grad_clip > 0 ? 3 * BlockParameters(C) : 0;
   f.largest_tensor_bytes = std::max({V * C, 4 * N * C, S * V, backup}) * kF;
+  // Backups stay on the optimizer's tier.
+  f.largest_device_tensor_bytes =
+      c.optimizer_tier == Tier::kDevice
+          ? f.largest_tensor_bytes
+          : std::max({V * C, 4 * N * C, S * V}) * kF;
   return f;
 }
 
@@ -175,15 +178,16 @@ absl::Status CheckGptFits(const Stats& stats, const GptConfig& c,
   // Leased copies cannot move: the next lease needs one largest tensor of
   // free range beside them, unless the tier is every tensor's home.
   auto slack = [&](Tier t) { return c.home == t ? 0 : f.largest_tensor_bytes; };
-  STRATA_RETURN_IF_ERROR(CheckTier(
-      stats, Tier::kDevice, f.device_working_set_bytes + slack(Tier::kDevice),
-      "largest operation's working set"));
+  const uint64_t device_slack =
+      c.home == Tier::kDevice ? 0 : f.largest_device_tensor_bytes;
+  STRATA_RETURN_IF_ERROR(CheckTier(stats, Tier::kDevice,
+                                   f.device_working_set_bytes + device_slack,
+                                   "largest operation's working set"));
   if (c.optimizer_tier == Tier::kHost) {
-    STRATA_RETURN_IF_ERROR(
-        CheckTier(stats, Tier::kHost,
-                  f.optimizer_working_set_bytes + slack(Tier::kHost),
-                  "optimizer's working set (weights, gradient, moments, "
-                  "rollback backup)"));
+    STRATA_RETURN_IF_ERROR(CheckTier(
+        stats, Tier::kHost, f.optimizer_working_set_bytes + slack(Tier::kHost),
+        "optimizer's working set (weights, gradient, moments, "
+        "rollback backup)"));
   }
   if (stats.device_memory != "copies") {
     STRATA_RETURN_IF_ERROR(CheckTier(

@@ -15,14 +15,14 @@
 namespace strata::train {
 
 struct GptConfig {
-  int layers = 4;          // transformer blocks (L)
-  int heads = 4;           // attention heads (H); must divide embed
-  int64_t embed = 128;     // embedding width (C)
-  int64_t context = 128;   // tokens per sequence (T)
-  int64_t vocab = 256;     // token ids [0, vocab) (V)
-  int64_t batch = 8;       // sequences per step (B)
-  uint64_t seed = 1;       // weight initialisation
-  AdamParams adam;         // lr, betas, eps (corrections set per step)
+  int layers = 4;             // transformer blocks (L)
+  int heads = 4;              // attention heads (H); must divide embed
+  int64_t embed = 128;        // embedding width (C)
+  int64_t context = 128;      // tokens per sequence (T)
+  int64_t vocab = 256;        // token ids [0, vocab) (V)
+  int64_t batch = 8;          // sequences per step (B)
+  uint64_t seed = 1;          // weight initialisation
+  AdamParams adam;            // lr, betas, eps (corrections set per step)
   float weight_decay = 0.1f;  // AdamW, on 2-D weights only
   float grad_clip = 1.0f;     // global gradient-norm limit; 0: no clipping
   // Rows (tokens) of the classifier's logits per slice; 0 chooses the most

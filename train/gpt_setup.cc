@@ -35,7 +35,8 @@ absl::Status MakeGptResident(GptConfig& model, StoreOptions& store) {
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     const StoreOptions& store_options, GptConfig& model) {
   if (model.home != Tier::kDevice) {
-    model.home = store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
+    model.home =
+        store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
   }
   auto setup = std::make_unique<GptSetup>();
   STRATA_ASSIGN_OR_RETURN(setup->store, Store::Open(store_options));

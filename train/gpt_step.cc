@@ -77,9 +77,9 @@ absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
               st = g.Add(b.ln1_stats, kO), qw = g.Add(b.p(B::kQkvW).w, kR),
               qb = g.Add(b.p(B::kQkvB).w, kR), qkv = g.Add(b.qkv, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(
-        compute_->LayerNormForward(g.data(x), g.data(w), g.data(bias),
-                                   g.data(ln), g.data(st), g.data(st) + N, N, C));
+    STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
+        g.data(x), g.data(w), g.data(bias), g.data(ln), g.data(st),
+        g.data(st) + N, N, C));
     STRATA_RETURN_IF_ERROR(compute_->LinearForward(
         g.data(ln), g.data(qw), g.data(qb), g.data(qkv), N, C, 3 * C));
     STRATA_RETURN_IF_ERROR(g.Release());
@@ -108,9 +108,9 @@ absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
               fb = g.Add(b.p(B::kFcB).w, kR), fc = g.Add(b.fc, kO),
               gelu = g.Add(b.gelu, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(
-        compute_->LayerNormForward(g.data(mid), g.data(w), g.data(bias),
-                                   g.data(ln), g.data(st), g.data(st) + N, N, C));
+    STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
+        g.data(mid), g.data(w), g.data(bias), g.data(ln), g.data(st),
+        g.data(st) + N, N, C));
     STRATA_RETURN_IF_ERROR(compute_->LinearForward(
         g.data(ln), g.data(fw), g.data(fb), g.data(fc), N, C, 4 * C));
     STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
@@ -137,9 +137,9 @@ absl::Status Gpt::FinalNorm() {
             bias = g.Add(g_.lnf.params[1].w, kR), ln = g.Add(g_.lnf_out, kO),
             st = g.Add(g_.lnf_stats, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
-      g.data(x), g.data(w), g.data(bias), g.data(ln), g.data(st),
-      g.data(st) + N, N, config_.embed));
+  STRATA_RETURN_IF_ERROR(
+      compute_->LayerNormForward(g.data(x), g.data(w), g.data(bias), g.data(ln),
+                                 g.data(st), g.data(st) + N, N, config_.embed));
   return g.Release();
 }
 
@@ -162,12 +162,12 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int64_t first_row,
     const int64_t s = std::min(S, first_row + rows - r0);
     float* z = g.data(logits);
     const float* xs = g.data(x) + r0 * C;
-    STRATA_RETURN_IF_ERROR(compute_->Gemm(false, true, s, V, C, xs, C,
-                                          g.data(w), C, 0.0f, z, V));
+    STRATA_RETURN_IF_ERROR(
+        compute_->Gemm(false, true, s, V, C, xs, C, g.data(w), C, 0.0f, z, V));
     STRATA_ASSIGN_OR_RETURN(
-        double part, compute_->CrossEntropy(z, Ints(g, tg) + r0,
-                                            gradient ? z : nullptr, s, V,
-                                            scale));
+        double part,
+        compute_->CrossEntropy(z, Ints(g, tg) + r0, gradient ? z : nullptr, s,
+                               V, scale));
     loss += part;
     if (!gradient) continue;
     STRATA_RETURN_IF_ERROR(compute_->Gemm(false, false, s, C, V, z, V,
@@ -188,8 +188,7 @@ absl::Status Gpt::FinalNormBackward() {
   LeaseGroup g = DeviceGroup();
   const int x = g.Add(g_.out, kR), wi = g.Add(w.w, kR),
             st = g.Add(g_.lnf_stats, kR), dln = g.Add(s_.dln, kR),
-            dres = g.Add(s_.dres, kO), dw = g.Add(w.g, kO),
-            db = g.Add(b.g, kO);
+            dres = g.Add(s_.dres, kO), dw = g.Add(w.g, kO), db = g.Add(b.g, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   for (int i : {dres, dw, db}) {
     STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));

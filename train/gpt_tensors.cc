@@ -29,18 +29,17 @@ Gpt::Gpt(Store* store, Compute* compute, const GptConfig& config,
       compute_(compute),
       config_(config),
       footprint_(footprint),
-      optimizer_(store, compute, config.optimizer_tier,
-                 {.max_norm = config.grad_clip,
-                  .weight_decay = config.weight_decay},
-                 &created_),
+      optimizer_(
+          store, compute, config.optimizer_tier,
+          {.max_norm = config.grad_clip, .weight_decay = config.weight_decay},
+          &created_),
       lr_(config.adam.lr) {}
 
 Gpt::~Gpt() {
   for (TensorId id : created_) store_->Destroy(id).IgnoreError();
 }
 
-absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store,
-                                                 Compute* compute,
+absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store, Compute* compute,
                                                  GptConfig config) {
   const Stats stats = store->GetStats();
   if (config.classifier_rows <= 0) {
@@ -106,11 +105,11 @@ absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
     std::vector<int64_t> shape;
     bool decay;
   } roles[Block::kCount] = {
-      {"ln1.weight", {C}, false},          {"ln1.bias", {C}, false},
-      {"qkv.weight", {3 * C, C}, true},    {"qkv.bias", {3 * C}, false},
-      {"proj.weight", {C, C}, true},       {"proj.bias", {C}, false},
-      {"ln2.weight", {C}, false},          {"ln2.bias", {C}, false},
-      {"fc.weight", {4 * C, C}, true},     {"fc.bias", {4 * C}, false},
+      {"ln1.weight", {C}, false},           {"ln1.bias", {C}, false},
+      {"qkv.weight", {3 * C, C}, true},     {"qkv.bias", {3 * C}, false},
+      {"proj.weight", {C, C}, true},        {"proj.bias", {C}, false},
+      {"ln2.weight", {C}, false},           {"ln2.bias", {C}, false},
+      {"fc.weight", {4 * C, C}, true},      {"fc.bias", {4 * C}, false},
       {"fc_proj.weight", {C, 4 * C}, true}, {"fc_proj.bias", {C}, false},
   };
   for (const auto& r : roles) {
@@ -130,8 +129,8 @@ absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
   STRATA_ASSIGN_OR_RETURN(b.qkv, act("qkv.out", {N, 3 * C}));
   STRATA_ASSIGN_OR_RETURN(b.att, act("attention.out", {N, C}));
   STRATA_ASSIGN_OR_RETURN(
-      b.lse, act("attention.lse",
-                 {config_.batch, config_.heads, config_.context}));
+      b.lse,
+      act("attention.lse", {config_.batch, config_.heads, config_.context}));
   STRATA_ASSIGN_OR_RETURN(b.mid, act("residual.mid", {N, C}));
   STRATA_ASSIGN_OR_RETURN(b.ln2, act("ln2.out", {N, C}));
   STRATA_ASSIGN_OR_RETURN(b.ln2_stats, act("ln2.stats", {2, N}));
@@ -212,8 +211,8 @@ absl::Status Gpt::InitWeights() {
   for (const Param& p : params_) {
     const std::string& n = p.name;
     const bool bias = n.ends_with(".bias");
-    const bool norm = n.find(".ln") != std::string::npos ||
-                      n.starts_with("lnf.");
+    const bool norm =
+        n.find(".ln") != std::string::npos || n.starts_with("lnf.");
     const bool proj = n.ends_with("proj.weight");
     double stddev = kInitStddev, fill = 0;
     if (bias) stddev = 0;
