@@ -3,10 +3,12 @@
 // scheduler (prefetch + Belady eviction), and offloaded with prefetch off
 // (on-demand loads) — and their step-time ratios against the resident run.
 // The losses of all three must be bitwise equal; the bench says whether they
-// are.
+// are. --model=mlp (Fashion-MNIST) or gpt (random byte tokens: step times do
+// not depend on the text).
 //
-//   build/default/bench/train_bench [--steps=40] [--json=FILE] [--help]
+//   build/default/bench/train_bench [--model=gpt] [--steps=40] [--json=FILE]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,17 +23,25 @@
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
+#include "base/splitmix64.h"
 #include "train/dataset.h"
+#include "train/gpt_setup.h"
 #include "train/metrics.h"
 #include "train/setup.h"
 #include "train/trainer.h"
 
+ABSL_FLAG(std::string, model, "mlp", "mlp or gpt.");
 ABSL_FLAG(int64_t, steps, 40, "Timed training steps per mode.");
 ABSL_FLAG(int64_t, warmup, 5,
           "Untimed steps first (the scheduler learns the order in step 1).");
 ABSL_FLAG(int64_t, width, 1024, "Units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5, "Hidden layers.");
 ABSL_FLAG(int64_t, batch, 256, "Samples per step.");
+ABSL_FLAG(int32_t, layers, 6, "gpt: transformer blocks.");
+ABSL_FLAG(int64_t, embed, 256, "gpt: embedding width.");
+ABSL_FLAG(int32_t, heads, 4, "gpt: attention heads.");
+ABSL_FLAG(int64_t, context, 128, "gpt: tokens per sequence.");
+ABSL_FLAG(int64_t, gpt_batch, 4, "gpt: sequences per step.");
 ABSL_FLAG(std::string, device, "auto", "auto, cuda or simulated.");
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{16 * strata::kMiB},
           "Offloaded runs: device tier budget.");
@@ -64,7 +74,7 @@ struct ModeResult {
   double hit_rate = 1;
 };
 
-absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
+absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
   StoreOptions s;
   STRATA_ASSIGN_OR_RETURN(
       s.device.backend,
@@ -75,6 +85,62 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   s.nvme.directories = {absl::GetFlag(FLAGS_nvme_dir)};
   s.nvme.budget_bytes = absl::GetFlag(FLAGS_nvme_budget).bytes;
   s.scheduler.prefetch = mode.prefetch;
+  return s;
+}
+
+// The median of the steps after --warmup, the losses and the store's stats.
+absl::StatusOr<ModeResult> Summarize(const Mode& mode,
+                                     const std::vector<double>& step_seconds,
+                                     const std::vector<double>& losses,
+                                     const Store& store) {
+  const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
+  if (step_seconds.size() <= warmup) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the run took %d steps, not more than --warmup=%d (one epoch at this "
+        "--batch is that short); lower --warmup or --batch",
+        step_seconds.size(), warmup));
+  }
+  ModeResult m{.name = mode.name, .losses = losses};
+  const std::vector<double> timed(step_seconds.begin() + warmup,
+                                  step_seconds.end());
+  m.step_ms = Median(timed) * 1e3;
+  m.stats = store.GetStats();
+  m.hit_rate = PrefetchHitRate(m.stats);
+  return m;
+}
+
+absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
+  STRATA_ASSIGN_OR_RETURN(StoreOptions s, ModeStoreOptions(mode));
+  GptConfig c;
+  c.layers = absl::GetFlag(FLAGS_layers);
+  c.embed = absl::GetFlag(FLAGS_embed);
+  c.heads = absl::GetFlag(FLAGS_heads);
+  c.context = absl::GetFlag(FLAGS_context);
+  c.batch = absl::GetFlag(FLAGS_gpt_batch);
+  // The offloaded budget's slices, in every mode: the same sums.
+  c.classifier_rows = ChooseClassifierRows(c, s.device.budget_bytes);
+  if (mode.resident) STRATA_RETURN_IF_ERROR(MakeGptResident(c, s));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<GptSetup> setup, OpenGptSetup(s, c));
+  const int64_t steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
+  std::vector<int32_t> tokens(c.tokens() + 1);
+  uint64_t state = 1;
+  std::vector<double> seconds, losses;
+  for (int64_t step = 0; step < steps; ++step) {
+    for (int32_t& t : tokens) t = static_cast<int32_t>(SplitMix64Next(state) % 256);
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_ASSIGN_OR_RETURN(
+        double loss,
+        setup->model->TrainStep(tokens.data(), tokens.data() + 1, c.batch));
+    seconds.push_back(std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+    losses.push_back(loss / c.tokens());
+  }
+  return Summarize(mode, seconds, losses, *setup->store);
+}
+
+absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
+  STRATA_ASSIGN_OR_RETURN(StoreOptions s, ModeStoreOptions(mode));
   TrainOptions t;
   t.model.width = absl::GetFlag(FLAGS_width);
   t.model.depth = absl::GetFlag(FLAGS_depth);
@@ -87,20 +153,7 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
                           OpenTrainSetup(s, t));
   STRATA_ASSIGN_OR_RETURN(TrainResult r,
                           Train(*setup->model, data.train, data.test, t));
-  const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
-  if (r.step_seconds.size() <= warmup) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the run took %d steps, not more than --warmup=%d (one epoch at this "
-        "--batch is that short); lower --warmup or --batch",
-        r.step_seconds.size(), warmup));
-  }
-  ModeResult m{.name = mode.name, .losses = r.losses};
-  const std::vector<double> timed(r.step_seconds.begin() + warmup,
-                                  r.step_seconds.end());
-  m.step_ms = Median(timed) * 1e3;
-  m.stats = setup->store->GetStats();
-  m.hit_rate = PrefetchHitRate(m.stats);
-  return m;
+  return Summarize(mode, r.step_seconds, r.losses, *setup->store);
 }
 
 // Random data of Fashion-MNIST's shape when the package is not installed:
@@ -125,10 +178,16 @@ int Main() {
     std::fprintf(stderr, "train_bench: --steps and --warmup must be >= 1\n");
     return 2;
   }
+  const bool gpt = absl::GetFlag(FLAGS_model) == "gpt";
+  if (!gpt && absl::GetFlag(FLAGS_model) != "mlp") {
+    std::fprintf(stderr, "train_bench: --model: use mlp or gpt\n");
+    return 2;
+  }
   absl::StatusOr<FashionMnist> loaded =
-      LoadFashionMnist(absl::GetFlag(FLAGS_data_dir));
+      gpt ? absl::NotFoundError("not needed")
+          : LoadFashionMnist(absl::GetFlag(FLAGS_data_dir));
   const bool real = loaded.ok();
-  if (!real) {
+  if (!real && !gpt) {
     std::fprintf(stderr, "train_bench: %s; using random data\n",
                  loaded.status().ToString().c_str());
   }
@@ -139,7 +198,8 @@ int Main() {
   std::vector<ModeResult> results;
   for (const Mode& mode : modes) {
     std::fprintf(stderr, "train_bench: %s ...\n", mode.name);
-    absl::StatusOr<ModeResult> r = RunMode(mode, data);
+    absl::StatusOr<ModeResult> r =
+        gpt ? RunGptMode(mode) : RunMode(mode, data);
     if (!r.ok()) {
       std::fprintf(stderr, "train_bench: %s: %s\n", mode.name,
                    r.status().ToString().c_str());
@@ -153,12 +213,22 @@ int Main() {
   bool identical = true;
   for (const ModeResult& r : results)
     identical &= r.losses == results[0].losses;
-  absl::PrintF(
-      "train_bench: width %d depth %d batch %d, %d timed steps, %s "
-      "data, device %s\n",
-      absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
-      absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
-      real ? "Fashion-MNIST" : "random", results[1].stats.device_backend);
+  if (gpt) {
+    absl::PrintF(
+        "train_bench: gpt %d layers embed %d heads %d context %d batch %d, %d "
+        "timed steps, random tokens, device %s\n",
+        absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_embed),
+        absl::GetFlag(FLAGS_heads), absl::GetFlag(FLAGS_context),
+        absl::GetFlag(FLAGS_gpt_batch), absl::GetFlag(FLAGS_steps),
+        results[1].stats.device_backend);
+  } else {
+    absl::PrintF(
+        "train_bench: width %d depth %d batch %d, %d timed steps, %s "
+        "data, device %s\n",
+        absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
+        absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
+        real ? "Fashion-MNIST" : "random", results[1].stats.device_backend);
+  }
   absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s\n", "mode", "step_ms",
                "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit",
                "stall_s");
