@@ -10,6 +10,9 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # strata train: OpenBLAS for the CPU compute, zlib for the gzip'd IDX files.
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_package(ZLIB REQUIRED)
+# The language-model corpus: SentencePiece for the BPE tokenizer (the .pc
+# file names both -lsentencepiece and -lsentencepiece_train).
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 set(STRATA_HAVE_CUDA OFF)
 if(NOT STRATA_WITH_CUDA STREQUAL "OFF")

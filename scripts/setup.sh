@@ -12,7 +12,8 @@ preset="${1:-default}"
 packages=(build-essential cmake ninja-build pkg-config
   libabsl-dev liburing-dev libboost-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio clang-format
-  libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang)
+  libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang
+  bible-kjv libsentencepiece-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -39,6 +39,14 @@ std::vector<std::byte> Pattern(uint64_t n, uint64_t seed);
 // True if the `n` bytes at `p` equal Pattern(n, seed).
 bool MatchesPattern(const void* p, uint64_t n, uint64_t seed);
 
+// `lines` lines of English-like text (sentences of 4-12 words drawn from a
+// fixed word list by SplitMix64(seed)), each ending in '\n': a small corpus
+// a BPE vocabulary trains on in a fraction of a second.
+std::string SyntheticText(int lines, uint64_t seed);
+
+// Writes `bytes` to `path` (replacing it); aborts if it cannot.
+void WriteTestFile(const std::string& path, const std::string& bytes);
+
 }  // namespace strata::testing
 
 #endif  // STRATA_TESTS_TEST_UTIL_H_
