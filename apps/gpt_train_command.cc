@@ -22,6 +22,7 @@
 #include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
+#include "strata/option_names.h"
 #include "strata/status.h"
 #include "train/bigram.h"
 #include "train/gpt.h"

@@ -1,11 +1,11 @@
 #include "apps/store_flags.h"
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
 #include "strata/option_names.h"
@@ -78,10 +78,25 @@ bool Changed(const absl::Flag<T>& flag) {
 
 }  // namespace
 
-bool FlagGiven(const char* name) {
-  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  return flag != nullptr && flag->IsSpecifiedOnCommandLine();
+namespace {
+// The flags the command line gave, as RecordGivenFlags found them. (This
+// Abseil keeps CommandLineFlag::IsSpecifiedOnCommandLine private.)
+std::set<std::string>& GivenFlags() {
+  static std::set<std::string> given;
+  return given;
 }
+}  // namespace
+
+void RecordGivenFlags(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    std::string name = arg.substr(2, arg.find('=') - 2);
+    GivenFlags().insert(name);
+    if (name.rfind("no", 0) == 0) GivenFlags().insert(name.substr(2));
+  }
+}
+
+bool FlagGiven(const char* name) { return GivenFlags().contains(name); }
 
 void SetBudgetDefaults(uint64_t device_bytes, uint64_t host_bytes,
                        uint64_t nvme_bytes) {

@@ -5,6 +5,8 @@
 #define STRATA_APPS_STORE_FLAGS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "strata/options.h"
@@ -14,6 +16,10 @@ namespace strata {
 // StoreOptions from the flags; InvalidArgument naming the flag for values
 // that make no sense (unknown --device, zero budgets, ...).
 absl::StatusOr<StoreOptions> StoreOptionsFromFlags();
+
+// Remembers which flags `args` (the command line, names spelled with
+// underscores) gives, for FlagGiven. Call before parsing.
+void RecordGivenFlags(const std::vector<std::string>& args);
 
 // True when flag `name` (underscore spelling) was given on the command line.
 bool FlagGiven(const char* name);

@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   if (FirstPositional(argc, argv) == "train") strata::ApplyTrainDefaults();
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, storage);
+  strata::RecordGivenFlags(storage);
   std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (positional.size() < 2) {

@@ -259,11 +259,11 @@ void ApplyTrainDefaults() {
 }
 
 int RunTrain(const std::string& json_path, const std::string& timeline_path) {
-  const std::string model = absl::GetFlag(FLAGS_model);
-  if (model == "gpt") return RunGptTrain(json_path, timeline_path);
-  if (model != "mlp") {
+  const std::string model_name = absl::GetFlag(FLAGS_model);
+  if (model_name == "gpt") return RunGptTrain(json_path, timeline_path);
+  if (model_name != "mlp") {
     std::fprintf(stderr, "strata train: --model=%s: use mlp or gpt\n",
-                 model.c_str());
+                 model_name.c_str());
     return 2;
   }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
