@@ -20,10 +20,10 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
+#include "base/splitmix64.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
-#include "base/splitmix64.h"
 #include "train/dataset.h"
 #include "train/gpt_setup.h"
 #include "train/metrics.h"
@@ -121,19 +121,21 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   c.classifier_rows = ChooseClassifierRows(c, s.device.budget_bytes);
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeGptResident(c, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<GptSetup> setup, OpenGptSetup(s, c));
-  const int64_t steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
+  const int64_t steps =
+      absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
   std::vector<int32_t> tokens(c.tokens() + 1);
   uint64_t state = 1;
   std::vector<double> seconds, losses;
   for (int64_t step = 0; step < steps; ++step) {
-    for (int32_t& t : tokens) t = static_cast<int32_t>(SplitMix64Next(state) % 256);
+    for (int32_t& t : tokens)
+      t = static_cast<int32_t>(SplitMix64Next(state) % 256);
     const auto start = std::chrono::steady_clock::now();
     STRATA_ASSIGN_OR_RETURN(
         double loss,
         setup->model->TrainStep(tokens.data(), tokens.data() + 1, c.batch));
-    seconds.push_back(std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
     losses.push_back(loss / c.tokens());
   }
   return Summarize(mode, seconds, losses, *setup->store);
@@ -198,8 +200,7 @@ int Main() {
   std::vector<ModeResult> results;
   for (const Mode& mode : modes) {
     std::fprintf(stderr, "train_bench: %s ...\n", mode.name);
-    absl::StatusOr<ModeResult> r =
-        gpt ? RunGptMode(mode) : RunMode(mode, data);
+    absl::StatusOr<ModeResult> r = gpt ? RunGptMode(mode) : RunMode(mode, data);
     if (!r.ok()) {
       std::fprintf(stderr, "train_bench: %s: %s\n", mode.name,
                    r.status().ToString().c_str());

@@ -175,6 +175,41 @@ TEST_F(ClippedAdamWTest, BeyondTheLimitRestoresThenReRunsClipped) {
   EXPECT_EQ(opt.stats().clipped, 1);
 }
 
+TEST_F(ClippedAdamWTest, AStepAfterAClipWaitsForTheNormAndGivesTheSameBits) {
+  const float max_norm = 0.5f * static_cast<float>(Norm());
+  const float coef = static_cast<float>(max_norm / (Norm() + 1e-6));
+  ClippedAdamW opt(store_.get(), compute_.get(), Tier::kHost,
+                   {.max_norm = max_norm, .weight_decay = 0.1f}, nullptr);
+  WriteGradients();  // step 1: speculates, clips, restores, re-runs
+  opt.BeginStep(adam_);
+  ASSERT_TRUE(opt.GroupComplete(a_).ok());
+  ASSERT_EQ(*opt.EndStep(b_), coef);
+  WriteGradients();
+  opt.BeginStep(adam_, coef);
+  ASSERT_TRUE(opt.GroupComplete(a_).ok());
+  ASSERT_TRUE(opt.EndStep(b_).ok());
+  for (size_t i = 0; i < host_.size(); ++i) {  // the state after step 1
+    const ParamSlot& s = *Slots()[i];
+    host_[i].w = Get(s.w, host_[i].w.size());
+    host_[i].m = Get(s.m, host_[i].m.size());
+    host_[i].v = Get(s.v, host_[i].v.size());
+  }
+  WriteGradients();  // step 2, the same gradients: deferred
+  opt.BeginStep(adam_);
+  ASSERT_TRUE(opt.GroupComplete(a_).ok());
+  EXPECT_EQ(Get(a_.params[0].w, 300), host_[0].w);  // not updated yet
+  EXPECT_TRUE(store_->GetResidency(a_.params[0].g)->has_contents);
+  absl::StatusOr<std::optional<float>> rerun = opt.EndStep(b_);
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  EXPECT_FALSE(rerun->has_value());  // exact without a re-run
+  ExpectState(Expected(coef, 0.1f));
+  EXPECT_FALSE(store_->GetResidency(a_.params[0].g)->has_contents);
+  EXPECT_EQ(opt.stats().steps, 2);
+  EXPECT_EQ(opt.stats().clipped, 2);
+  EXPECT_EQ(opt.stats().rolled_back, 1);
+  EXPECT_EQ(opt.stats().deferred, 1);
+}
+
 TEST_F(ClippedAdamWTest, ANormAlreadyOverTheLimitSpeculatesNothing) {
   ClippedAdamW opt(store_.get(), compute_.get(), Tier::kHost,
                    {.max_norm = 1e-3f, .weight_decay = 0.0f}, nullptr);

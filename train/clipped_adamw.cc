@@ -42,6 +42,11 @@ void ClippedAdamW::BeginStep(const AdamParams& adam,
   known_coefficient_ = known_coefficient;
   sum_squares_ = 0;
   speculated_.clear();
+  deferred_.clear();
+  // After a step that clipped, the next one likely clips too: waiting for
+  // its norm then costs less than the likely re-run.
+  defer_ =
+      last_clipped_ && !known_coefficient.has_value() && options_.max_norm > 0;
 }
 
 absl::StatusOr<double> ClippedAdamW::GroupSumOfSquares(
@@ -68,6 +73,10 @@ absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
   }
   STRATA_ASSIGN_OR_RETURN(double part, GroupSumOfSquares(group));
   sum_squares_ += part;
+  if (defer_) {  // updated at EndStep; the gradients wait
+    deferred_.push_back(&group);
+    return absl::OkStatus();
+  }
   const double limit = options_.max_norm;
   if (std::sqrt(sum_squares_) <= limit) {  // may still stay within it
     STRATA_RETURN_IF_ERROR(UpdateGroup(group, /*backup=*/true, 1.0f));
@@ -87,7 +96,22 @@ absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
   sum_squares_ += part;
   const double norm = std::sqrt(sum_squares_);
   stats_.last_norm = norm;
-  if (norm <= options_.max_norm) {
+  last_clipped_ = norm > options_.max_norm;
+  // PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6).
+  const float coef = last_clipped_
+                         ? static_cast<float>(options_.max_norm / (norm + 1e-6))
+                         : 1.0f;
+  if (defer_) {
+    ++stats_.deferred;
+    if (last_clipped_) ++stats_.clipped;
+    deferred_.push_back(&last);
+    for (const ParamGroup* g : deferred_) {
+      STRATA_RETURN_IF_ERROR(UpdateGroup(*g, /*backup=*/false, coef));
+      STRATA_RETURN_IF_ERROR(DiscardGradients(*g));
+    }
+    return std::nullopt;
+  }
+  if (!last_clipped_) {
     STRATA_RETURN_IF_ERROR(UpdateGroup(last, /*backup=*/false, 1.0f));
     STRATA_RETURN_IF_ERROR(DiscardGradients(last));
     // Confirmed: the backups are dead, and Discard never writes them back.
@@ -104,8 +128,7 @@ absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
     STRATA_RETURN_IF_ERROR(RestoreGroup(*g));
   }
   speculated_.clear();
-  // PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6).
-  return static_cast<float>(options_.max_norm / (norm + 1e-6));
+  return coef;
 }
 
 absl::Status ClippedAdamW::UpdateGroup(const ParamGroup& group, bool backup,

@@ -20,7 +20,13 @@
 // This is the speculate-then-validate scheme of SuperOffload (2025). The
 // cost: the backup copies every step (host memcpy, and NVMe traffic when the
 // optimizer tier is too small to keep them), and a whole extra forward and
-// backward pass on the rare step that clips; both are reported.
+// backward pass on a step that clips. Clipping comes in runs (early training,
+// loss spikes), so a step after one that clipped is deferred instead: its
+// gradients are kept until the norm is known and every group is updated at
+// EndStep, with no backups and no re-run (the optimizer then trails the
+// backward pass instead of overlapping it). Both paths give the same bits;
+// the first step within the limit goes back to speculating. All of it is
+// reported (ClipStats).
 //
 // Norms are summed on the device tier (Compute::SumOfSquares, in the order
 // the groups complete), so a run with the optimizer on the host and one with
@@ -69,6 +75,7 @@ struct ClipStats {
   int64_t steps = 0;
   int64_t clipped = 0;           // steps whose norm exceeded max_norm
   int64_t rolled_back = 0;       // of those, steps that restored updated groups
+  int64_t deferred = 0;          // steps updated only once the norm was known
   uint64_t backup_bytes = 0;     // copied to backups, in all
   double optimizer_seconds = 0;  // host time in updates, backups, restores
   double last_norm = 0;          // the last step's global gradient norm
@@ -91,8 +98,8 @@ class ClippedAdamW {
   // `group`'s gradients are complete (on the device tier or below): adds
   // their squares to the step's norm, then updates the group (speculatively,
   // after backing it up), or, once the norm already exceeds the limit, only
-  // discards the gradients (the step will re-run). The gradients are
-  // discarded in every case.
+  // discards the gradients (the step will re-run). In a deferred step the
+  // group and its gradients wait for EndStep instead.
   absl::Status GroupComplete(const ParamGroup& group);
 
   // Ends the step with `last`, the group whose gradients complete last (the
@@ -125,6 +132,9 @@ class ClippedAdamW {
   std::optional<float> known_coefficient_;
   double sum_squares_ = 0;
   std::vector<const ParamGroup*> speculated_;  // updated with backups
+  std::vector<const ParamGroup*> deferred_;    // waiting for the norm
+  bool defer_ = false;                         // this step is deferred
+  bool last_clipped_ = false;  // the last step's norm exceeded the limit
   ClipStats stats_;
 };
 

@@ -17,23 +17,20 @@ double Since(std::chrono::steady_clock::time_point start) {
 }
 
 double MeanOfLastTenth(const std::vector<double> &v) {
-  if (v.empty())
-    return 0;
+  if (v.empty()) return 0;
   const size_t n = std::max<size_t>(1, v.size() / 10);
   double sum = 0;
-  for (size_t i = v.size() - n; i < v.size(); ++i)
-    sum += v[i];
+  for (size_t i = v.size() - n; i < v.size(); ++i) sum += v[i];
   return sum / n;
 }
 
-} // namespace
+}  // namespace
 
 float LmLearningRate(const LmTrainOptions &o, float lr, int64_t step) {
   if (step < o.warmup_steps) {
     return lr * static_cast<float>(step + 1) / o.warmup_steps;
   }
-  if (!o.cosine_schedule)
-    return lr;
+  if (!o.cosine_schedule) return lr;
   const int64_t decay = std::max<int64_t>(1, o.steps - o.warmup_steps - 1);
   const double progress =
       std::min(1.0, double(step - o.warmup_steps) / double(decay));
@@ -91,8 +88,7 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     result.eval_seconds += Since(start);
     result.evals.push_back({.step = step, .val_loss = loss});
     result.val_loss = loss;
-    if (on_eval)
-      on_eval(result.evals.back());
+    if (on_eval) on_eval(result.evals.back());
     return absl::OkStatus();
   };
   for (int64_t step = 0; step < options.steps; ++step) {
@@ -126,4 +122,4 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
   return result;
 }
 
-} // namespace strata::train
+}  // namespace strata::train

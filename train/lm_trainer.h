@@ -16,42 +16,42 @@
 namespace strata::train {
 
 struct LmTrainOptions {
-  int64_t steps = 100;      // optimizer steps in all
-  int64_t warmup_steps = 0; // linear warm-up from lr/warmup; 0: none
+  int64_t steps = 100;       // optimizer steps in all
+  int64_t warmup_steps = 0;  // linear warm-up from lr/warmup; 0: none
   // Cosine decay after the warm-up to min_lr_fraction x lr at the last step
   // (nanoGPT's schedule); false keeps lr constant after the warm-up.
   bool cosine_schedule = true;
   float min_lr_fraction = 0.1f;
-  int64_t eval_every = 0; // validation every N steps (and at the end); 0: end
-  uint64_t seed = 1;      // batch order
+  int64_t eval_every = 0;  // validation every N steps (and at the end); 0: end
+  uint64_t seed = 1;       // batch order
 };
 
 // The learning rate of step `step` (from 0) for peak `lr`.
 float LmLearningRate(const LmTrainOptions &o, float lr, int64_t step);
 
 struct LmEval {
-  int64_t step = 0; // steps done when it ran
+  int64_t step = 0;  // steps done when it ran
   double val_loss = 0;
 };
 
 struct LmTrainResult {
-  std::vector<double> losses;       // mean loss per token of every step
-  std::vector<double> step_seconds; // wall time of every step
+  std::vector<double> losses;        // mean loss per token of every step
+  std::vector<double> step_seconds;  // wall time of every step
   // Host seconds of each step in the optimizer (updates, backups, restores).
   std::vector<double> optimizer_seconds;
   std::vector<LmEval> evals;
-  double val_loss = 0;          // the last evaluation's
-  double final_loss = 0;        // mean of the last tenth of the steps' losses
-  double tokens_per_second = 0; // training tokens over training time
-  double train_seconds = 0;     // steps only
+  double val_loss = 0;           // the last evaluation's
+  double final_loss = 0;         // mean of the last tenth of the steps' losses
+  double tokens_per_second = 0;  // training tokens over training time
+  double train_seconds = 0;      // steps only
   double eval_seconds = 0;
 };
 
 struct LmProgress {
-  int64_t step = 0; // from 1
+  int64_t step = 0;  // from 1
   int64_t steps = 0;
   double loss = 0;
-  double seconds = 0; // since the run began
+  double seconds = 0;  // since the run began
   double tokens_per_second = 0;
 };
 using LmProgressFn = std::function<void(const LmProgress &)>;
@@ -70,6 +70,6 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
                                       const LmProgressFn &on_step = {},
                                       const LmEvalFn &on_eval = {});
 
-} // namespace strata::train
+}  // namespace strata::train
 
-#endif // STRATA_TRAIN_LM_TRAINER_H_
+#endif  // STRATA_TRAIN_LM_TRAINER_H_
