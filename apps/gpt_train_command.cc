@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, tokenizer, "byte",
           "split, cached).");
 ABSL_FLAG(int64_t, vocab, 0,
           "strata train --model=gpt: vocabulary size; 0 = the tokenizer's "
-          "(256 for byte; bpe needs it, e.g. --vocab=4096).");
+          "(256 for byte; bpe needs it, e.g. --vocab=4096). With byte, a "
+          "larger value pads the classifier (--vocab=50304: GPT-2's shape).");
 ABSL_FLAG(std::string, corpus, "",
           "strata train --model=gpt: a text file to train on, one line per "
           "line, the last ~10% of lines for validation; default: the King "
@@ -132,6 +133,11 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
         t.steps));
   }
   const int64_t warmup = absl::GetFlag(FLAGS_warmup_steps);
+  if (warmup < -1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--warmup-steps=%d: use -1 (a tenth of the run) or a count >= 0",
+        warmup));
+  }
   t.warmup_steps = warmup < 0 ? t.steps / 10 : warmup;
   const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
   if (schedule != "cosine" && schedule != "constant") {
@@ -150,19 +156,22 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   const std::string tok = absl::GetFlag(FLAGS_tokenizer);
   const int64_t vocab = absl::GetFlag(FLAGS_vocab);
   if (tok == "byte") {
-    if (vocab != 0 && vocab != 256) {
+    if (vocab != 0 && vocab < 256) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--vocab=%d with --tokenizer=byte: bytes have 256 ids (drop "
-          "--vocab, or use --tokenizer=bpe)",
+          "--vocab=%d with --tokenizer=byte: bytes need 256 ids (drop "
+          "--vocab, or give at least 256 to pad the classifier, as GPT-2 "
+          "pads 50257 to 50304)",
           vocab));
     }
     r.corpus.tokenizer = "byte";
+    r.model.vocab = std::max<int64_t>(256, vocab);
   } else if (tok == "bpe") {
     if (vocab <= 256) {
       return absl::InvalidArgumentError(
           "--tokenizer=bpe needs --vocab above 256, e.g. --vocab=4096");
     }
     r.corpus.tokenizer = absl::StrFormat("bpe:%d", vocab);
+    r.model.vocab = vocab;
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("--tokenizer=%s: use byte or bpe", tok));
@@ -185,6 +194,16 @@ void PrintProgress(const train::LmProgress& p, bool tty) {
   std::fflush(stderr);
 }
 
+// `text` with control bytes other than newline and tab shown as '?': an
+// undertrained byte model emits any byte, and a terminal must not run them.
+std::string Printable(std::string text) {
+  for (char& c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
+  }
+  return text;
+}
+
 // Samples `count` tokens after the first window of the validation split
 // (temperature 1, SplitMix64 from `seed`), one forward pass per token.
 absl::StatusOr<std::string> Sample(train::Gpt& gpt,
@@ -194,7 +213,7 @@ absl::StatusOr<std::string> Sample(train::Gpt& gpt,
   std::vector<int32_t> window(T + 1);
   STRATA_RETURN_IF_ERROR(corpus.validation->Read(0, T, window.data()));
   window.resize(T);
-  *prompt = corpus.tokenizer->Decode(window);
+  *prompt = Printable(corpus.tokenizer->Decode(window));
   std::vector<int32_t> out;
   uint64_t state = seed;
   for (int64_t i = 0; i < count; ++i) {
@@ -213,7 +232,7 @@ absl::StatusOr<std::string> Sample(train::Gpt& gpt,
     window.erase(window.begin());
     window.push_back(next);
   }
-  return corpus.tokenizer->Decode(out);
+  return Printable(corpus.tokenizer->Decode(out));
 }
 
 nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
@@ -289,11 +308,10 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
                 const Stats& st) {
   const train::ClipStats& clip = gpt.clip_stats();
   absl::PrintF("\n%-22s %s\n", "result", "value");
-  absl::PrintF(
-      "%-22s %.4f nats/token (%.1f%% below the bigram baseline "
-      "%.4f)\n",
-      "validation loss", r.val_loss, 100 * (1 - r.val_loss / baseline),
-      baseline);
+  const double margin = 100 * (1 - r.val_loss / baseline);
+  absl::PrintF("%-22s %.4f nats/token (%.1f%% %s the bigram baseline %.4f)\n",
+               "validation loss", r.val_loss, std::fabs(margin),
+               margin >= 0 ? "below" : "above", baseline);
   absl::PrintF("%-22s %.4f\n", "final train loss", r.final_loss);
   PrintStoreRows(st, gpt.footprint().state_bytes());
   const double step = train::Median(r.step_seconds);
@@ -319,7 +337,9 @@ int Fail(const absl::Status& status) {
 
 absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
   std::ofstream out(path);
-  out << j.dump(2) << "\n";
+  // replace: a sample from a byte model may hold invalid UTF-8.
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+      << "\n";
   out.close();
   if (!out) {
     return absl::ErrnoToStatus(errno,
@@ -333,10 +353,26 @@ absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
 int RunGptTrain(const std::string& json_path,
                 const std::string& timeline_path) {
   ApplyGptDefaults();
+  for (const char* flag :
+       {"width", "depth", "epochs", "activation", "data_dir"}) {
+    if (FlagGiven(flag)) {
+      std::fprintf(stderr,
+                   "strata train: --%s is the MLP's; --model=gpt ignores it\n",
+                   flag);
+    }
+  }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   if (!run.ok()) return Fail(run.status());
   if (!sopt.ok()) return Fail(sopt.status());
+  {  // A bad shape is refused before the corpus is prepared.
+    train::GptConfig probe = run->model;
+    probe.classifier_rows = 1;
+    if (absl::Status st = train::ComputeGptFootprint(probe).status();
+        !st.ok()) {
+      return Fail(st);
+    }
+  }
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
   for (const auto& [path, flag] : {std::pair{json_path, "--json"},
@@ -350,7 +386,7 @@ int RunGptTrain(const std::string& json_path,
   absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
   if (!corpus.ok()) return Fail(corpus.status());
   train::GptConfig& m = run->model;
-  m.vocab = corpus->tokenizer->vocab_size();
+  m.vocab = std::max(m.vocab, corpus->tokenizer->vocab_size());
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeGptResident(m, s); !st.ok()) {
       return Fail(st);
@@ -358,8 +394,8 @@ int RunGptTrain(const std::string& json_path,
     absl::PrintF("strata train: --resident: device budget %s, no NVMe tier\n",
                  FormatByteSize(s.device.budget_bytes));
   }
-  absl::StatusOr<double> baseline =
-      train::BigramBaselineLoss(*corpus->train, *corpus->validation, m.vocab);
+  absl::StatusOr<double> baseline = train::BigramBaselineLoss(
+      *corpus->train, *corpus->validation, corpus->tokenizer->vocab_size());
   if (!baseline.ok()) return Fail(baseline.status());
   absl::StatusOr<std::unique_ptr<train::GptSetup>> setup =
       train::OpenGptSetup(s, m);
@@ -404,6 +440,8 @@ int RunGptTrain(const std::string& json_path,
   if (!result.ok()) return Fail(result.status());
   const Stats st = store->GetStats();
   PrintTable(gpt, *result, *baseline, st);
+  nlohmann::json report = ReportJson(*run, s, gpt, *result, *baseline, *corpus,
+                                     st, (*setup)->compute->name());
   if (run->sample > 0) {
     std::string prompt;
     absl::StatusOr<std::string> text =
@@ -414,12 +452,10 @@ int RunGptTrain(const std::string& json_path,
         static_cast<long long>(run->sample),
         prompt.substr(prompt.size() - std::min<size_t>(40, prompt.size())),
         *text);
+    report["sample"] = {{"prompt", prompt}, {"text", *text}};
   }
   if (!json_path.empty()) {
-    absl::Status w = WriteJson(
-        json_path, ReportJson(*run, s, gpt, *result, *baseline, *corpus, st,
-                              (*setup)->compute->name()));
-    if (!w.ok()) return Fail(w);
+    if (absl::Status w = WriteJson(json_path, report); !w.ok()) return Fail(w);
   }
   if (!timeline_path.empty()) {
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {

@@ -7,8 +7,9 @@
 # MLP's and the transformer's) against their CPU versions, the host Adam's
 # vector paths against the scalar reference (the GPU host usually has
 # AVX-512, which the build machine may lack) and cpu_adam_bench on its
-# cores, and a short `strata train` run offloaded, in unified memory and
-# resident (their losses must be bitwise equal). Prints a short table last.
+# cores, and short `strata train` runs of the MLP (offloaded, in unified
+# memory, resident) and of the GPT (offloaded, resident), whose losses must be
+# bitwise equal. Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
@@ -35,12 +36,16 @@ pack() {  # pack DIR: binaries + the shared libraries a bare machine may lack
   [ -n "${STRATA_BUILD_DIR:-}" ] || build
   rm -rf "$dir"; mkdir -p "$dir/bin" "$dir/lib"
   for b in "${bins[@]}"; do cp "$build_dir/$b" "$dir/bin/"; done
+  strip --strip-debug "$dir"/bin/*  # the device tool carries 64 MiB at most
   for b in "$dir"/bin/*; do
     ldd "$b" | awk '/=> \//{print $3}' |
       grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
       grep -vE '/libcublas(Lt)?\.so' |  # 600 MB: the GPU machine's CUDA has them
       xargs -r -I{} cp -Ln {} "$dir/lib/" 2>/dev/null
   done
+  # The GPT's corpus: the GPU machine lacks the bible-kjv package.
+  mkdir -p "$dir/data"
+  bible -f gen1:1-rev22:21 | sed -E 's/^[^ ]+ //' >"$dir/data/kjv.txt"
   echo "packed $(ls "$dir/bin" | wc -l) binaries and $(ls "$dir/lib" | wc -l) libraries into $dir"
 }
 
@@ -48,9 +53,10 @@ case "${1:-}" in
   --pack) pack "${2:?--pack DIR}"; exit 0 ;;
   --prebuilt)
     bindir="${2:?--prebuilt DIR}/bin"
+    corpus_flag="--corpus=${2}/data/kjv.txt"
     export LD_LIBRARY_PATH="${2}/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
-  "") build; bindir="" ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  "") build; bindir=""; corpus_flag="" ;;
+  *) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2 ;;
 esac
 bin() { if [ -n "$bindir" ]; then echo "$bindir/$(basename "$1")"; else echo "build/default/$1"; fi; }
 
@@ -104,22 +110,34 @@ run_step train_resident "$(bin apps/strata)" train --device=cuda --resident \
   --max-steps=200 --json="$out/train_resident.json"
 run_step train_unified "$(bin apps/strata)" train --device=cuda --memory=unified \
   --nvme-dir="$nvme_dir" --max-steps=200 --json="$out/train_unified.json"
-same_losses() {  # same_losses A.json B.json: 200 losses, bitwise equal
-  python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==200 else 1)" \
-    "$1" "$2" 2>/dev/null
+# The GPT: 60 steps offloaded (state 4.6x a 16 MiB device budget, NVMe in
+# use) and resident, bitwise equal.
+gpt_flags=(train --model=gpt --device=cuda --max-steps=60 --eval-tokens=8192
+  --cache-dir="$out/cache" ${corpus_flag:+"$corpus_flag"})
+run_step gpt "$(bin apps/strata)" "${gpt_flags[@]}" --nvme-dir="$nvme_dir" \
+  --json="$out/gpt.json"
+run_step gpt_resident "$(bin apps/strata)" "${gpt_flags[@]}" --resident \
+  --json="$out/gpt_resident.json"
+same_losses() {  # same_losses A.json B.json N: N losses, bitwise equal
+  python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==int(sys.argv[3]) else 1)" \
+    "$1" "$2" "$3" 2>/dev/null
 }
-for pair in "train_identity train" "unified_identity train_unified"; do
+for pair in "train_identity train train_resident 200" \
+    "unified_identity train_unified train_resident 200" \
+    "gpt_identity gpt gpt_resident 60"; do
   set -- $pair
   if ! command -v python3 >/dev/null; then
     result[$1]="unchecked (no python3 to compare the JSON losses)"
-  elif same_losses "$out/$2.json" "$out/train_resident.json"; then
-    result[$1]="ok (200 losses bitwise equal to resident)"
+  elif same_losses "$out/$2.json" "$out/$3.json" "$4"; then
+    result[$1]="ok ($4 losses bitwise equal to resident)"
   else
     result[$1]="FAILED (losses differ or missing)"
   fi
 done
 run_step train_bench "$(bin bench/train_bench)" --device=cuda --nvme-dir="$nvme_dir" \
   --steps=40 --json="$out/train_bench.json"
+run_step train_bench_gpt "$(bin bench/train_bench)" --model=gpt --device=cuda \
+  --nvme-dir="$nvme_dir" --steps=20 --json="$out/train_bench_gpt.json"
 
 echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
@@ -128,11 +146,13 @@ for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
     host_arena_test compute_gpu_test transformer_gpu_test cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
-    train_bench; do
+    gpt gpt_resident gpt_identity train_bench train_bench_gpt; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
 grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench.log" 2>/dev/null
+grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench_gpt.log" 2>/dev/null |
+  sed 's/^/gpt /' 
 grep -E '^(bits|targets|compute ceiling)' "$out/cpu_adam_bench.log" 2>/dev/null |
   sed 's/^/cpu_adam_bench: /'
 grep -E '^\[  SKIPPED \] .*AdamVectorPath' "$out/cpu_adam_paths.log" 2>/dev/null |

@@ -43,10 +43,11 @@ void ClippedAdamW::BeginStep(const AdamParams& adam,
   sum_squares_ = 0;
   speculated_.clear();
   deferred_.clear();
-  // After a step that clipped, the next one likely clips too: waiting for
-  // its norm then costs less than the likely re-run.
-  defer_ =
-      last_clipped_ && !known_coefficient.has_value() && options_.max_norm > 0;
+  // Clipping comes in runs, and a norm near the limit flips between the
+  // sides: until kCleanStepsToSpeculate steps in a row stayed within it,
+  // waiting for the norm costs less than the likely re-run.
+  defer_ = steps_since_clip_ < kCleanStepsToSpeculate &&
+           !known_coefficient.has_value() && options_.max_norm > 0;
 }
 
 absl::StatusOr<double> ClippedAdamW::GroupSumOfSquares(
@@ -97,6 +98,7 @@ absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
   const double norm = std::sqrt(sum_squares_);
   stats_.last_norm = norm;
   last_clipped_ = norm > options_.max_norm;
+  steps_since_clip_ = last_clipped_ ? 0 : steps_since_clip_ + 1;
   // PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6).
   const float coef = last_clipped_
                          ? static_cast<float>(options_.max_norm / (norm + 1e-6))

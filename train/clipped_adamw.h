@@ -21,12 +21,13 @@
 // cost: the backup copies every step (host memcpy, and NVMe traffic when the
 // optimizer tier is too small to keep them), and a whole extra forward and
 // backward pass on a step that clips. Clipping comes in runs (early training,
-// loss spikes), so a step after one that clipped is deferred instead: its
-// gradients are kept until the norm is known and every group is updated at
-// EndStep, with no backups and no re-run (the optimizer then trails the
-// backward pass instead of overlapping it). Both paths give the same bits;
-// the first step within the limit goes back to speculating. All of it is
-// reported (ClipStats).
+// loss spikes, a norm hovering at the limit), so the steps after one that
+// clipped are deferred instead: their gradients are kept until the norm is
+// known and every group is updated at EndStep, with no backups and no re-run
+// (the optimizer then trails the backward pass instead of overlapping it).
+// Both paths give the same bits; after kCleanStepsToSpeculate steps in a row
+// within the limit, updates speculate again. All of it is reported
+// (ClipStats).
 //
 // Norms are summed on the device tier (Compute::SumOfSquares, in the order
 // the groups complete), so a run with the optimizer on the host and one with
@@ -83,6 +84,9 @@ struct ClipStats {
 
 class ClippedAdamW {
  public:
+  // Steps in a row within the limit before updates speculate again.
+  static constexpr int64_t kCleanStepsToSpeculate = 8;
+
   // The optimizer runs on `tier` (kHost: the CPU update on host leases;
   // kDevice: `compute`'s); gradient norms are taken on the device.
   // `retry_evictions` as for LeaseGroup (may be null).
@@ -135,6 +139,9 @@ class ClippedAdamW {
   std::vector<const ParamGroup*> deferred_;    // waiting for the norm
   bool defer_ = false;                         // this step is deferred
   bool last_clipped_ = false;  // the last step's norm exceeded the limit
+  // Steps within the limit since the last that clipped (the first step
+  // speculates).
+  int64_t steps_since_clip_ = kCleanStepsToSpeculate;
   ClipStats stats_;
 };
 

@@ -64,10 +64,14 @@ absl::Status CheckGptConfig(const GptConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
   }
-  if (!(c.grad_clip >= 0) || !(c.weight_decay >= 0)) {
+  if (!(c.grad_clip >= 0) || !std::isfinite(c.grad_clip)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--grad-clip=%g --weight-decay=%g: must be >= 0 (0 turns them off)",
-        c.grad_clip, c.weight_decay));
+        "--grad-clip=%g: must be >= 0 (0 turns clipping off)", c.grad_clip));
+  }
+  if (!(c.weight_decay >= 0) || !(c.weight_decay < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--weight-decay=%g: must be in [0, 1) (0 turns it off)",
+                        c.weight_decay));
   }
   if (c.optimizer_tier == Tier::kNvme || c.optimizer_tier > c.home) {
     return absl::InvalidArgumentError(absl::StrFormat(

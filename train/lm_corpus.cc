@@ -34,12 +34,15 @@ struct Source {
   }
 };
 
-// `stem` with every character but [A-Za-z0-9._-] replaced by '_'.
+// `stem` with every character but [A-Za-z0-9._-] replaced by '_', cut to 64
+// characters.
 std::string SafeName(std::string stem) {
   for (char& c : stem) {
     const auto u = static_cast<unsigned char>(c);
     if (!std::isalnum(u) && c != '.' && c != '_' && c != '-') c = '_';
   }
+  // A directory name has 255 bytes; the hash and dash take 17 of them.
+  if (stem.size() > 64) stem.resize(64);
   return stem.empty() ? "corpus" : stem;
 }
 
