@@ -33,22 +33,22 @@
 #include "train/metrics.h"
 #include "train/vector_path.h"
 
-ABSL_FLAG(int32_t, layers, 6, "strata train --model=gpt: transformer blocks.");
+ABSL_FLAG(int32_t, layers, 8, "strata train --model=gpt: transformer blocks.");
 ABSL_FLAG(int32_t, heads, 4,
           "strata train --model=gpt: attention heads (must divide --embed).");
-ABSL_FLAG(int64_t, embed, 256,
+ABSL_FLAG(int64_t, embed, 128,
           "strata train --model=gpt: embedding width C (channels per token).");
 ABSL_FLAG(int64_t, context, 128,
           "strata train --model=gpt: tokens per sequence T (the attention "
           "span).");
-ABSL_FLAG(std::string, tokenizer, "byte",
+ABSL_FLAG(std::string, tokenizer, "bpe",
           "strata train --model=gpt: byte (256 ids, one per byte) or bpe "
           "(SentencePiece BPE of --vocab ids trained once on the training "
           "split, cached).");
 ABSL_FLAG(int64_t, vocab, 0,
           "strata train --model=gpt: vocabulary size; 0 = the tokenizer's "
-          "(256 for byte; bpe needs it, e.g. --vocab=4096). With byte, a "
-          "larger value pads the classifier (--vocab=50304: GPT-2's shape).");
+          "default (bpe: 4096; byte: 256). With byte, a larger value pads "
+          "the classifier (--vocab=50304: GPT-2's shape).");
 ABSL_FLAG(std::string, corpus, "",
           "strata train --model=gpt: a text file to train on, one line per "
           "line, the last ~10% of lines for validation; default: the King "
@@ -80,17 +80,21 @@ namespace strata {
 namespace {
 
 // The GPT's defaults for flags it shares with the MLP, used when the command
-// line leaves them unset: its state (73 MiB at the defaults) is ~4.6x the
-// device budget and ~1.5x the host budget, so NVMe is used every step.
-constexpr int64_t kGptBatch = 4;
-constexpr int64_t kGptSteps = 400;
-constexpr uint64_t kGptDeviceBudget = 16 * kMiB;
-constexpr uint64_t kGptHostBudget = 48 * kMiB;
+// line leaves them unset: its state (32.5 MiB at the defaults) is 4.3x the
+// device budget and 1.4x the host budget, so NVMe is used every step; 700
+// steps take ~3.5 minutes on 2 cores (README, Measured).
+constexpr int64_t kGptBatch = 2;
+constexpr int64_t kGptSteps = 700;
+constexpr double kGptLr = 3e-3;
+constexpr uint64_t kGptDeviceBudget = 7 * kMiB + kMiB / 2;
+constexpr uint64_t kGptHostBudget = 24 * kMiB;
 constexpr uint64_t kGptNvmeBudget = 512 * kMiB;
+constexpr int64_t kGptBpeVocab = 4096;
 
 void ApplyGptDefaults() {
   if (!FlagGiven("batch")) absl::SetFlag(&FLAGS_batch, kGptBatch);
   if (!FlagGiven("max_steps")) absl::SetFlag(&FLAGS_max_steps, kGptSteps);
+  if (!FlagGiven("lr")) absl::SetFlag(&FLAGS_lr, kGptLr);
   SetUnsetBudgets(kGptDeviceBudget, kGptHostBudget, kGptNvmeBudget);
 }
 
@@ -154,7 +158,7 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
         "--eval-every, --eval-tokens and --sample must be >= 0");
   }
   const std::string tok = absl::GetFlag(FLAGS_tokenizer);
-  const int64_t vocab = absl::GetFlag(FLAGS_vocab);
+  int64_t vocab = absl::GetFlag(FLAGS_vocab);
   if (tok == "byte") {
     if (vocab != 0 && vocab < 256) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -166,6 +170,7 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
     r.corpus.tokenizer = "byte";
     r.model.vocab = std::max<int64_t>(256, vocab);
   } else if (tok == "bpe") {
+    if (vocab == 0) vocab = kGptBpeVocab;
     if (vocab <= 256) {
       return absl::InvalidArgumentError(
           "--tokenizer=bpe needs --vocab above 256, e.g. --vocab=4096");

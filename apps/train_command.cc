@@ -46,13 +46,14 @@ ABSL_FLAG(int32_t, depth, 5,
           "layers: 784 -> width x depth -> 10).");
 ABSL_FLAG(int64_t, batch, 256,
           "strata train: samples per step (gpt: sequences of --context "
-          "tokens; default 4 there).");
+          "tokens; default 2 there).");
 ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "strata train: stop after this many steps in all (then evaluate); "
-          "0 = no limit.");
+          "0 = no limit (gpt: the run's length, default 700).");
 ABSL_FLAG(double, lr, 1e-3,
-          "strata train: Adam's peak learning rate (see --lr-schedule).");
+          "strata train: Adam's peak learning rate (see --lr-schedule; gpt "
+          "default 3e-3).");
 ABSL_FLAG(std::string, lr_schedule, "cosine",
           "strata train: cosine (decay to 0 over the run) or constant.");
 ABSL_FLAG(uint64_t, seed, 1,

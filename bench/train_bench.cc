@@ -37,11 +37,12 @@ ABSL_FLAG(int64_t, warmup, 5,
 ABSL_FLAG(int64_t, width, 1024, "Units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5, "Hidden layers.");
 ABSL_FLAG(int64_t, batch, 256, "Samples per step.");
-ABSL_FLAG(int32_t, layers, 6, "gpt: transformer blocks.");
-ABSL_FLAG(int64_t, embed, 256, "gpt: embedding width.");
+ABSL_FLAG(int32_t, layers, 8, "gpt: transformer blocks.");
+ABSL_FLAG(int64_t, embed, 128, "gpt: embedding width.");
 ABSL_FLAG(int32_t, heads, 4, "gpt: attention heads.");
 ABSL_FLAG(int64_t, context, 128, "gpt: tokens per sequence.");
-ABSL_FLAG(int64_t, gpt_batch, 4, "gpt: sequences per step.");
+ABSL_FLAG(int64_t, gpt_batch, 2, "gpt: sequences per step.");
+ABSL_FLAG(int64_t, vocab, 4096, "gpt: vocabulary (random tokens below it).");
 ABSL_FLAG(std::string, device, "auto", "auto, cuda or simulated.");
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{16 * strata::kMiB},
           "Offloaded runs: device tier budget.");
@@ -117,6 +118,7 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   c.heads = absl::GetFlag(FLAGS_heads);
   c.context = absl::GetFlag(FLAGS_context);
   c.batch = absl::GetFlag(FLAGS_gpt_batch);
+  c.vocab = absl::GetFlag(FLAGS_vocab);
   // The offloaded budget's slices, in every mode: the same sums.
   c.classifier_rows = ChooseClassifierRows(c, s.device.budget_bytes);
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeGptResident(c, s));
@@ -128,7 +130,7 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   std::vector<double> seconds, losses;
   for (int64_t step = 0; step < steps; ++step) {
     for (int32_t& t : tokens)
-      t = static_cast<int32_t>(SplitMix64Next(state) % 256);
+      t = static_cast<int32_t>(SplitMix64Next(state) % c.vocab);
     const auto start = std::chrono::steady_clock::now();
     STRATA_ASSIGN_OR_RETURN(
         double loss,

@@ -210,6 +210,31 @@ TEST_F(ClippedAdamWTest, AStepAfterAClipWaitsForTheNormAndGivesTheSameBits) {
   EXPECT_EQ(opt.stats().deferred, 1);
 }
 
+TEST_F(ClippedAdamWTest, SpeculatesAgainAfterEightStepsWithinTheLimit) {
+  const float max_norm = 0.5f * static_cast<float>(Norm());
+  ClippedAdamW opt(store_.get(), compute_.get(), Tier::kHost,
+                   {.max_norm = max_norm, .weight_decay = 0.1f}, nullptr);
+  WriteGradients();  // clips once: a is speculated, restored, re-run
+  opt.BeginStep(adam_);
+  ASSERT_TRUE(opt.GroupComplete(a_).ok());
+  const float coef = **opt.EndStep(b_);
+  WriteGradients();
+  opt.BeginStep(adam_, coef);
+  ASSERT_TRUE(opt.GroupComplete(a_).ok());
+  ASSERT_TRUE(opt.EndStep(b_).ok());
+  for (HostSlot& h : host_) ScaleCpu(h.g.data(), 0.01f, h.g.size());
+  const int64_t clean = ClippedAdamW::kCleanStepsToSpeculate;
+  for (int64_t i = 0; i <= clean; ++i) {
+    WriteGradients();  // within the limit now
+    opt.BeginStep(adam_);
+    ASSERT_TRUE(opt.GroupComplete(a_).ok());
+    ASSERT_FALSE(opt.EndStep(b_)->has_value());
+  }
+  EXPECT_EQ(opt.stats().deferred, clean);  // then one speculative step
+  EXPECT_EQ(opt.stats().backup_bytes, 2 * a_.backup_bytes());
+  EXPECT_EQ(opt.stats().clipped, 1);
+}
+
 TEST_F(ClippedAdamWTest, ANormAlreadyOverTheLimitSpeculatesNothing) {
   ClippedAdamW opt(store_.get(), compute_.get(), Tier::kHost,
                    {.max_norm = 1e-3f, .weight_decay = 0.0f}, nullptr);
