@@ -1,0 +1,52 @@
+# gpt_cli_check.cmake: `strata train --model=gpt` end to end at a tiny size —
+# a corpus file written here, the byte tokenizer, three steps through the
+# store with NVMe — then the JSON report's keys and values, the sample, and a
+# bad shape refused with exit code 2 before any corpus is prepared.
+# Run by ctest: cmake -DSTRATA=... -DWORK=... -P gpt_cli_check.cmake
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/nvme")
+set(text "")
+foreach(i RANGE 1 300)
+  string(APPEND text "and the word ${i} was with the model, and the model was good\n")
+endforeach()
+file(WRITE "${WORK}/corpus.txt" "${text}")
+set(common train --model=gpt --tokenizer=byte --corpus=${WORK}/corpus.txt
+  --cache-dir=${WORK}/cache --nvme-dir=${WORK}/nvme --layers=1 --embed=32
+  --heads=2 --context=16 --batch=2 --eval-tokens=256 --device-budget=8MiB
+  --host-budget=16MiB --nvme-budget=64MiB)
+
+execute_process(COMMAND "${STRATA}" ${common} --max-steps=3 --sample=8
+  --json=${WORK}/report.json RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "strata train --model=gpt failed (${rc}):\n${out}\n${err}")
+endif()
+file(READ "${WORK}/report.json" report)
+string(JSON model GET "${report}" model)
+string(JSON steps LENGTH "${report}" losses)
+string(JSON val GET "${report}" val_loss)
+string(JSON base GET "${report}" baseline_val_loss)
+string(JSON home GET "${report}" config home_tier)
+string(JSON tokenizer GET "${report}" tokenizer)
+string(JSON sample GET "${report}" sample text)
+if(NOT model STREQUAL "gpt" OR NOT steps EQUAL 3 OR NOT tokenizer STREQUAL "byte")
+  message(FATAL_ERROR "report: model=${model} steps=${steps} tokenizer=${tokenizer}")
+endif()
+if(NOT val GREATER 0 OR NOT base GREATER 0 OR NOT home STREQUAL "nvme")
+  message(FATAL_ERROR "report: val_loss=${val} baseline=${base} home=${home}")
+endif()
+if(sample STREQUAL "")
+  message(FATAL_ERROR "report: no sample")
+endif()
+if(NOT out MATCHES "validation loss")
+  message(FATAL_ERROR "no result table:\n${out}")
+endif()
+
+# A bad shape: exit 2, and the cache is not touched.
+execute_process(COMMAND "${STRATA}" ${common} --heads=3 --max-steps=1
+  --cache-dir=${WORK}/fresh RESULT_VARIABLE rc ERROR_VARIABLE err
+  OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--heads=3" OR EXISTS "${WORK}/fresh")
+  message(FATAL_ERROR "bad --heads: rc=${rc}, fresh cache exists? ${err}")
+endif()
+file(REMOVE_RECURSE "${WORK}")
