@@ -41,9 +41,7 @@ absl::Status CommitTemporary(int fd, const std::string& temp_path,
   return WriteError(err, path);
 }
 
-absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
-    const std::string& path) {
-  std::string temp = TemporaryPathFor(path);
+absl::StatusOr<int> CreateTemporaryFile(const std::string& temp) {
   const int fd =
       open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -53,6 +51,13 @@ absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
                              "directory, or choose another cache directory)",
                              temp));
   }
+  return fd;
+}
+
+absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
+    const std::string& path) {
+  std::string temp = TemporaryPathFor(path);
+  STRATA_ASSIGN_OR_RETURN(const int fd, CreateTemporaryFile(temp));
   return std::unique_ptr<AtomicFileWriter>(
       new AtomicFileWriter(path, std::move(temp), fd));
 }

@@ -20,6 +20,10 @@ namespace strata::train {
 // ("<path>.tmp.<pid>.<n>"), for a file that is renamed to `path` when done.
 std::string TemporaryPathFor(const std::string& path);
 
+// Creates `temp` (which must not exist) for writing, mode 0644; returns its
+// descriptor. Errors: errno's code, naming the file and what to check.
+absl::StatusOr<int> CreateTemporaryFile(const std::string& temp);
+
 // Flushes `fd` to disk, closes it and renames `temp_path` to `path`; on any
 // failure removes `temp_path` and returns the errno status naming `path`.
 // Closes `fd` in every case.

@@ -5,16 +5,13 @@
 
 namespace strata::train {
 
-absl::Status MakeResident(TrainOptions& train, StoreOptions& store) {
+absl::Status SetResidentBudgets(const ModelFootprint& f, StoreOptions& store) {
   if (store.device.memory == DeviceMemory::kUnified) {
     return absl::InvalidArgumentError(
         "--resident homes every tensor on the device, which unified memory "
         "does not do (its tensors live in managed host memory and migrate): "
         "use --memory=copies with --resident, or drop --resident");
   }
-  train.model.home = Tier::kDevice;
-  train.model.optimizer_tier = Tier::kDevice;
-  STRATA_ASSIGN_OR_RETURN(ModelFootprint f, ComputeFootprint(train.model));
   // A sixteenth more for allocation rounding (256 B per tensor).
   store.device.budget_bytes =
       f.total_bytes() + f.total_bytes() / 16 + 16 * kMiB;
@@ -25,6 +22,29 @@ absl::Status MakeResident(TrainOptions& train, StoreOptions& store) {
   return absl::OkStatus();
 }
 
+absl::Status MakeResident(TrainOptions& train, StoreOptions& store) {
+  ModelConfig resident = train.model;
+  resident.home = Tier::kDevice;
+  resident.optimizer_tier = Tier::kDevice;
+  STRATA_ASSIGN_OR_RETURN(ModelFootprint f, ComputeFootprint(resident));
+  STRATA_RETURN_IF_ERROR(SetResidentBudgets(f, store));
+  train.model = resident;
+  return absl::OkStatus();
+}
+
+absl::Status OpenStoreAndCompute(const StoreOptions& options,
+                                 std::unique_ptr<Store>* store,
+                                 std::unique_ptr<Compute>* compute) {
+  STRATA_ASSIGN_OR_RETURN(*store, Store::Open(options));
+  if ((*store)->GetStats().device_backend.rfind("cuda", 0) == 0) {
+    STRATA_ASSIGN_OR_RETURN(*compute,
+                            MakeCudaCompute(options.device.cuda_device));
+  } else {
+    *compute = MakeCpuCompute();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
     const StoreOptions& store_options, TrainOptions& train) {
   if (train.model.home != Tier::kDevice) {
@@ -32,14 +52,8 @@ absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
         store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
   }
   auto setup = std::make_unique<TrainSetup>();
-  STRATA_ASSIGN_OR_RETURN(setup->store, Store::Open(store_options));
-  const Stats stats = setup->store->GetStats();
-  if (stats.device_backend.rfind("cuda", 0) == 0) {
-    STRATA_ASSIGN_OR_RETURN(setup->compute,
-                            MakeCudaCompute(store_options.device.cuda_device));
-  } else {
-    setup->compute = MakeCpuCompute();
-  }
+  STRATA_RETURN_IF_ERROR(
+      OpenStoreAndCompute(store_options, &setup->store, &setup->compute));
   STRATA_ASSIGN_OR_RETURN(
       setup->model,
       Mlp::Create(setup->store.get(), setup->compute.get(), train.model));

@@ -20,6 +20,18 @@ namespace strata::train {
 // the host keeps only staging room. InvalidArgument for a bad model config.
 absl::Status MakeResident(TrainOptions& train, StoreOptions& store);
 
+// The budgets of a fully resident run of a model of footprint `f`: a device
+// budget that holds every tensor, host room only to stage writes, no NVMe
+// tier. InvalidArgument for unified memory (its tensors live on the host).
+absl::Status SetResidentBudgets(const ModelFootprint& f, StoreOptions& store);
+
+// Opens the store and the compute for its device backend (cuBLAS for
+// "cuda:...", OpenBLAS for the simulated device). Errors: Store::Open's and
+// MakeCudaCompute's.
+absl::Status OpenStoreAndCompute(const StoreOptions& options,
+                                 std::unique_ptr<Store>* store,
+                                 std::unique_ptr<Compute>* compute);
+
 struct TrainSetup {
   std::unique_ptr<Store> store;
   std::unique_ptr<Compute> compute;  // OpenBLAS, or cuBLAS on a real GPU

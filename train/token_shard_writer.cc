@@ -42,15 +42,7 @@ absl::StatusOr<std::unique_ptr<TokenShardWriter>> TokenShardWriter::Create(
         vocab_size));
   }
   std::string temp = TemporaryPathFor(path);
-  const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(
-        err, absl::StrFormat("cannot create %s (check the permissions of the "
-                             "cache directory, or choose another)",
-                             temp));
-  }
+  STRATA_ASSIGN_OR_RETURN(const int fd, CreateTemporaryFile(temp));
   return std::unique_ptr<TokenShardWriter>(
       new TokenShardWriter(path, std::move(temp), fd, vocab_size, vocab_id));
 }
