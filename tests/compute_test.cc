@@ -33,6 +33,7 @@ void PrintTo(VectorPath path, std::ostream* os) { *os << VectorPathName(path); }
 
 namespace {
 
+using ::strata::train::testing::ExpectNearReference;
 using ::strata::train::testing::Random;
 using ::strata::train::testing::RandomLabels;
 using ::strata::train::testing::SameBits;
@@ -42,16 +43,6 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{1, 1, 1},     {3, 5, 7}, {17, 33, 9},
                              {64, 100, 10}, {2, 0, 3}, {0, 4, 6}};
-
-// Element i of `got` is within rtol * |want| + atol of `want`.
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
-                 double rtol, double atol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], rtol * std::abs(want[i]) + atol)
-        << what << "[" << i << "]";
-  }
-}
 
 class CpuComputeTest : public ::testing::Test {
  protected:
@@ -87,7 +78,7 @@ TEST_F(CpuComputeTest, LinearForwardMatchesNaive) {
         want[i * s.out + o] = sum;
       }
     }
-    ExpectClose(y, want, 1e-5, 1e-5, "y");
+    ExpectNearReference(y, want, 1e-5, 1e-5, "y");
   }
 }
 
@@ -117,8 +108,8 @@ TEST_F(CpuComputeTest, LinearBackwardMatchesNaive) {
         }
       }
     }
-    ExpectClose(dw, want_dw, 1e-5, 1e-5, "dw");
-    ExpectClose(dx, want_dx, 1e-5, 1e-5, "dx");
+    ExpectNearReference(dw, want_dw, 1e-5, 1e-5, "dw");
+    ExpectNearReference(dx, want_dx, 1e-5, 1e-5, "dx");
     EXPECT_TRUE(SameBits(db, want_db));
   }
 }
@@ -280,7 +271,7 @@ TEST_F(CpuComputeTest, GeluBackwardMatchesFiniteDifference) {
         (GeluRef(z[i] + kStep) - GeluRef(z[i] - kStep)) / (2 * kStep);
     want[i] = da[i] * slope;
   }
-  ExpectClose(dz, want, 1e-5, 2e-7, "gelu'");
+  ExpectNearReference(dz, want, 1e-5, 2e-7, "gelu'");
 }
 
 TEST_F(CpuComputeTest, ActivationsWorkInPlace) {
@@ -350,7 +341,7 @@ TEST_F(CpuComputeTest, SoftmaxCrossEntropyMatchesDouble) {
     const XentRef ref = XentReference(logits, labels, batch, classes);
     EXPECT_NEAR(got->loss_sum, ref.loss_sum, 1e-5 * ref.loss_sum + 1e-6);
     EXPECT_EQ(got->correct, ref.correct);
-    ExpectClose(d, ref.dlogits, 1e-5, 1e-7, "dlogits");
+    ExpectNearReference(d, ref.dlogits, 1e-5, 1e-7, "dlogits");
     auto no_grad = compute_->SoftmaxCrossEntropy(logits.data(), labels.data(),
                                                  nullptr, batch, classes);
     ASSERT_TRUE(no_grad.ok());
@@ -375,7 +366,7 @@ TEST_F(CpuComputeTest, SoftmaxCrossEntropyIsStableAndTakesFirstMaximum) {
   EXPECT_NEAR(got->loss_sum, ref.loss_sum, 1e-5 * ref.loss_sum);
   EXPECT_TRUE(std::isfinite(got->loss_sum));
   EXPECT_EQ(got->correct, 2);  // rows 0 and 1; row 2's label is the 2nd max
-  ExpectClose(d, ref.dlogits, 1e-5, 1e-7, "dlogits");
+  ExpectNearReference(d, ref.dlogits, 1e-5, 1e-7, "dlogits");
 }
 
 TEST_F(CpuComputeTest, LabelOutOfRangeIsInvalidArgument) {

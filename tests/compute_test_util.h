@@ -3,10 +3,13 @@
 #ifndef STRATA_TESTS_COMPUTE_TEST_UTIL_H_
 #define STRATA_TESTS_COMPUTE_TEST_UTIL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "gtest/gtest.h"
 
 namespace strata::train::testing {
 
@@ -33,6 +36,18 @@ inline std::vector<int32_t> RandomLabels(int64_t n, int32_t classes,
 inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Element i of `got` is within rtol * |want| + atol of `want` (a double
+// reference).
+inline void ExpectNearReference(const std::vector<float>& got,
+                                const std::vector<double>& want, double rtol,
+                                double atol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], rtol * std::abs(want[i]) + atol)
+        << what << "[" << i << "]";
+  }
 }
 
 }  // namespace strata::train::testing

@@ -21,21 +21,12 @@
 namespace strata::train {
 namespace {
 
+using ::strata::train::testing::ExpectNearReference;
 using ::strata::train::testing::Random;
 using ::strata::train::testing::RandomLabels;
 using ::strata::train::testing::SameBits;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Element i of `got` is within rtol * |want| + atol of `want`.
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
-                 double rtol, double atol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], rtol * std::abs(want[i]) + atol)
-        << what << "[" << i << "]";
-  }
-}
 
 class TransformerOpsTest : public ::testing::Test {
  protected:
@@ -192,9 +183,9 @@ TEST_F(TransformerOpsTest, LayerNormForwardMatchesDouble) {
                                      mean.data(), rstd.data(), N, C)
                   .ok());
   const LayerNormRef r = NaiveLayerNorm(x, w, b, N, C);
-  ExpectClose(out, r.out, 1e-5, 2e-6, "out");
-  ExpectClose(mean, r.mean, 1e-6, 0, "mean");
-  ExpectClose(rstd, r.rstd, 1e-5, 0, "rstd");
+  ExpectNearReference(out, r.out, 1e-5, 2e-6, "out");
+  ExpectNearReference(mean, r.mean, 1e-6, 0, "mean");
+  ExpectNearReference(rstd, r.rstd, 1e-5, 0, "rstd");
 }
 
 TEST_F(TransformerOpsTest, LayerNormBackwardAccumulates) {
@@ -301,8 +292,8 @@ TEST_F(TransformerOpsTest, AttentionForwardMatchesNaive) {
                                        s.T, s.C, s.H)
                     .ok());
     const AttentionRef r = NaiveAttention(qkv, s.B, s.T, s.C, s.H);
-    ExpectClose(out, r.out, 1e-5, 1e-5, "out");
-    ExpectClose(lse, r.lse, 1e-5, 1e-5, "lse");
+    ExpectNearReference(out, r.out, 1e-5, 1e-5, "out");
+    ExpectNearReference(lse, r.lse, 1e-5, 1e-5, "lse");
   }
 }
 
@@ -417,7 +408,7 @@ TEST_F(TransformerOpsTest, CrossEntropyMatchesDouble) {
     }
   }
   EXPECT_NEAR(*loss, want_loss, 1e-5 * want_loss);
-  ExpectClose(d, want_d, 1e-5, 1e-7, "dlogits");
+  ExpectNearReference(d, want_d, 1e-5, 1e-7, "dlogits");
 }
 
 TEST_F(TransformerOpsTest, CrossEntropyInPlaceAndLossOnlyGiveTheSameBits) {
