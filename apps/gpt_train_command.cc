@@ -27,6 +27,7 @@
 #include "train/bigram.h"
 #include "train/gpt.h"
 #include "train/gpt_setup.h"
+#include "train/host_pool.h"
 #include "train/lm_batcher.h"
 #include "train/lm_corpus.h"
 #include "train/lm_trainer.h"
@@ -263,6 +264,7 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
       {"step_seconds_median", train::Median(r.step_seconds)},
       {"optimizer_seconds_per_step", train::Median(r.optimizer_seconds)},
       {"adam_vector_path", train::VectorPathName(train::ChosenVectorPath())},
+      {"adam_threads", train::HostPool::Shared().threads()},
       {"parameters", train::GptParameterCount(m)},
       {"model_state_bytes", f.state_bytes()},
       {"activation_bytes", f.activation_bytes},
@@ -324,15 +326,18 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
                "step median", step * 1e3, r.losses.size(), r.train_seconds,
                r.tokens_per_second);
   const double adam = train::Median(r.optimizer_seconds);
-  absl::PrintF("%-22s %.2f ms per step (median, %.1f%% of the step)\n",
-               "optimizer (AdamW)", adam * 1e3,
-               step > 0 ? 100 * adam / step : 0.0);
   absl::PrintF(
-      "%-22s %lld of %zu steps clipped, %lld rolled back (%.2f s "
-      "re-running), %s backed up\n",
+      "%-22s %.2f ms per step (median, %.1f%% of the step; %s, %d threads)\n",
+      "optimizer (AdamW)", adam * 1e3, step > 0 ? 100 * adam / step : 0.0,
+      train::VectorPathName(train::ChosenVectorPath()),
+      train::HostPool::Shared().threads());
+  absl::PrintF(
+      "%-22s %lld of %zu steps clipped: %lld rolled back (%.2f s "
+      "re-running), %lld deferred; %s copied to backups\n",
       "gradient clipping", static_cast<long long>(clip.clipped),
       r.losses.size(), static_cast<long long>(clip.rolled_back),
-      gpt.rollback_seconds(), FormatByteSize(clip.backup_bytes));
+      gpt.rollback_seconds(), static_cast<long long>(clip.deferred),
+      FormatByteSize(clip.backup_bytes));
 }
 
 int Fail(const absl::Status& status) {
@@ -385,8 +390,8 @@ int RunGptTrain(const std::string& json_path,
     if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
   }
   absl::PrintF(
-      "strata train: preparing the corpus (cached after the first "
-      "run)...\n");
+      "strata train: preparing the corpus (split, tokenizer and shards "
+      "are built once and reused from the cache)...\n");
   std::fflush(stdout);
   absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
   if (!corpus.ok()) return Fail(corpus.status());

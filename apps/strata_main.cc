@@ -53,6 +53,11 @@ Commands:
           gradient, Adam moment and activation in the store, its state
           several times the device budget (spilling to host and NVMe); prints
           loss, test accuracy and what moved (--json=FILE, --timeline=FILE).
+          --model=gpt trains a GPT-2 style language model on the King James
+          Bible instead (its flags: --layers, --heads, --embed, --context,
+          --tokenizer, --vocab, --corpus, ...; its own budget defaults
+          7.5MiB/24MiB/512MiB); prints validation loss against a bigram
+          baseline, --sample=N generates text.
   info    Show the tiers strata finds here (device backend and why, host
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
@@ -72,6 +77,7 @@ Examples:
       --host-budget=1GiB --nvme-budget=5GiB --max-steps=8 --lr=2e-5 \
       --lr-schedule=constant   (3.8 GiB of state; deep wide nets need a low lr)
   strata train --resident --max-steps=50 --json=resident.json
+  strata train --model=gpt --sample=60 --json=gpt.json
   strata train --memory=unified --max-steps=50   (prefetch hints, same losses)
   strata info
   strata info --device=simulated --nvme-dir=/mnt/nvme0,/mnt/nvme1 --json=info.json

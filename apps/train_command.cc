@@ -50,7 +50,7 @@ ABSL_FLAG(int64_t, batch, 256,
 ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "strata train: stop after this many steps in all (then evaluate); "
-          "0 = no limit (gpt: the run's length, default 700).");
+          "0 = no limit (gpt: the run's length, >= 1, default 700).");
 ABSL_FLAG(double, lr, 1e-3,
           "strata train: Adam's peak learning rate (see --lr-schedule; gpt "
           "default 3e-3).");
