@@ -12,10 +12,12 @@
 # bitwise equal. Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
-#   bench/gpu_check.sh --prebuilt DIR  # run binaries packed by --pack (a GPU
-#                                      # machine without the build dependencies)
-#   bench/gpu_check.sh --pack DIR      # build here and pack the binaries and
-#                                      # their non-system shared libraries
+#   bench/gpu_check.sh --prebuilt DIR[.tar.gz]  # run binaries packed by
+#                                      # --pack (a GPU machine without the build
+#                                      # dependencies)
+#   bench/gpu_check.sh --pack DIR      # build here and pack the binaries, their
+#                                      # non-system shared libraries and the
+#                                      # corpus into DIR and DIR.tar.gz
 # Results also go to $OUT (or ./gpu_check_out) as JSON and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,13 +48,23 @@ pack() {  # pack DIR: binaries + the shared libraries a bare machine may lack
   # The GPT's corpus: the GPU machine lacks the bible-kjv package.
   mkdir -p "$dir/data"
   bible -f gen1:1-rev22:21 | sed -E 's/^[^ ]+ //' >"$dir/data/kjv.txt"
+  # One compressed file to carry (the device tool takes 64 MiB; OpenBLAS
+  # alone is 36 MB, 23 MB for everything compressed).
+  tar czf "$dir.tar.gz" -C "$(dirname "$dir")" "$(basename "$dir")"
+  echo "$dir.tar.gz: $(du -h "$dir.tar.gz" | cut -f1)"
   echo "packed $(ls "$dir/bin" | wc -l) binaries and $(ls "$dir/lib" | wc -l) libraries into $dir"
 }
 
 case "${1:-}" in
   --pack) pack "${2:?--pack DIR}"; exit 0 ;;
   --prebuilt)
-    bindir="${2:?--prebuilt DIR}/bin"
+    pre="${2:?--prebuilt DIR or DIR.tar.gz}"
+    if [[ "$pre" == *.tar.gz ]]; then
+      mkdir -p "$out/prebuilt" && tar xzf "$pre" -C "$out/prebuilt" &&
+        pre="$out/prebuilt/$(basename "$pre" .tar.gz)"
+    fi
+    set -- "$1" "$pre"
+    bindir="$2/bin"
     corpus_flag="--corpus=${2}/data/kjv.txt"
     export LD_LIBRARY_PATH="${2}/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
   "") build; bindir=""; corpus_flag="" ;;
