@@ -97,15 +97,14 @@ absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
   sum_squares_ += part;
   const double norm = std::sqrt(sum_squares_);
   stats_.last_norm = norm;
-  last_clipped_ = norm > options_.max_norm;
-  steps_since_clip_ = last_clipped_ ? 0 : steps_since_clip_ + 1;
+  const bool clipped = norm > options_.max_norm;
+  steps_since_clip_ = clipped ? 0 : steps_since_clip_ + 1;
   // PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6).
-  const float coef = last_clipped_
-                         ? static_cast<float>(options_.max_norm / (norm + 1e-6))
-                         : 1.0f;
+  const float coef =
+      clipped ? static_cast<float>(options_.max_norm / (norm + 1e-6)) : 1.0f;
   if (defer_) {
     ++stats_.deferred;
-    if (last_clipped_) ++stats_.clipped;
+    if (clipped) ++stats_.clipped;
     deferred_.push_back(&last);
     for (const ParamGroup* g : deferred_) {
       STRATA_RETURN_IF_ERROR(UpdateGroup(*g, /*backup=*/false, coef));
@@ -113,7 +112,7 @@ absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
     }
     return std::nullopt;
   }
-  if (!last_clipped_) {
+  if (!clipped) {
     STRATA_RETURN_IF_ERROR(UpdateGroup(last, /*backup=*/false, 1.0f));
     STRATA_RETURN_IF_ERROR(DiscardGradients(last));
     // Confirmed: the backups are dead, and Discard never writes them back.

@@ -138,7 +138,6 @@ class ClippedAdamW {
   std::vector<const ParamGroup*> speculated_;  // updated with backups
   std::vector<const ParamGroup*> deferred_;    // waiting for the norm
   bool defer_ = false;                         // this step is deferred
-  bool last_clipped_ = false;  // the last step's norm exceeded the limit
   // Steps within the limit since the last that clipped (the first step
   // speculates).
   int64_t steps_since_clip_ = kCleanStepsToSpeculate;

@@ -229,6 +229,14 @@ class Compute {
 // libraries take int dimensions, so anything wider is a caller bug.
 absl::Status CheckLinearDims(int64_t batch, int64_t in, int64_t out);
 
+// Gemm's errors, for every implementation: InvalidArgument for a dimension
+// or stride outside [0, INT_MAX] (both BLAS libraries take int), a beta other
+// than 0 or 1, or a row stride shorter than its row (an empty product needs
+// none).
+absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, int64_t lda, int64_t ldb, float beta,
+                           int64_t ldc);
+
 // OpenBLAS on host memory. `threads` bounds OpenBLAS's threads (0: its
 // default).
 std::unique_ptr<Compute> MakeCpuCompute(int threads = 0);

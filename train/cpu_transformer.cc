@@ -59,30 +59,6 @@ absl::Status CheckTokens(const char* op, const char* what,
   return absl::OkStatus();
 }
 
-absl::Status CheckGemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                       int64_t k, int64_t lda, int64_t ldb, float beta,
-                       int64_t ldc) {
-  for (int64_t dim : {m, n, k, lda, ldb, ldc}) {
-    if (dim < 0 || dim > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "Gemm dimensions m=%d n=%d k=%d lda=%d ldb=%d ldc=%d must be in "
-          "[0, %d]",
-          m, n, k, lda, ldb, ldc, INT_MAX));
-    }
-  }
-  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Gemm leading dimensions lda=%d ldb=%d ldc=%d are shorter than the "
-        "rows of a (%d), b (%d) or c (%d)",
-        lda, ldb, ldc, trans_a ? m : k, trans_b ? k : n, n));
-  }
-  if (beta != 0.0f && beta != 1.0f) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Gemm beta must be 0 or 1, got %g", beta));
-  }
-  return absl::OkStatus();
-}
-
 // One row of LayerNormForward (see the header for the two passes).
 void LayerNormRow(const float* x, const float* weight, const float* bias,
                   float* out, float* mean, float* rstd, int64_t C) {
@@ -176,7 +152,7 @@ absl::Status GemmCpu(bool trans_a, bool trans_b, int64_t m, int64_t n,
                      int64_t k, const float* a, int64_t lda, const float* b,
                      int64_t ldb, float beta, float* c, int64_t ldc) {
   STRATA_RETURN_IF_ERROR(
-      CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, beta, ldc));
+      CheckGemmArgs(trans_a, trans_b, m, n, k, lda, ldb, beta, ldc));
   if (m == 0 || n == 0) return absl::OkStatus();
   if (k == 0) {
     // op(a) op(b) is all zeros; BLAS would return without touching c.

@@ -47,36 +47,6 @@ bool AnyZero(std::initializer_list<int64_t> dims) {
   return false;
 }
 
-// compute.h's Gemm errors: a dimension or stride outside [0, INT_MAX] (cuBLAS
-// takes int), a beta other than 0 or 1, or a row stride shorter than its
-// row (cuBLAS would refuse it too, less clearly).
-absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                           int64_t k, int64_t lda, int64_t ldb, float beta,
-                           int64_t ldc) {
-  for (int64_t dim : {m, n, k, lda, ldb, ldc}) {
-    if (dim < 0 || dim > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "gemm dimensions m=%d n=%d k=%d lda=%d ldb=%d ldc=%d must be in "
-          "[0, %d]",
-          m, n, k, lda, ldb, ldc, INT_MAX));
-    }
-  }
-  if (beta != 0.0f && beta != 1.0f) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("gemm beta must be 0 or 1, got %g", beta));
-  }
-  if (m == 0 || n == 0) return absl::OkStatus();
-  const int64_t a_cols = trans_a ? m : k;
-  const int64_t b_cols = trans_b ? k : n;
-  if (ldc < n || (k > 0 && (lda < a_cols || ldb < b_cols))) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "gemm strides lda=%d ldb=%d ldc=%d are shorter than their rows "
-        "(%d, %d, %d)",
-        lda, ldb, ldc, a_cols, b_cols, n));
-  }
-  return absl::OkStatus();
-}
-
 // compute.h's attention shape rule, plus no negative dimension.
 absl::Status CheckHeads(int64_t B, int64_t T, int64_t C, int64_t H) {
   STRATA_RETURN_IF_ERROR(CheckNonNegative("attention", {B, T, C}));

@@ -158,7 +158,6 @@ absl::Status Gpt::CreateTensors() {
   STRATA_ASSIGN_OR_RETURN(ParamSlot lb, CreateParam("lnf.bias", {C}, false));
   g_.lnf.params = {lw, lb};
   STRATA_ASSIGN_OR_RETURN(g_.lnf.backup, CreateBackup("lnf.", g_.lnf));
-  const DType f32 = DType::kFloat32;
   using K = TensorKind;
   auto act = [&](const char* name, std::vector<int64_t> shape,
                  DType dtype = DType::kFloat32) {
@@ -176,7 +175,6 @@ absl::Status Gpt::CreateTensors() {
   STRATA_ASSIGN_OR_RETURN(s_.datt, act("attention.out.grad", {N, C}));
   STRATA_ASSIGN_OR_RETURN(s_.dqkv, act("qkv.out.grad", {N, 3 * C}));
   STRATA_ASSIGN_OR_RETURN(s_.dfc, act("fc.out.grad", {N, 4 * C}));
-  (void)f32;
   return absl::OkStatus();
 }
 
