@@ -196,7 +196,15 @@ StoreCore::Next StoreCore::Reserve(const JobPtr& job, Tier tier, uint64_t bytes,
 
 StoreCore::Next StoreCore::StartLoad(const JobPtr& job) {
   TensorRecord& rec = *tensors_.at(job->id);
-  if (std::optional<Tier> src = PickSource(rec, job->filling)) {
+  std::optional<Tier> src = PickSource(rec, job->filling);
+  if (src.has_value() && StageOnHost(rec, job->filling, *src)) {
+    // The host copy first; Loaded() then fills the device copy from it.
+    rec.copy(Tier::kHost).MoveTo(CopyState::kLoading);
+    job->filling = Tier::kHost;
+    job->stage = Stage::kReserve;
+    return Next::kContinue;
+  }
+  if (src.has_value()) {
     TransferAsync(rec, *src, job->filling,
                   [this, job](const absl::Status& s)
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -216,12 +224,18 @@ StoreCore::Next StoreCore::StartLoad(const JobPtr& job) {
 
 StoreCore::Next StoreCore::Loaded(PrefetchJob& job) {
   if (job.filling == job.tier) return EndPrefetch(job, absl::OkStatus());
-  // Unified memory: the host copy is there; now the device residency.
+  // The host copy is there (staged, or unified memory's pages).
   TensorRecord& rec = *tensors_.at(job.id);
   TierCopy& host = rec.copy(Tier::kHost);
   host.last_use = ++tick_;
   host.MoveTo(CopyState::kValid);
   Changed();
+  if (!unified()) {  // staged: now the device copy, from the host copy
+    job.filling = job.tier;
+    job.stage = Stage::kReserve;
+    return Next::kContinue;
+  }
+  // Unified memory: now the device residency.
   ++host.transfer_pins;
   job.filling = Tier::kDevice;
   job.stage = Stage::kReserveResidency;

@@ -77,6 +77,20 @@ absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
 absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
   while (true) {
     if (std::optional<Tier> src = PickSource(rec, tier)) {
+      if (StageOnHost(rec, tier, *src)) {
+        TierCopy& host = rec.copy(Tier::kHost);
+        host.MoveTo(CopyState::kLoading);
+        const absl::Status staged = FillCopy(rec, Tier::kHost, Fill::kLoad);
+        if (staged.ok()) {
+          host.MoveTo(CopyState::kValid);
+          Changed();
+          continue;  // now from the host copy
+        }
+        // No room in host memory: straight from NVMe, as without staging.
+        if (staged.code() != absl::StatusCode::kResourceExhausted) {
+          return staged;
+        }
+      }
       return Transfer(rec, *src, tier);
     }
     bool evicting = false;
@@ -90,6 +104,13 @@ absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
     }
     changed_.Wait(&mu_);  // a write-back is moving the only copy; read it after
   }
+}
+
+bool StoreCore::StageOnHost(const TensorRecord& rec, Tier tier,
+                            Tier src) const {
+  return tier == Tier::kDevice && src == Tier::kNvme && !unified() &&
+         rec.spec.size_bytes < kSmallCopyBytes &&
+         rec.copy(Tier::kHost).state() == CopyState::kAbsent;
 }
 
 std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,

@@ -186,6 +186,12 @@ class StoreCore : public internal::LeaseReleaser,
   // `tier` first.
   std::optional<Tier> PickSource(const TensorRecord& rec, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a load of rec's copy on `tier` from `src` should first fill a
+  // host copy: a small tensor's device load from NVMe, so that its next
+  // load comes from host memory (where small copies stay: PickVictim)
+  // instead of paying an NVMe request's latency again.
+  bool StageOnHost(const TensorRecord& rec, Tier tier, Tier src) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves `bytes` on `tier`, evicting copies (PickVictim) as needed.
   absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
                                     const TensorSpec& for_spec,

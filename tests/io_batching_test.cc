@@ -145,5 +145,34 @@ TEST_F(IoBatchingTest, SmallHostCopiesStayWhileLargerOnesGo) {
     ExpectContents(large[i], 128 * kKiB, 100 + i);
 }
 
+// A small tensor's device load from NVMe leaves a host copy behind, on the
+// acquire path and on the prefetch path, so its next device load reads host
+// memory, not NVMe.
+TEST_F(IoBatchingTest, SmallTensorsReachTheDeviceThroughHostMemory) {
+  Open(/*prefetch=*/false);
+  const TensorId a = DirtyOnHost(4 * kKiB, 20);
+  const TensorId b = DirtyOnHost(4 * kKiB, 21);
+  for (TensorId id : {a, b}) ASSERT_TRUE(store_->Evict(id, Tier::kNvme).ok());
+  const auto reads = [&] {
+    return store_->GetStats().links[int(Link::kNvmeRead)].transfers;
+  };
+  const uint64_t before = reads();
+  ASSERT_TRUE(store_->Acquire(a, Tier::kDevice, Access::kRead).ok());
+  ASSERT_TRUE(store_->Prefetch(b, Tier::kDevice).ok());
+  EXPECT_TRUE(::strata::testing::WaitUntil([&] {
+    return store_->GetResidency(b)->tiers[int(Tier::kDevice)] ==
+           Residency::State::kClean;
+  }));
+  EXPECT_EQ(reads(), before + 2);
+  for (TensorId id : {a, b}) {
+    EXPECT_EQ(HostState(id), Residency::State::kClean);
+    ASSERT_TRUE(store_->Evict(id, Tier::kHost).ok());  // off the device
+    ASSERT_TRUE(store_->Acquire(id, Tier::kDevice, Access::kRead).ok());
+  }
+  EXPECT_EQ(reads(), before + 2);  // both came back from host memory
+  ExpectContents(a, 4 * kKiB, 20);
+  ExpectContents(b, 4 * kKiB, 21);
+}
+
 }  // namespace
 }  // namespace strata
