@@ -265,6 +265,26 @@ TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
   EXPECT_NE(jc["losses"][0], ja["losses"][0]);
 }
 
+TEST(CliConfigTest, BenchReportCarriesItsConfig) {
+  ::strata::testing::TempDir dir;
+  const Result a =
+      Strata({"bench", "-t", "link", "--quick", "--device=simulated",
+              "--host-budget=64MiB", "--json=" + dir.path() + "/a.json"});
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
+  EXPECT_EQ(ja["config"]["bench_case"], "link");
+  EXPECT_EQ(ja["config"]["quick"], true);
+  EXPECT_EQ(ja["config"]["host_budget"], "64MiB");
+  EXPECT_TRUE(ja.contains("link"));
+  const Result b = Strata({"bench", "--config=" + dir.path() + "/a.json",
+                           "--json=" + dir.path() + "/b.json"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const nlohmann::json jb = ReadJson(dir.path() + "/b.json");
+  EXPECT_EQ(jb["config"], ja["config"]);
+  EXPECT_TRUE(jb.contains("link"));
+  EXPECT_FALSE(jb.contains("scheduler"));  // the case selection came along
+}
+
 TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
   ::strata::testing::TempDir dir;
   const auto write = [&](const std::string& name, const std::string& text) {
