@@ -126,10 +126,10 @@ std::string MainHelp() {
 }
 
 std::string CommandHelp(const CommandSpec& command) {
+  const std::string name = command.name;
   std::string out = absl::StrFormat(
-      "strata %s: %s\n\nUsage: strata %s%s\n", command.name,
-      Wrap(command.about, 0, 9 + std::string(command.name).size()),
-      command.name, command.flags.empty() ? "" : " [flags]");
+      "strata %s: %s\n\nUsage: strata %s %s\n", name,
+      Wrap(command.about, 0, name.size() + 9), name, command.usage);
   for (const char* group : FlagGroups()) {
     std::string lines;
     for (const FlagEntry& e : command.flags) {

@@ -139,27 +139,29 @@ const std::vector<CommandSpec>& Commands() {
        "state several times the device budget (spilling to host and NVMe). "
        "Prints the loss, the test accuracy or validation loss, and what "
        "moved. Flags marked (mlp) or (gpt) apply to that model only.",
-       TrainFlags()},
+       "[flags]", TrainFlags()},
       {"info", "show the tiers found here and move one tensor through them",
        "Show the tiers strata finds here (device backend and why, host "
        "budget, NVMe files and I/O engine) and run a short round trip of one "
        "tensor through host -> NVMe -> device -> host.",
-       InfoFlags()},
+       "[flags]", InfoFlags()},
       {"bench", "measure each tier link here (-t NAME selects cases)",
        "Measure each tier link here: host<->device, the store's NVMe path "
        "next to fio, NVMe->device, a block size x queue depth sweep, the "
        "scheduler, explicit copies vs unified memory. -t NAME selects cases "
        "by exact name or prefix; --list says which apply here.",
-       BenchFlags()},
+       "[flags]", BenchFlags()},
       {"help",
        "show help: `strata help <command>` (also --help)",
        "Show the commands, or a command's flags: strata help <command>.",
+       "[command]",
        {}},
       {"completion",
        "print the bash completion script: strata completion bash",
        "Print the bash completion script (commands, each command's flags, the "
        "values of choice flags): source <(strata completion bash). "
        "`cmake --install` installs it to share/bash-completion/completions.",
+       "bash",
        {}},
   };
   return commands;

@@ -29,6 +29,7 @@ struct CommandSpec {
   const char* name;
   const char* summary;  // one line, for `strata --help`
   const char* about;    // a paragraph, for `strata <command> --help`
+  const char* usage;    // what follows the name: "[flags]", "bash"
   std::vector<FlagEntry> flags;
 };
 
