@@ -8,6 +8,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "apps/flag_suggest.h"
+#include "strata/status.h"
 
 namespace strata {
 namespace {
@@ -76,6 +77,40 @@ bool IsStrataFlag(std::string_view name) {
   return FindStrataFlag(name) != nullptr;
 }
 
+namespace {
+
+// Appends the flag at args[*i] (--name, --name=value, --name value,
+// --noname), advancing *i past a value it takes from the next word.
+absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
+                     CommandLine* out) {
+  const std::string& arg = args[*i];
+  Spelled s = SplitFlag(arg);
+  if (const std::string base = NegatedBool(s.name);
+      !base.empty() && !IsStrataFlag(s.name)) {
+    if (s.has_value) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s takes no value (write --%s=%s)", arg, Dashed(base), s.value));
+    }
+    out->flags.push_back({base, "false", "--no" + Dashed(base)});
+    return absl::OkStatus();
+  }
+  // An unknown name takes no value here; CheckFlagOf refuses it later.
+  if (!s.has_value && IsStrataFlag(s.name)) {
+    if (IsBoolFlag(s.name)) {
+      s.value = "true";
+    } else if (*i + 1 < args.size()) {
+      s.value = args[++*i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s needs a value: --%s=VALUE", Dashed(s.name), Dashed(s.name)));
+    }
+  }
+  out->flags.push_back({s.name, s.value, "--" + Dashed(s.name)});
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CommandLine> SplitCommandLine(
     const std::vector<std::string>& args) {
   CommandLine out;
@@ -98,28 +133,7 @@ absl::StatusOr<CommandLine> SplitCommandLine(
       out.flags.push_back(
           {"bench_case", arg == "-t" ? args[++i] : arg.substr(3), "-t"});
     } else if (arg.size() > 1 && arg[0] == '-') {
-      Spelled s = SplitFlag(arg);
-      if (const std::string base = NegatedBool(s.name);
-          !base.empty() && !IsStrataFlag(s.name)) {
-        if (s.has_value) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s takes no value (write --%s=%s)", arg, Dashed(base), s.value));
-        }
-        out.flags.push_back({base, "false", "--no" + Dashed(base)});
-        continue;
-      }
-      if (!s.has_value && IsStrataFlag(s.name)) {
-        if (IsBoolFlag(s.name)) {
-          s.value = "true";
-        } else if (i + 1 < args.size()) {
-          s.value = args[++i];
-        } else {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("--%s needs a value: --%s=VALUE", Dashed(s.name),
-                              Dashed(s.name)));
-        }
-      }
-      out.flags.push_back({s.name, s.value, "--" + Dashed(s.name)});
+      STRATA_RETURN_IF_ERROR(AddFlag(args, &i, &out));
     } else {
       out.positionals.push_back(arg);
     }
