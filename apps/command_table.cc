@@ -78,6 +78,12 @@ std::vector<FlagEntry> TrainFlags() {
       {"resident", "training", ""},
       {"eval_every", "training", "N", kGpt},
       {"eval_tokens", "training", "N", kGpt},
+      // Checkpoints (apps/checkpoint_command.cc, where it is built in; an
+      // entry whose flag is not defined is skipped everywhere).
+      {"save_dir", "checkpoints", "DIR"},
+      {"save_every", "checkpoints", "N"},
+      {"keep", "checkpoints", "N"},
+      {"resume", "checkpoints", "DIR"},
   };
   for (FlagEntry& e :
        StoreFlags(TrainBudget(kTrainDeviceBudget, kGptDeviceBudget),
@@ -183,9 +189,9 @@ const FlagEntry* FindFlagEntry(const CommandSpec& command,
 }
 
 const std::vector<const char*>& FlagGroups() {
-  static const std::vector<const char*> groups = {"model", "data", "training",
-                                                  "cases", kTiers, kScheduler,
-                                                  kMemory, kOutput};
+  static const std::vector<const char*> groups = {
+      "model", "data",     "training", "checkpoints", "cases",
+      kTiers,  kScheduler, kMemory,    kOutput};
   return groups;
 }
 

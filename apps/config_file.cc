@@ -78,10 +78,14 @@ nlohmann::json FlagJson(const absl::CommandLineFlag& f) {
   return f.CurrentValue();
 }
 
-// Output files are where a run writes, not what it is: left out.
-bool IsOutputFile(const FlagEntry& e) {
-  return std::string_view(e.group) == "output" &&
-         std::string_view(e.value).rfind("FILE", 0) == 0;
+// Where a run writes (the output files, checkpoints) and what it resumes
+// from are not what it is: left out, so a repeat neither overwrites nor
+// resumes.
+bool IsRunSetting(const FlagEntry& e) {
+  const std::string_view name = e.name;
+  if (name == "save_dir" || name == "resume") return false;
+  return std::string_view(e.group) != "output" ||
+         std::string_view(e.value).rfind("FILE", 0) != 0;
 }
 
 bool RanWithModel(const FlagEntry& e) {
@@ -139,7 +143,7 @@ absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(
 nlohmann::json EffectiveConfig(const CommandSpec& command) {
   nlohmann::json config = nlohmann::json::object();
   for (const FlagEntry& e : command.flags) {
-    if (IsOutputFile(e) || !RanWithModel(e)) continue;
+    if (!IsRunSetting(e) || !RanWithModel(e)) continue;
     if (const absl::CommandLineFlag* f = absl::FindCommandLineFlag(e.name)) {
       config[e.name] = FlagJson(*f);
     }

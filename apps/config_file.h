@@ -26,8 +26,9 @@ absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(const std::string& path,
                                                     const CommandSpec& command);
 
 // The flags `command` ran with, as an object --config reads back: every
-// flag of the command except the output files (--json, --plot, ...), and
-// for `train` only the flags of the model it ran (--model). Sizes are
+// flag of the command except the output files (--json, --plot, ...) and
+// checkpoint places (--save-dir, --resume), and for `train` only the flags
+// of the model it ran (--model). Sizes are
 // written as "16MiB" where that is exact, else in bytes.
 nlohmann::json EffectiveConfig(const CommandSpec& command);
 
