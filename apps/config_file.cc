@@ -13,6 +13,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "apps/flag_suggest.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
 
@@ -126,6 +127,14 @@ absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(
     if (name == "config") {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: a config cannot name another", origin));
+    }
+    if (!IsStrataFlag(name)) {
+      const std::string near = NearestName(name, FlagNamesOf(&command));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--config=%s: unknown key '%s'%s", path, key,
+          near.empty() ? "; `strata " + std::string(command.name) +
+                             " --help` lists the flags"
+                       : "; did you mean '" + near + "'?"));
     }
     STRATA_RETURN_IF_ERROR(CheckFlagOf(&command, name, origin));
     std::string expected;
