@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "apps/bench_command.h"
+#include "apps/checkpoint_command.h"
 #include "apps/info_command.h"
 #include "apps/store_flags.h"
 #include "apps/train_command.h"
@@ -58,6 +59,10 @@ Commands:
           --tokenizer, --vocab, --corpus, ...; its own budget defaults
           7.5MiB/24MiB/512MiB); prints validation loss against a bigram
           baseline, --sample=N generates text.
+          --save-dir=DIR [--save-every=N] [--keep=2] saves checkpoints;
+          --resume=DIR continues from the newest one, bit for bit.
+  export  strata export CHECKPOINT --safetensors=FILE: the checkpoint's
+          parameters as a .safetensors file (for PyTorch).
   info    Show the tiers strata finds here (device backend and why, host
           budget, NVMe files and I/O engine) and run a short round trip of one
           tensor through host -> NVMe -> device -> host.
@@ -165,6 +170,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string command = positional[1];
+  if (command == "export") {
+    return strata::RunExport(positional.size() > 2 ? positional[2] : "");
+  }
   if (positional.size() > 2) {
     std::fprintf(
         stderr,
