@@ -29,6 +29,7 @@
 #include "train/model.h"
 #include "train/safetensors.h"
 #include "train/train_checkpoint.h"
+#include "train/trainer.h"
 
 namespace strata::train {
 namespace {
@@ -239,6 +240,19 @@ TEST_F(DamagedCheckpointTest, OtherSettingsAreWarnings) {
   ASSERT_EQ(resumed->warnings.size(), 1u);
   EXPECT_THAT(resumed->warnings[0], HasSubstr("--lr: checkpoint"));
   EXPECT_EQ(job.start_step, 4);
+}
+
+TEST_F(DamagedCheckpointTest, ResumingAtTheLastStepIsRefused) {
+  Fixture fresh;
+  TrainOptions job = fresh.job;
+  job.max_steps = 4;  // the checkpoint's step: nothing is left
+  ASSERT_TRUE(ResumeMlp(dir_.path(), *fresh.store, *fresh.model, job).ok());
+  Dataset data{.count = 16, .rows = 4, .cols = 8, .classes = 4};
+  data.images.assign(16 * 32, 0.25f);
+  data.labels.assign(16, 1);
+  const absl::Status st = Train(*fresh.model, data, data, job).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(st.message(), HasSubstr("nothing is left to train"));
 }
 
 TEST(CheckpointTest, KeepLeavesTheNewest) {

@@ -186,6 +186,11 @@ absl::StatusOr<std::vector<std::string>> CompareConfig(
     return it == m.end() ? std::string("(none)") : it->second;
   };
   std::vector<std::string> errors, warnings;
+  if (value(saved, "model") != value(run, "model")) {  // nothing else matters
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %s is of --model=%s; this run is --model=%s", reader.path(),
+        value(saved, "model"), value(run, "model")));
+  }
   std::vector<std::string> keys;
   for (const auto& [k, v] : saved) keys.push_back(k);
   for (const auto& [k, v] : run) {

@@ -79,6 +79,12 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     return absl::InvalidArgumentError(
         absl::StrFormat("%d steps: must be at least 1", options.steps));
   }
+  if (options.start_step >= options.steps) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resuming at step %d of a %d-step run: nothing is left to train (a "
+        "larger --max-steps changes the learning-rate schedule)",
+        options.start_step, options.steps));
+  }
   LmTrainResult result;
   std::vector<int32_t> in(c.tokens()), out(c.tokens());
   const auto run_start = std::chrono::steady_clock::now();

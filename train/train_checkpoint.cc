@@ -12,8 +12,10 @@
 namespace strata::train {
 namespace {
 
-// Doubles and floats in hex, so they survive the manifest bit for bit.
+// Doubles in hex and floats in 9 digits: both survive the manifest bit for
+// bit (and a float stays readable in a message).
 std::string Hex(double x) { return absl::StrFormat("%a", x); }
+std::string Float(float x) { return absl::StrFormat("%.9g", x); }
 std::string Dec(int64_t x) { return absl::StrFormat("%d", x); }
 std::string Dec(uint64_t x) { return absl::StrFormat("%d", x); }
 
@@ -89,7 +91,7 @@ std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
           {"batch", Dec(m.batch)},
           {"seed", Dec(m.seed)},
           {"shuffle_seed", Dec(o.shuffle_seed)},
-          {"lr", Hex(m.adam.lr)},
+          {"lr", Float(m.adam.lr)},
           {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
           {"epochs", Dec(int64_t{o.epochs})},
           {"max_steps", Dec(o.max_steps)}};
@@ -134,9 +136,9 @@ std::map<std::string, std::string> GptCheckpointConfig(
           {"tokenizer", tokenizer},
           {"batch", Dec(m.batch)},
           {"seed", Dec(m.seed)},
-          {"lr", Hex(m.adam.lr)},
-          {"weight_decay", Hex(m.weight_decay)},
-          {"grad_clip", Hex(m.grad_clip)},
+          {"lr", Float(m.adam.lr)},
+          {"weight_decay", Float(m.weight_decay)},
+          {"grad_clip", Float(m.grad_clip)},
           {"classifier_rows", Dec(m.classifier_rows)},
           {"max_steps", Dec(o.steps)},
           {"warmup_steps", Dec(o.warmup_steps)},

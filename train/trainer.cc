@@ -89,7 +89,14 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     total_steps = std::min(total_steps, options.max_steps);
   }
   int64_t step = std::max<int64_t>(0, options.start_step);
-  bool stop = step >= total_steps;
+  if (step >= total_steps) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resuming at step %d of a %d-step run: nothing is left to train (a "
+        "longer run, e.g. a larger --max-steps or --epochs, changes the "
+        "learning-rate schedule)",
+        step, total_steps));
+  }
+  bool stop = false;
   // A resumed run starts inside the epoch the saved one had reached.
   const int first_epoch = static_cast<int>(step / steps_per_epoch) + 1;
   for (int epoch = first_epoch; epoch <= options.epochs && !stop; ++epoch) {
