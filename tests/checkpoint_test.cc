@@ -269,6 +269,23 @@ TEST(CheckpointTest, KeepLeavesTheNewest) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CheckpointTest, TooLittleFreeSpaceIsRefusedWithTheSizeNeeded) {
+  TempDir dir;
+  Fixture fx;
+  ASSERT_TRUE(fx.Save(dir.path(), 1).ok());
+  CheckpointSaveOptions o{.dir = dir.path()};
+  o.free_bytes = [](const std::string&) -> absl::StatusOr<uint64_t> {
+    return 4096;
+  };
+  auto saved = SaveCheckpoint(*fx.store,
+                              MlpCheckpoint(*fx.model, fx.job, {.step = 2}), o);
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(saved.status().message(), HasSubstr("only 4096 are free"));
+  EXPECT_THAT(saved.status().message(), HasSubstr("step-00000002 needs"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/step-00000002.tmp"));
+  EXPECT_EQ(ListCheckpoints(dir.path()).size(), 1u);  // the old one stays
+}
+
 TEST(CheckpointTest, NoCheckpointIsNotFound) {
   TempDir dir;
   EXPECT_EQ(ResolveCheckpoint(dir.path()).status().code(),

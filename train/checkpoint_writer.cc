@@ -41,14 +41,21 @@ absl::Status SyncDirectory(const std::string& dir) {
                              absl::StrFormat("cannot fsync directory %s", dir));
 }
 
-absl::Status CheckFreeSpace(const std::string& dir, uint64_t needed,
-                            const std::string& name) {
+absl::StatusOr<uint64_t> FreeBytes(const std::string& dir) {
   struct statvfs vfs;
   if (statvfs(dir.c_str(), &vfs) != 0) {
     const int err = errno;
     return absl::ErrnoToStatus(err, absl::StrFormat("statvfs %s", dir));
   }
-  const uint64_t free_bytes = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+  return uint64_t{vfs.f_bavail} * vfs.f_frsize;
+}
+
+absl::Status CheckFreeSpace(const CheckpointSaveOptions& options,
+                            uint64_t needed, const std::string& name) {
+  const std::string& dir = options.dir;
+  STRATA_ASSIGN_OR_RETURN(
+      const uint64_t free_bytes,
+      options.free_bytes ? options.free_bytes(dir) : FreeBytes(dir));
   if (free_bytes >= needed) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "checkpoint %s needs %d bytes in %s, but only %d are free: free space "
@@ -171,7 +178,7 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
   const std::string temp = final_path + ".tmp";
   std::error_code ec;
   fs::remove_all(temp, ec);  // a crashed save's
-  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options.dir, needed, name));
+  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options, needed, name));
   STRATA_RETURN_IF_ERROR(MakeDirectories(temp));
   SavedCheckpoint saved{.path = final_path, .step = content.step};
   absl::Status st = WriteContents(store, content, options, temp, &saved.bytes);

@@ -46,6 +46,9 @@ struct CheckpointSaveOptions {
   // Test-only gate: called after each tensor is written, with how many have
   // been. Default: none.
   std::function<void(int tensors_written)> after_tensor;
+  // Test-only: the free bytes of a directory. Default: statvfs's f_bavail
+  // x f_frsize.
+  std::function<absl::StatusOr<uint64_t>(const std::string& dir)> free_bytes;
 };
 
 struct SavedCheckpoint {
