@@ -16,6 +16,10 @@
 // the save's host-tier reads as a step of their own shape, recorded beside the
 // training step's trace, which is kept (Stats::scheduler.rerecords does not
 // move), and the next training step finds its own trace on its first acquire.
+// Device-homed tensors (a --resident run) are read on the device, where the
+// step reads its weights too: the predictor then re-records the step's trace
+// (and back after the next step). Nothing moves in such a run, so nothing is
+// lost; avoiding it needs an acquire the predictor does not observe.
 #ifndef STRATA_TRAIN_CHECKPOINT_WRITER_H_
 #define STRATA_TRAIN_CHECKPOINT_WRITER_H_
 
