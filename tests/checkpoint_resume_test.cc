@@ -64,6 +64,9 @@ TrainOptions MlpJob() {
   return o;
 }
 
+// Less than one checkpoint of MlpJob (125 KiB): a save streams through it.
+constexpr uint64_t kMlpHostBudget = 96 * 1024;
+
 struct MlpRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
@@ -78,7 +81,7 @@ MlpRun RunMlp(const std::string& save_dir, int64_t save_every,
               const std::string& resume, bool resident = false) {
   TempDir nvme;
   StoreOptions so =
-      SmallStoreOptions(nvme.path(), 80 * 1024, 96 * 1024, 8 * kMiB);
+      SmallStoreOptions(nvme.path(), 80 * 1024, kMlpHostBudget, 8 * kMiB);
   TrainOptions job = MlpJob();
   if (resident) {
     EXPECT_TRUE(MakeResident(job, so).ok());
@@ -135,6 +138,9 @@ TEST(CheckpointResumeTest, MlpResumesBitwiseMidEpochAndAtEpochEnd) {
   EXPECT_LE(saved.rerecords, plain.rerecords + 1);
   EXPECT_GT(plain.nvme_read_bytes, 0u);  // offloaded: NVMe is used
   ASSERT_EQ(ListCheckpoints(saves.path()).size(), 4u);  // 3, 6, 9, 12
+  auto reader = CheckpointReader::Open(saves.path() + "/step-00000003");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_GT((*reader)->manifest().data_bytes, kMlpHostBudget);
   for (int64_t k : {3, 6}) {  // 3: mid epoch 1; 6: mid epoch 2
     const std::string path = saves.path() + "/" + CheckpointDirName(k);
     const MlpRun resumed = RunMlp("", 0, path);
