@@ -286,6 +286,24 @@ TEST(CheckpointTest, TooLittleFreeSpaceIsRefusedWithTheSizeNeeded) {
   EXPECT_EQ(ListCheckpoints(dir.path()).size(), 1u);  // the old one stays
 }
 
+TEST(CheckpointTest, SavingAStepAgainReplacesIt) {
+  TempDir dir;
+  Fixture fx;
+  ASSERT_TRUE(fx.Save(dir.path(), 5).ok());
+  std::vector<float> w(48 * 32, 0.25f);
+  ASSERT_TRUE(
+      fx.store->Write(fx.model->StateTensors()[0], w.data(), w.size() * 4)
+          .ok());
+  ASSERT_TRUE(fx.Save(dir.path(), 5).ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/step-00000005.old"));
+  auto reader = CheckpointReader::Open(dir.path() + "/step-00000005");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> got(w.size());
+  ASSERT_TRUE(
+      (*reader)->ReadTensor((*reader)->manifest().tensors[0], got.data()).ok());
+  EXPECT_EQ(got, w);
+}
+
 TEST(CheckpointTest, NoCheckpointIsNotFound) {
   TempDir dir;
   EXPECT_EQ(ResolveCheckpoint(dir.path()).status().code(),

@@ -131,12 +131,14 @@ absl::Status WriteContents(Store& store, const CheckpointContent& content,
   return SyncDirectory(temp);
 }
 
-// Removes leftover temporaries and all but the newest `keep` checkpoints.
+// Removes leftover temporaries (a crashed save's .tmp, a replaced .old) and
+// all but the newest `keep` checkpoints.
 void Prune(const std::string& dir, int keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("step-") && name.ends_with(".tmp")) {
+    if (name.starts_with("step-") &&
+        (name.ends_with(".tmp") || name.ends_with(".old"))) {
       fs::remove_all(entry.path(), ec);
     }
   }
@@ -182,8 +184,19 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
   STRATA_RETURN_IF_ERROR(MakeDirectories(temp));
   SavedCheckpoint saved{.path = final_path, .step = content.step};
   absl::Status st = WriteContents(store, content, options, temp, &saved.bytes);
+  // An older save of the same step (a resumed run saving again) steps aside
+  // first, so one of the two is whole at every moment.
+  const std::string old = final_path + ".old";
+  const bool replacing = st.ok() && fs::exists(final_path, ec);
+  if (replacing) {
+    fs::remove_all(old, ec);
+    if (rename(final_path.c_str(), old.c_str()) != 0) {
+      const int err = errno;
+      st = absl::ErrnoToStatus(
+          err, absl::StrFormat("cannot rename %s to %s", final_path, old));
+    }
+  }
   if (st.ok()) {
-    fs::remove_all(final_path, ec);  // an older save of the same step
     if (rename(temp.c_str(), final_path.c_str()) != 0) {
       const int err = errno;
       st = absl::ErrnoToStatus(
@@ -191,10 +204,14 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
     }
   }
   if (!st.ok()) {
+    if (replacing && !fs::exists(final_path, ec)) {
+      (void)rename(old.c_str(), final_path.c_str());  // the older one back
+    }
     fs::remove_all(temp, ec);
     return st;
   }
   STRATA_RETURN_IF_ERROR(SyncDirectory(options.dir));
+  if (replacing) fs::remove_all(old, ec);
   Prune(options.dir, options.keep);
   saved.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
