@@ -161,16 +161,22 @@ absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
           spec.name, DTypeCode(e->dtype), absl::StrJoin(e->shape, ", "),
           reader.path(), DTypeCode(spec.dtype), absl::StrJoin(shape, ", ")));
     }
-    if (spec.home == Tier::kDevice) {
-      std::vector<char> bytes(e->bytes);
-      STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, bytes.data()));
-      STRATA_RETURN_IF_ERROR(store.Write(id, bytes.data(), bytes.size()));
+    absl::StatusOr<Lease> host =
+        spec.home == Tier::kDevice
+            ? absl::ResourceExhaustedError("device-homed")
+            : store.Acquire(id, Tier::kHost, Access::kOverwrite);
+    if (host.ok()) {
+      STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, host->data()));
+      STRATA_RETURN_IF_ERROR(host->Release());
       continue;
     }
-    STRATA_ASSIGN_OR_RETURN(Lease lease,
-                            store.Acquire(id, Tier::kHost, Access::kOverwrite));
-    STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, lease.data()));
-    STRATA_RETURN_IF_ERROR(lease.Release());
+    if (host.status().code() != absl::StatusCode::kResourceExhausted) {
+      return host.status();
+    }
+    // Device-homed, or no room on the host: Write goes through the device.
+    std::vector<char> bytes(e->bytes);
+    STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, bytes.data()));
+    STRATA_RETURN_IF_ERROR(store.Write(id, bytes.data(), bytes.size()));
   }
   return absl::OkStatus();
 }

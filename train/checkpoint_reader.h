@@ -68,7 +68,8 @@ class CheckpointReader {
 
 // Writes each checkpoint tensor into the store tensor of the same name among
 // `tensors` (one tensor in memory at a time: a host-tier overwrite lease
-// filled straight from the file; device-homed tensors through Store::Write).
+// filled straight from the file; device-homed tensors, or any when the host
+// tier has no room, through Store::Write).
 // InvalidArgument when a name is missing on either side or a dtype or shape
 // differs (the message says which); ReadTensor's and the store's errors.
 absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,

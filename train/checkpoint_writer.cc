@@ -64,8 +64,8 @@ absl::Status CheckFreeSpace(const CheckpointSaveOptions& options,
 }
 
 // Appends one tensor's bytes to `out` through a read lease (host tier, or
-// the device for device-homed tensors, copied out by Store::Read); a tensor
-// without contents is saved as zeros.
+// the device for device-homed tensors or a host tier with no room, copied
+// out by Store::Read); a tensor without contents is saved as zeros.
 absl::StatusOr<CheckpointTensorEntry> WriteTensor(Store& store, TensorId id,
                                                   uint64_t offset,
                                                   AtomicFileWriter& out) {
@@ -86,14 +86,23 @@ absl::StatusOr<CheckpointTensorEntry> WriteTensor(Store& store, TensorId id,
     // kWrite lease presents it.
     copy.assign(spec.size_bytes, 0);
     bytes = copy.data();
-  } else if (spec.home == Tier::kDevice) {
-    copy.resize(spec.size_bytes);
-    STRATA_RETURN_IF_ERROR(store.Read(id, copy.data(), copy.size()));
-    bytes = copy.data();
   } else {
-    STRATA_ASSIGN_OR_RETURN(lease,
-                            store.Acquire(id, Tier::kHost, Access::kRead));
-    bytes = static_cast<const char*>(lease.data());
+    absl::StatusOr<Lease> host =
+        spec.home == Tier::kDevice
+            ? absl::ResourceExhaustedError("device-homed")
+            : store.Acquire(id, Tier::kHost, Access::kRead);
+    if (host.ok()) {
+      lease = std::move(*host);
+      bytes = static_cast<const char*>(lease.data());
+    } else if (host.status().code() == absl::StatusCode::kResourceExhausted) {
+      // Device-homed, or no room on the host: Read copies it out through
+      // the device.
+      copy.resize(spec.size_bytes);
+      STRATA_RETURN_IF_ERROR(store.Read(id, copy.data(), copy.size()));
+      bytes = copy.data();
+    } else {
+      return host.status();
+    }
   }
   e.xxh3 = XXH3_64bits(bytes, spec.size_bytes);
   for (uint64_t at = 0; at < spec.size_bytes; at += kChunkBytes) {

@@ -2,7 +2,8 @@
 // from the store, tensor by tensor, crash-safely.
 //
 // Streaming: each tensor is acquired on the host tier with a read lease
-// (device-homed tensors are read through the device), appended to
+// (device-homed tensors, or any when the host tier has no room, are read
+// through the device by Store::Read), appended to
 // tensors.bin and released before the next, so a model homed on NVMe and
 // larger than host memory saves within the host budget: at most one tensor
 // is held at a time, plus a 1 MiB write buffer.
