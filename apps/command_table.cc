@@ -157,6 +157,13 @@ const std::vector<CommandSpec>& Commands() {
        "scheduler, explicit copies vs unified memory. -t NAME selects cases "
        "by exact name or prefix; --list says which apply here.",
        "[flags]", BenchFlags()},
+      {"export", "write a checkpoint's parameters as .safetensors",
+       "Write the parameters of a checkpoint (a step directory that "
+       "`strata train --save-dir` wrote, or the save dir: its newest) as a "
+       ".safetensors file, tensor names as in its manifest, so PyTorch "
+       "users can load strata-trained weights.",
+       "CHECKPOINT [flags]",
+       {{"safetensors", kOutput, "FILE"}}},
       {"help",
        "show help: `strata help <command>` (also --help)",
        "Show the commands, or a command's flags: strata help <command>.",

@@ -33,7 +33,8 @@ struct CommandSpec {
   std::vector<FlagEntry> flags;
 };
 
-// train, info, bench, then the commands without flags (help, completion).
+// train, info, bench, export, then the commands without flags (help,
+// completion).
 const std::vector<CommandSpec>& Commands();
 
 // The command named `name`, or null.

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/config_file.h"
 #include "apps/gnuplot.h"
+#include "apps/checkpoint_command.h"
 #include "apps/output_path.h"
 #include "apps/store_flags.h"
 #include "apps/train_defaults.h"
@@ -36,6 +37,7 @@
 #include "train/lm_corpus.h"
 #include "train/lm_trainer.h"
 #include "train/metrics.h"
+#include "train/train_checkpoint.h"
 #include "train/vector_path.h"
 
 ABSL_FLAG(int32_t, layers, 8, "Transformer blocks.");
@@ -390,8 +392,10 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
   if (!run.ok()) return Fail(run.status());
   if (!sopt.ok()) return Fail(sopt.status());
+  if (!checkpoints.ok()) return Fail(checkpoints.status());
   {  // A bad shape is refused before the corpus is prepared.
     train::GptConfig probe = run->model;
     probe.classifier_rows = 1;
@@ -456,6 +460,19 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       train::ValidationWindows::Create(corpus->validation.get(), m.context,
                                        run->eval_tokens);
   if (!windows.ok()) return Fail(windows.status());
+  if (!checkpoints->resume_path().empty()) {
+    absl::StatusOr<train::Resumed> resumed =
+        train::ResumeGpt(checkpoints->resume_path(), *store, gpt, *batches,
+                         run->train, run->corpus.tokenizer);
+    if (!resumed.ok()) return Fail(resumed.status());
+    checkpoints->Resumed(*resumed);
+  }
+  run->train.after_step = [&](int64_t step) {
+    return checkpoints->AfterStep(*store, step, run->train.steps, [&] {
+      return train::GptCheckpoint(gpt, run->train, run->corpus.tokenizer,
+                                  *batches, step);
+    });
+  };
   const bool tty = isatty(STDERR_FILENO) == 1;
   LinkBytesPerStep moved(st0);
   absl::StatusOr<train::LmTrainResult> result = train::TrainLm(
@@ -476,6 +493,7 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   PrintTable(gpt, *result, *baseline, st);
   nlohmann::json report = ReportJson(*run, s, gpt, *result, *baseline, *corpus,
                                      st, (*setup)->compute->name());
+  report.update(checkpoints->ReportJson());
   if (run->sample > 0) {
     std::string prompt;
     absl::StatusOr<std::string> text =

@@ -16,6 +16,7 @@
 #include "apps/command_table.h"
 #include "apps/config_file.h"
 #include "apps/flag_suggest.h"
+#include "apps/checkpoint_command.h"
 #include "apps/info_command.h"
 #include "apps/store_flags.h"
 #include "apps/train_command.h"
@@ -176,17 +177,20 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, *line);
   if (!flags.ok()) return BadInput(name, flags.status());
-  if (words.size() > 1) {
+  // export takes the checkpoint as its one argument.
+  const size_t arguments = name == "export" ? 2 : 1;
+  if (words.size() > arguments) {
     return BadInput(name, absl::InvalidArgumentError(absl::StrFormat(
                               "unexpected argument '%s' (flags are "
                               "--name=value)",
-                              words[1])));
+                              words[arguments])));
   }
   if (name == "train") ApplyTrainDefaults();
   if (absl::Status s = ApplyFlags(*flags); !s.ok()) return BadInput(name, s);
   std::vector<std::string> given;
   for (const FlagArg& f : *flags) given.push_back("--" + f.name);
   RecordGivenFlags(given);
+  if (name == "export") return RunExport(words.size() > 1 ? words[1] : "");
   return Run(name);
 }
 

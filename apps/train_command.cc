@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/config_file.h"
 #include "apps/gnuplot.h"
+#include "apps/checkpoint_command.h"
 #include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
 #include "apps/stats_json.h"
@@ -37,6 +38,7 @@
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/setup.h"
+#include "train/train_checkpoint.h"
 #include "train/trainer.h"
 #include "train/vector_path.h"
 
@@ -293,6 +295,8 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
+  if (!checkpoints.ok()) return Fail(checkpoints.status());
   if (!topt.ok() || !sopt.ok()) {
     std::fprintf(
         stderr, "strata train: %s\n",
@@ -348,6 +352,17 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
       TierName(t.model.optimizer_tier), st0.device_backend, st0.device_memory,
       compute->name());
   std::fflush(stdout);
+  if (!checkpoints->resume_path().empty()) {
+    absl::StatusOr<train::Resumed> resumed =
+        train::ResumeMlp(checkpoints->resume_path(), *store, *model, t);
+    if (!resumed.ok()) return Fail(resumed.status());
+    checkpoints->Resumed(*resumed);
+  }
+  t.after_step = [&](const train::StepDone& done) {
+    return checkpoints->AfterStep(*store, done.step, done.total_steps, [&] {
+      return train::MlpCheckpoint(*model, t, done);
+    });
+  };
   ProgressLine progress;
   LinkBytesPerStep moved(st0);
   absl::StatusOr<train::TrainResult> result = train::Train(
@@ -370,7 +385,9 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   PrintTable(f, *result, st);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << ReportJson(t, s, f, *result, st, compute->name()).dump(2) << "\n";
+    nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
+    report.update(checkpoints->ReportJson());
+    out << report.dump(2) << "\n";
     out.close();
     if (!out) {
       return Fail(absl::ErrnoToStatus(
