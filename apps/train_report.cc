@@ -26,6 +26,12 @@ nlohmann::json StoreReportJson(const Stats& st) {
       {"d2h_bytes", link(Link::kD2H)},
       {"nvme_read_bytes", link(Link::kNvmeRead)},
       {"nvme_write_bytes", link(Link::kNvmeWrite)},
+      // Achieved GB/s while each link had a transfer in flight.
+      {"link_gbps",
+       {{"h2d", st.links[int(Link::kH2D)].gbps()},
+        {"d2h", st.links[int(Link::kD2H)].gbps()},
+        {"nvme_read", st.links[int(Link::kNvmeRead)].gbps()},
+        {"nvme_write", st.links[int(Link::kNvmeWrite)].gbps()}}},
       {"prefetch_hit_rate", train::PrefetchHitRate(st)},
       {"prefetch",
        {{"issued", st.prefetch.issued},

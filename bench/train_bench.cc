@@ -19,11 +19,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "apps/bench_pattern.h"
+#include "apps/nvme_bench.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
+#include "tiers/host/host_arena.h"
 #include "train/dataset.h"
 #include "train/gpt_setup.h"
 #include "train/metrics.h"
@@ -69,11 +72,48 @@ struct Mode {
 
 struct ModeResult {
   std::string name;
-  double step_ms = 0;  // median of the timed steps
+  double step_ms = 0;        // median of the timed steps
+  double train_seconds = 0;  // every step, warm-up included
   std::vector<double> losses;
   Stats stats;
   double hit_rate = 1;
 };
+
+// The NVMe tier's sequential bandwidth here, measured in this run as
+// `strata bench -t nvme` does (the store's path, its block size and queue
+// depth), for the I/O bound. A failure leaves the bound out, not the run.
+struct LinkRates {
+  double nvme_read_gbps = 0;
+  double nvme_write_gbps = 0;
+};
+
+LinkRates MeasureNvmeRates() {
+  constexpr uint64_t kBytes = 64 * kMiB;
+  NvmeMeasureConfig m;
+  m.nvme.directories = {absl::GetFlag(FLAGS_nvme_dir)};
+  m.bytes = kBytes;
+  absl::StatusOr<std::unique_ptr<HostArena>> buffer =
+      HostArena::Create(kBytes, false, nullptr);
+  if (!buffer.ok()) return {};
+  FillBenchPattern((*buffer)->base(), kBytes, 0);
+  absl::StatusOr<NvmeMeasurement> r =
+      MeasureNvmeTier(m, (*buffer)->base(), (*buffer)->size_bytes());
+  if (!r.ok()) {
+    std::fprintf(stderr, "train_bench: NVMe bandwidth not measured: %s\n",
+                 r.status().ToString().c_str());
+    return {};
+  }
+  return {r->read_gbps, r->write_gbps};
+}
+
+// Seconds one step's NVMe bytes need at `rates`: reads and writes share the
+// disk, so their times add.
+double IoBoundSeconds(double read_bytes, double write_bytes,
+                      const LinkRates& rates) {
+  if (rates.nvme_read_gbps <= 0 || rates.nvme_write_gbps <= 0) return 0;
+  return read_bytes / (rates.nvme_read_gbps * 1e9) +
+         write_bytes / (rates.nvme_write_gbps * 1e9);
+}
 
 absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
   StoreOptions s;
@@ -105,6 +145,7 @@ absl::StatusOr<ModeResult> Summarize(const Mode& mode,
   const std::vector<double> timed(step_seconds.begin() + warmup,
                                   step_seconds.end());
   m.step_ms = Median(timed) * 1e3;
+  for (double s : step_seconds) m.train_seconds += s;
   m.stats = store.GetStats();
   m.hit_rate = PrefetchHitRate(m.stats);
   return m;
@@ -196,6 +237,8 @@ int Main() {
                  loaded.status().ToString().c_str());
   }
   const FashionMnist data = real ? *std::move(loaded) : SyntheticData();
+  std::fprintf(stderr, "train_bench: measuring the NVMe bandwidth ...\n");
+  const LinkRates rates = MeasureNvmeRates();
   const Mode modes[] = {{"resident", true, true},
                         {"scheduler", false, true},
                         {"on-demand", false, false}};
@@ -232,36 +275,64 @@ int Main() {
         absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
         real ? "Fashion-MNIST" : "random", results[1].stats.device_backend);
   }
-  absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s\n", "mode", "step_ms",
-               "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit",
-               "stall_s");
+  absl::PrintF(
+      "NVMe here (measured in this run): read %.2f GB/s, write %.2f "
+      "GB/s\n",
+      rates.nvme_read_gbps, rates.nvme_write_gbps);
+  absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s %9s %9s %9s\n", "mode",
+               "step_ms", "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit",
+               "stall", "nvme_r_GB/s", "nvme_w_GB/s", "io_bound");
   nlohmann::json json = nlohmann::json::array();
   for (const ModeResult& r : results) {
     const auto per_step = [&](Link l) {
-      return r.stats.links[int(l)].bytes / 1e9 / steps;
+      return static_cast<double>(r.stats.links[int(l)].bytes) / steps;
     };
-    absl::PrintF("%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.2f\n", r.name,
-                 r.step_ms, r.step_ms / base, per_step(Link::kH2D),
-                 per_step(Link::kNvmeRead), per_step(Link::kNvmeWrite),
-                 r.hit_rate, r.stats.stall_seconds);
+    const auto gbps = [&](Link l) { return r.stats.links[int(l)].gbps(); };
+    const double read = per_step(Link::kNvmeRead);
+    const double write = per_step(Link::kNvmeWrite);
+    const double io_bound = IoBoundSeconds(read, write, rates);
+    const double stall_fraction =
+        r.train_seconds > 0 ? r.stats.stall_seconds / r.train_seconds : 0;
+    absl::PrintF(
+        "%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.3f %11.2f %11.2f "
+        "%9.1f\n",
+        r.name, r.step_ms, r.step_ms / base, per_step(Link::kH2D) / 1e9,
+        read / 1e9, write / 1e9, r.hit_rate, stall_fraction,
+        gbps(Link::kNvmeRead), gbps(Link::kNvmeWrite), io_bound * 1e3);
     json.push_back(
         {{"mode", r.name},
          {"step_ms_median", r.step_ms},
+         {"step_seconds", r.step_ms / 1e3},
          {"ratio_vs_resident", r.step_ms / base},
          {"h2d_bytes", r.stats.links[int(Link::kH2D)].bytes},
          {"d2h_bytes", r.stats.links[int(Link::kD2H)].bytes},
          {"nvme_read_bytes", r.stats.links[int(Link::kNvmeRead)].bytes},
          {"nvme_write_bytes", r.stats.links[int(Link::kNvmeWrite)].bytes},
+         {"nvme_read_bytes_per_step", read},
+         {"nvme_write_bytes_per_step", write},
+         {"nvme_read_requests_per_step",
+          static_cast<double>(r.stats.links[int(Link::kNvmeRead)].transfers) /
+              steps},
+         {"nvme_write_requests_per_step",
+          static_cast<double>(r.stats.links[int(Link::kNvmeWrite)].transfers) /
+              steps},
+         {"nvme_read_gbps", gbps(Link::kNvmeRead)},
+         {"nvme_write_gbps", gbps(Link::kNvmeWrite)},
+         {"io_bound_seconds", io_bound},
          {"prefetch_hit_rate", r.hit_rate},
-         {"stall_seconds", r.stats.stall_seconds}});
+         {"stall_seconds", r.stats.stall_seconds},
+         {"stall_fraction", stall_fraction}});
   }
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
-    std::ofstream(path) << nlohmann::json{{"modes", json},
-                                          {"losses_identical", identical}}
-                               .dump(2)
-                        << "\n";
+    std::ofstream(path)
+        << nlohmann::json{{"modes", json},
+                          {"nvme_bench_read_gbps", rates.nvme_read_gbps},
+                          {"nvme_bench_write_gbps", rates.nvme_write_gbps},
+                          {"losses_identical", identical}}
+               .dump(2)
+        << "\n";
   }
   return identical ? 0 : 1;
 }

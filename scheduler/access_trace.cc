@@ -44,10 +44,12 @@ TraceAlignment Align(const Trace& trace, absl::Span<const AccessEvent> step,
                      size_t window_events) {
   TraceAlignment alignment;
   size_t cursor = 0;
+  size_t run = 0;  // misses in a row so far
   for (const AccessEvent& event : step) {
     if (cursor < trace.size() && trace[cursor] == event) {
       ++alignment.hits;
       ++cursor;
+      run = 0;
       continue;
     }
     std::optional<size_t> found = trace.Find(
@@ -56,8 +58,10 @@ TraceAlignment Align(const Trace& trace, absl::Span<const AccessEvent> step,
       ++alignment.resyncs;
       alignment.skipped += *found - cursor;
       cursor = *found + 1;
+      run = 0;
     } else {
       ++alignment.misses;
+      alignment.longest_miss_run = std::max(alignment.longest_miss_run, ++run);
     }
   }
   alignment.skipped += trace.size() - std::min(cursor, trace.size());

@@ -74,12 +74,14 @@ inline size_t WindowEnd(size_t cursor, size_t size, size_t window_events) {
 // an event at the cursor is a hit; else one found within `window_events`
 // positions after the cursor is a resync (the cursor jumps past it); else it
 // is a miss (cursor unchanged). `skipped` counts trace events jumped over by
-// resyncs plus those left after the cursor at the end.
+// resyncs plus those left after the cursor at the end; `longest_miss_run`
+// is the most misses in a row.
 struct TraceAlignment {
   size_t hits = 0;
   size_t resyncs = 0;
   size_t misses = 0;
   size_t skipped = 0;
+  size_t longest_miss_run = 0;
 };
 TraceAlignment Align(const Trace& trace, absl::Span<const AccessEvent> step,
                      size_t window_events);

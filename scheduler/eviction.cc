@@ -7,11 +7,12 @@ namespace strata {
 namespace {
 
 // Larger is a better victim.
-std::tuple<uint64_t, bool, uint64_t> VictimKey(const CopyView& copy,
-                                               EvictionPolicy policy) {
+std::tuple<bool, uint64_t, bool, uint64_t> VictimKey(
+    const CopyView& copy, const EvictionQuery& query) {
   const uint64_t distance =
-      policy == EvictionPolicy::kBelady ? copy.next_use : 0;
-  return std::make_tuple(distance, !copy.dirty, ~copy.last_use);
+      query.policy == EvictionPolicy::kBelady ? copy.next_use : 0;
+  return std::make_tuple(copy.bytes >= query.keep_small_below, distance,
+                         !copy.dirty, ~copy.last_use);
 }
 
 }  // namespace
@@ -47,8 +48,8 @@ std::optional<size_t> PickVictim(absl::Span<const CopyView> copies,
   std::optional<size_t> best;
   for (size_t i = 0; i < copies.size(); ++i) {
     if (!IsEvictable(copies[i], query)) continue;
-    if (!best.has_value() || VictimKey(copies[i], query.policy) >
-                                 VictimKey(copies[*best], query.policy)) {
+    if (!best.has_value() ||
+        VictimKey(copies[i], query) > VictimKey(copies[*best], query)) {
       best = i;
     }
   }

@@ -30,7 +30,9 @@
 //   boundaries, S and T one a prefix of the other and their lengths differing
 //   by >= `shape_length_fraction` of the longer -> S is stored as a new shape;
 //   more than `rerecord_miss_fraction` of S's events were misses (replayed
-//   from position 0) -> S replaces T (a re-record); otherwise T is kept.
+//   from position 0), or more than `resync_window_events` misses came in a
+//   row (a region T does not know) -> S replaces T (a re-record); otherwise
+//   T is kept.
 //
 // Thread safety: none. The store calls it with its mutex held.
 #ifndef STRATA_SCHEDULER_PREDICTOR_H_

@@ -68,8 +68,13 @@ Predictor::Slot* Predictor::RecordStep() {
       Align(current_->trace, step_, options_.resync_window_events);
   if (fit.hits + fit.resyncs == 0) return AddSlot();
   if (explicit_steps_ && IsDistinctShape(current_->trace)) return AddSlot();
+  // A run of misses longer than the resync window is a region of the step
+  // the trace does not know at all (the optimizer switched to another
+  // scheme, say), however small a fraction of the step it is: left alone,
+  // every later step would miss it again and get no prefetch there.
   if (static_cast<double>(fit.misses) >
-      options_.rerecord_miss_fraction * static_cast<double>(step_.size())) {
+          options_.rerecord_miss_fraction * static_cast<double>(step_.size()) ||
+      fit.longest_miss_run > options_.resync_window_events) {
     current_->trace = Trace(step_);
     ++stats_.rerecords;
     ++stats_.traces_recorded;

@@ -30,15 +30,23 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
       access == Access::kRead
           ? AcquireShared(id, tier, stream, &stalled)
           : AcquireExclusive(id, tier, access, stream, &stalled);
-  if (lease.ok()) CountAcquire(start, stalled);
+  if (lease.ok()) CountAcquire(id, tier, start, stalled);
   return lease;
 }
 
-void StoreCore::CountAcquire(absl::Time start, bool stalled) {
+void StoreCore::CountAcquire(TensorId id, Tier tier, absl::Time start,
+                             bool stalled) {
   ++acquires_;
   if (!stalled) return;
   ++stalled_acquires_;
-  stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  const absl::Time end = absl::Now();
+  stall_seconds_ += absl::ToDoubleSeconds(end - start);
+  // A stall span per waiting acquire: the timeline shows which tensor the
+  // step waited for, and for how long.
+  if (timeline_ != nullptr) {
+    timeline_->Record(tensors_.at(id)->spec.name,
+                      absl::StrFormat("stall %s", TierName(tier)), start, end);
+  }
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,

@@ -99,18 +99,52 @@ absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
                          uint64_t* checksum, DeviceEvent* after,
                          std::string_view label) {
   const absl::Time start = absl::Now();
+  Enter(src.tier, dst.tier, start);
   absl::Status status = Dispatch(src, dst, bytes, checksum, after);
   Span(label,
        absl::StrFormat("%s -> %s", TierName(src.tier), TierName(dst.tier)),
        start, status.ok());
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (src.tier == Tier::kNvme)
-    Count(Link::kNvmeRead, bytes, seconds, status.ok());
-  if (dst.tier == Tier::kNvme)
-    Count(Link::kNvmeWrite, bytes, seconds, status.ok());
-  if (dst.tier == Tier::kDevice) Count(Link::kH2D, bytes, seconds, status.ok());
-  if (src.tier == Tier::kDevice) Count(Link::kD2H, bytes, seconds, status.ok());
+  const absl::Time end = absl::Now();
+  const double seconds = absl::ToDoubleSeconds(end - start);
+  for (int l = 0; l < kNumLinks; ++l) {
+    if (Uses(Link(l), src.tier, dst.tier)) {
+      Count(Link(l), bytes, seconds, status.ok());
+    }
+  }
+  Leave(src.tier, dst.tier, end);
   return status;
+}
+
+bool Mover::Uses(Link link, Tier src, Tier dst) {
+  switch (link) {
+    case Link::kNvmeRead:
+      return src == Tier::kNvme;
+    case Link::kNvmeWrite:
+      return dst == Tier::kNvme;
+    case Link::kH2D:
+      return dst == Tier::kDevice;
+    case Link::kD2H:
+      return src == Tier::kDevice;
+  }
+  return false;
+}
+
+void Mover::Enter(Tier src, Tier dst, absl::Time now) {
+  MutexLock lock(&mu_);
+  for (int l = 0; l < kNumLinks; ++l) {
+    if (Uses(Link(l), src, dst) && in_flight_[l]++ == 0) {
+      active_since_[l] = now;
+    }
+  }
+}
+
+void Mover::Leave(Tier src, Tier dst, absl::Time now) {
+  MutexLock lock(&mu_);
+  for (int l = 0; l < kNumLinks; ++l) {
+    if (Uses(Link(l), src, dst) && --in_flight_[l] == 0) {
+      links_[l].active_seconds += absl::ToDoubleSeconds(now - active_since_[l]);
+    }
+  }
 }
 
 absl::Status Mover::Dispatch(const Place& src, const Place& dst, uint64_t bytes,

@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "base/sync.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
@@ -139,6 +140,11 @@ class Mover {
             bool ok);
   absl::Status ChecksumMismatch(const Place& src, uint64_t bytes);
   void Count(Link link, uint64_t bytes, double seconds, bool ok);
+  // Whether a transfer src -> dst uses `link` (NVMe <-> device: two).
+  static bool Uses(Link link, Tier src, Tier dst);
+  // A Move's start and end on its links, for LinkStats::active_seconds.
+  void Enter(Tier src, Tier dst, absl::Time now);
+  void Leave(Tier src, Tier dst, absl::Time now);
 
   DeviceBackend* const device_;
   std::byte* const device_base_;
@@ -154,6 +160,8 @@ class Mover {
 
   mutable Mutex mu_;
   std::array<LinkStats, kNumLinks> links_ ABSL_GUARDED_BY(mu_);
+  std::array<int, kNumLinks> in_flight_ ABSL_GUARDED_BY(mu_) = {};
+  std::array<absl::Time, kNumLinks> active_since_ ABSL_GUARDED_BY(mu_) = {};
   uint64_t checksum_failures_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -50,18 +50,28 @@ void StoreCore::Changed() {
 void StoreCore::PumpPrefetches() {
   if (pumping_) return;  // a caller up the stack is pumping
   pumping_ = true;
-  while (prefetch_jobs_ < options_.scheduler.prefetch_threads &&
-         !prefetch_queue_.empty()) {
+  while (!prefetch_queue_.empty() &&
+         MayStartPrefetch(*prefetch_queue_.front())) {
     JobPtr job = std::move(prefetch_queue_.front());
     prefetch_queue_.pop_front();
     ++prefetch_jobs_;
+    prefetch_bytes_running_ += job->bytes;
     StepPrefetch(job);
   }
   pumping_ = false;
 }
 
-void StoreCore::FinishJob() {
+bool StoreCore::MayStartPrefetch(const PrefetchJob& next) const {
+  const int fixed = options_.scheduler.prefetch_threads;
+  if (fixed > 0) return prefetch_jobs_ < fixed;
+  if (prefetch_jobs_ == 0) return true;
+  return prefetch_jobs_ < kAutoPrefetchJobs &&
+         prefetch_bytes_running_ + next.bytes <= prefetch_window_bytes_;
+}
+
+void StoreCore::FinishJob(const PrefetchJob& job) {
   --prefetch_jobs_;
+  prefetch_bytes_running_ -= job.bytes;
   if (closed_) changed_.SignalAll();  // Shutdown waits for the last one
   PumpPrefetches();
 }
@@ -73,7 +83,7 @@ void StoreCore::StepPrefetch(const JobPtr& job) {
                           : FailPrefetch(*job, std::exchange(job->failure, {}));
     if (next == Next::kSuspended) return;
     if (next == Next::kFinished) {
-      FinishJob();
+      FinishJob(*job);
       return;
     }
   }
@@ -173,6 +183,7 @@ StoreCore::Next StoreCore::Reserve(const JobPtr& job, Tier tier, uint64_t bytes,
                  : Next::kContinue;
     case Room::kWriteBack:
       WriteBackAsync(*room.victim, tier, std::move(retry));
+      WriteBackMore(tier, bytes, job->protect);
       return Next::kSuspended;
     case Room::kWait:
       return Park(job);
@@ -341,8 +352,8 @@ void StoreCore::QueuePrefetch(TensorRecord& rec, Tier tier) {
   if (unified() && !hints() && tier == Tier::kDevice) return;
   ++prefetch_.issued;
   copy.prefetch_pending = true;
-  prefetch_queue_.push_back(
-      std::make_shared<PrefetchJob>(PrefetchJob{.id = rec.id, .tier = tier}));
+  prefetch_queue_.push_back(std::make_shared<PrefetchJob>(
+      PrefetchJob{.id = rec.id, .tier = tier, .bytes = rec.spec.size_bytes}));
   OnExecutor([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { PumpPrefetches(); });
 }
 

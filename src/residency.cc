@@ -145,6 +145,12 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
             bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
       return {.kind = Room::kReserved, .extent = *e};
     }
+    // Write-backs in flight (WriteBackMore's) will leave room enough: wait
+    // for them rather than evict one more.
+    if (TrialAfterEvictions(tier).largest_free_bytes() >=
+        alloc(tier).RoundUp(bytes)) {
+      return {.kind = Room::kWait};
+    }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
       // Unified memory: a device victim ends its residency; a host victim
       // first takes its pages off the device.
@@ -181,9 +187,14 @@ absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
       case Room::kEvictUnified:
         EvictUnified(*room.victim);
         break;
-      case Room::kWriteBack:
-        STRATA_RETURN_IF_ERROR(WriteBack(*room.victim, tier));
+      case Room::kWriteBack: {
+        TensorRecord& victim = *room.victim;
+        const Tier target = BeginWriteBack(victim, tier);
+        WriteBackMore(tier, bytes, protect_within);
+        STRATA_RETURN_IF_ERROR(
+            EndWriteBack(victim, tier, target, Transfer(victim, tier, target)));
         break;
+      }
       case Room::kWait:
         changed_.Wait(&mu_);
         break;
@@ -214,9 +225,39 @@ bool StoreCore::TransfersInFlight(Tier tier) const {
   return false;
 }
 
-absl::Status StoreCore::WriteBack(TensorRecord& rec, Tier tier) {
-  const Tier target = BeginWriteBack(rec, tier);
-  return EndWriteBack(rec, tier, target, Transfer(rec, tier, target));
+ExtentAllocator StoreCore::TrialAfterEvictions(Tier tier) const {
+  ExtentAllocator trial = *alloc_[static_cast<int>(tier)];
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (c.state() == CopyState::kEvicting && !rec->is_home(tier)) {
+      trial.Free(*c.extent);
+    }
+  }
+  return trial;
+}
+
+void StoreCore::WriteBackMore(Tier tier, uint64_t bytes,
+                              uint64_t protect_within) {
+  // The trial allocator tells when the victims freed so far leave a range
+  // that fits `bytes` (the arena may be fragmented, so counting free bytes
+  // is not enough).
+  ExtentAllocator trial = TrialAfterEvictions(tier);
+  const uint64_t want = trial.RoundUp(bytes);
+  while (trial.largest_free_bytes() < want) {
+    TensorRecord* victim = PickVictim(tier, protect_within);
+    // Unified residency ends by hints, one at a time, in MakeRoom's loop.
+    if (victim == nullptr ||
+        (unified() &&
+         victim->copy(Tier::kDevice).state() == CopyState::kValid)) {
+      return;
+    }
+    trial.Free(*victim->copy(tier).extent);
+    if (!victim->has_contents || !victim->dirty(tier)) {
+      DropCopy(*victim, tier, /*eviction=*/true);
+      continue;
+    }
+    WriteBackAsync(*victim, tier, [](const absl::Status&) {});
+  }
 }
 
 Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier) {

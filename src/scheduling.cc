@@ -113,16 +113,28 @@ CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
 // The snapshot holds the copies present on `tier` (an absent copy is never a
 // victim); next-use distances are looked up only when the query uses them.
 TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
-  const EvictionQuery query{.tier = tier,
-                            .policy = options_.scheduler.eviction,
-                            .protect_within = protect_within,
-                            .unified = unified()};
+  EvictionQuery query{.tier = tier,
+                      .policy = options_.scheduler.eviction,
+                      .protect_within = protect_within,
+                      .unified = unified()};
   const bool with_next_use =
       query.policy == EvictionPolicy::kBelady || protect_within > 0;
   victim_views_.clear();
+  uint64_t small_bytes = 0;
   for (const auto& [id, rec] : tensors_) {
     if (rec->copy(tier).state() == CopyState::kAbsent) continue;
     victim_views_.push_back(ViewOf(*rec, tier, with_next_use));
+    if (victim_views_.back().bytes < kSmallCopyBytes) {
+      small_bytes += victim_views_.back().bytes;
+    }
+  }
+  // Small host copies of NVMe-homed tensors stay in host memory while they
+  // take at most an eighth of it: a few hundred biases, LayerNorm weights
+  // and their moments then cost no NVMe requests at all, and a model made
+  // of small tensors still evicts as usual.
+  if (tier == Tier::kHost && tiers_.nvme != nullptr && !unified() &&
+      small_bytes <= capacity_[static_cast<int>(Tier::kHost)] / 8) {
+    query.keep_small_below = kSmallCopyBytes;
   }
   const std::optional<size_t> victim =
       ::strata::PickVictim(victim_views_, query);

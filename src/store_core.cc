@@ -69,11 +69,17 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   alloc_[2].emplace(capacity_[2], kNvmeAllocationGranuleBytes);
   if (options_.timeline) timeline_ = std::make_unique<Timeline>();
   // One transfer thread per prefetch job that may run (each job has at most
-  // one transfer in flight); one executor thread, whose handlers never wait.
+  // one transfer in flight) and kWriteBackThreads for the write-backs that
+  // make room together; one executor thread, whose handlers never wait.
+  const int jobs = options_.scheduler.prefetch_threads > 0
+                       ? options_.scheduler.prefetch_threads
+                       : kAutoPrefetchJobs;
+  prefetch_window_bytes_ =
+      tiers_.nvme ? tiers_.nvme->block_size_bytes() : uint64_t{1} << 20;
   mover_ = std::make_unique<Mover>(
       tiers_.device.get(), tiers_.device_base, tiers_.host->base(),
       tiers_.nvme.get(), tiers_.bounce.get(), timeline_.get(),
-      tiers_.host->managed(), options_.scheduler.prefetch_threads);
+      tiers_.host->managed(), jobs + kWriteBackThreads);
   executor_ = std::make_unique<boost::asio::thread_pool>(1);
 }
 

@@ -60,6 +60,15 @@ struct TierSet {
 class StoreCore : public internal::LeaseReleaser,
                   public std::enable_shared_from_this<StoreCore> {
  public:
+  // The automatic mode's cap on prefetch jobs in flight (small tensors).
+  static constexpr int kAutoPrefetchJobs = 16;
+  // Transfer threads beyond the prefetch jobs': write-backs started together
+  // to make room (WriteBackMore) run on them.
+  static constexpr int kWriteBackThreads = 8;
+  // Host copies below this size are evicted to NVMe last (PickVictim): where
+  // a request's latency, not bandwidth, sets its cost.
+  static constexpr uint64_t kSmallCopyBytes = 64 * 1024;
+
   StoreCore(const StoreOptions& options, TierSet tiers);
   ~StoreCore() override;
   // Waits for the prefetches in flight and stops the executor; later calls
@@ -149,7 +158,7 @@ class StoreCore : public internal::LeaseReleaser,
   absl::Status CopyUserBytes(TensorRecord& rec, Tier tier,
                              const UserBytes& user)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountAcquire(absl::Time start, bool stalled)
+  void CountAcquire(TensorId id, Tier tier, absl::Time start, bool stalled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CopyThroughLease(TensorId id, void* user, uint64_t bytes,
                                 uint64_t offset, bool to_tensor);
@@ -225,6 +234,7 @@ class StoreCore : public internal::LeaseReleaser,
     };
     TensorId id;
     Tier tier;            // the copy the prefetch brings
+    uint64_t bytes = 0;   // the tensor's size, for the automatic window
     Tier filling = tier;  // the copy being filled now (unified: host first)
     Stage stage = Stage::kStart;
     uint64_t protect = 0;  // FillCopy's protect_within
@@ -272,7 +282,11 @@ class StoreCore : public internal::LeaseReleaser,
   // Continues `job` at `next` after its transfer, or fails it.
   void Resume(const JobPtr& job, const absl::Status& status, Stage next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishJob(const PrefetchJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `next` may start now (SchedulerOptions::prefetch_threads; 0:
+  // the automatic byte window).
+  bool MayStartPrefetch(const PrefetchJob& next) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Transfer, WriteBack and EvictUnified started on a transfer thread; each
   // calls `then` on the executor with mu_ held when done. EvictUnifiedAsync
   // returns false when nothing had to move (the residency ended at once and
@@ -369,7 +383,18 @@ class StoreCore : public internal::LeaseReleaser,
   bool TransfersInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WriteBackInFlight(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes rec's dirty copy on `tier` to a slower tier, then frees it.
-  absl::Status WriteBack(TensorRecord& rec, Tier tier)
+  // After the caller began writing back one victim to make `bytes` of room
+  // on `tier`, starts write-backs of the next victims in eviction order
+  // (asynchronously, together), until the free space and the copies leaving
+  // the tier cover `bytes`: the NVMe queue then holds many requests instead
+  // of one, and a run of small victims costs one device latency, not one
+  // each. A companion that fails keeps its copy (as any write-back does); the
+  // next MakeRoom picks it again and reports the error.
+  void WriteBackMore(Tier tier, uint64_t bytes, uint64_t protect_within)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A copy of `tier`'s allocator with the copies being written back (and
+  // so about to leave) freed.
+  ExtentAllocator TrialAfterEvictions(Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // WriteBack around its transfer: Begin marks the copy evicting and the
   // target loading and returns the target; End, given the transfer's
@@ -427,7 +452,10 @@ class StoreCore : public internal::LeaseReleaser,
   bool in_step_ ABSL_GUARDED_BY(mu_) = false;  // between BeginStep and EndStep
   int prefetches_running_ ABSL_GUARDED_BY(mu_) = 0;         // moving bytes now
   std::deque<JobPtr> prefetch_queue_ ABSL_GUARDED_BY(mu_);  // not started
-  int prefetch_jobs_ ABSL_GUARDED_BY(mu_) = 0;       // started, not finished
+  int prefetch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // started, not finished
+  uint64_t prefetch_bytes_running_ ABSL_GUARDED_BY(mu_) = 0;  // their bytes
+  // The automatic mode's window: one NVMe block (1 MiB without NVMe).
+  uint64_t prefetch_window_bytes_ = 0;
   bool pumping_ ABSL_GUARDED_BY(mu_) = false;        // in PumpPrefetches
   std::vector<JobPtr> parked_ ABSL_GUARDED_BY(mu_);  // until Changed()
   absl::flat_hash_map<TensorId, std::unique_ptr<TensorRecord>> tensors_

@@ -64,7 +64,7 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
       lease = AcquireExclusive(id, tier,
                                whole ? Access::kOverwrite : Access::kWrite,
                                nullptr, &stalled, &fill);
-      if (lease.ok()) CountAcquire(start, stalled);
+      if (lease.ok()) CountAcquire(id, tier, start, stalled);
     } else {
       lease = Acquire(id, tier, Access::kRead, nullptr);
     }

@@ -158,9 +158,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
         FormatByteSize(o.device.budget_bytes),
         FormatByteSize(o.host.budget_bytes)));
   }
-  if (o.scheduler.prefetch_threads < 1 || o.scheduler.prefetch_threads > 64) {
+  if (o.scheduler.prefetch_threads < 0 || o.scheduler.prefetch_threads > 64) {
     return absl::InvalidArgumentError(
-        "scheduler.prefetch_threads must be in [1, 64]");
+        "scheduler.prefetch_threads must be in [0, 64] (0: automatic)");
   }
   const NvmeOptions& n = o.nvme;
   if (n.directories.empty() != (n.budget_bytes == 0)) {

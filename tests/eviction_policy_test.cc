@@ -55,6 +55,24 @@ TEST(EvictionPolicyTest, BeladyTakesTheFurthestNextUse) {
   EXPECT_EQ(PickVictim(copies, Belady()), 1u);
 }
 
+// keep_small_below: a small copy goes only when no larger one can; among
+// the larger ones Belady's order holds, and with nothing else the small copy
+// is still a victim.
+TEST(EvictionPolicyTest, SmallCopiesGoLast) {
+  CopyView small = Cached(1, kNoPredictedUse, 1);
+  CopyView near_large = Cached(2, 3, 2);
+  near_large.bytes = 256 * 1024;
+  CopyView far_large = Cached(3, 9, 3);
+  far_large.bytes = 64 * 1024;  // exactly the threshold: not small
+  EvictionQuery query = Belady();
+  query.keep_small_below = 64 * 1024;
+  EXPECT_EQ(PickVictim({small, near_large, far_large}, query), 2u);
+  EXPECT_EQ(PickVictim({small, near_large}, query), 1u);
+  EXPECT_EQ(PickVictim({small}, query), 0u);
+  // Without the preference, Belady takes the small copy (no predicted use).
+  EXPECT_EQ(PickVictim({small, near_large, far_large}, Belady()), 0u);
+}
+
 TEST(EvictionPolicyTest, NoPredictedUseIsFurthest) {
   const std::vector<CopyView> copies = {
       Cached(1, 1000000, 1), Cached(2, kNoPredictedUse, 50), Cached(3, 2, 0)};

@@ -64,6 +64,12 @@ TEST(TraceTest, AlignCountsHitsResyncsMisses) {
   EXPECT_EQ(a.resyncs, 1u);
   EXPECT_EQ(a.misses, 1u);
   EXPECT_EQ(a.skipped, 1u);
+  EXPECT_EQ(a.longest_miss_run, 1u);
+  // Two misses in a row, then a hit, then one more.
+  step = {Fwd(1), Fwd(8), Fwd(9), Fwd(2), Fwd(7)};
+  a = Align(trace, step, 64);
+  EXPECT_EQ(a.misses, 3u);
+  EXPECT_EQ(a.longest_miss_run, 2u);
 }
 
 TEST(PredictorTest, NoPredictionBeforeAnyTrace) {
@@ -213,6 +219,45 @@ TEST(PredictorTest, PersistentDivergenceReRecordsOnce) {
   EXPECT_EQ(s.misses, 11u);
   EXPECT_EQ(s.rerecords, 1u);
   EXPECT_EQ(s.traces_recorded, 2u);
+}
+
+// A long step whose optimizer region changes scheme (the GPT's deferred
+// clipping: grads read and moments written in EndStep instead of backup
+// reads during backward): the new region is a small fraction of the step,
+// far below rerecord_miss_fraction, but a run of misses longer than the
+// resync window. The trace is re-recorded, so the next step predicts it.
+TEST(PredictorTest, LongRunOfMissesReRecordsEvenWhenRare) {
+  PredictorOptions options;
+  options.resync_window_events = 8;
+  Predictor p(options);
+  std::vector<AccessEvent> step;
+  for (uint64_t i = 1; i <= 200; ++i) step.push_back(Fwd(i));
+  std::vector<AccessEvent> changed = step;
+  for (uint64_t i = 1000; i < 1020; ++i) changed.push_back(Bwd(i));  // 20
+  RunStep(p, step);
+  RunStep(p, changed);  // 20 misses in a row: 9% of the step, run > 8
+  EXPECT_EQ(p.stats().rerecords, 1u);
+  RunStep(p, changed);
+  EXPECT_EQ(p.stats().misses, 200u + 20u);  // the new region now hits
+  EXPECT_EQ(p.stats().rerecords, 1u);
+}
+
+// Misses spread out (each run within the window) keep the trace.
+TEST(PredictorTest, ScatteredMissesKeepTheTrace) {
+  PredictorOptions options;
+  options.resync_window_events = 8;
+  Predictor p(options);
+  std::vector<AccessEvent> step;
+  for (uint64_t i = 1; i <= 200; ++i) step.push_back(Fwd(i));
+  std::vector<AccessEvent> noisy;
+  for (uint64_t i = 1; i <= 200; ++i) {
+    noisy.push_back(Fwd(i));
+    if (i % 10 == 0) noisy.push_back(Bwd(5000 + i));  // a miss per 10 hits
+  }
+  RunStep(p, step);
+  RunStep(p, noisy);
+  EXPECT_EQ(p.stats().rerecords, 0u);
+  EXPECT_EQ(p.Upcoming(3), (std::vector<AccessEvent>{Fwd(1), Fwd(2), Fwd(3)}));
 }
 
 TEST(PredictorTest, StepOfUnknownTensorsIsANewShape) {

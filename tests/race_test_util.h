@@ -25,8 +25,9 @@ bool WaitUntil(const std::function<bool()>& done,
 uint64_t AcquiresObserved(const Store& store);
 
 // Returns, on Wait(), once every prefetch queued before the call has run,
-// on a store with one prefetch thread (StoreOptions::prefetch_threads = 1,
-// the default: its prefetches run in the order they were queued). Wait()
+// on a store with one prefetch thread (set SchedulerOptions::prefetch_threads
+// = 1: its prefetches run in the order they were queued; the automatic
+// default runs small ones together). Wait()
 // queues one more, of a 4 KiB marker tensor from NVMe to host memory, and
 // returns once that prefetch's NVMe read is held at the FaultyBlockIo gate
 // (then lets it go): everything queued before it has finished. So the

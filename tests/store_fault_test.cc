@@ -214,8 +214,9 @@ TEST_F(StoreFaultTest, PrefetchReadErrorIsCountedFailed) {
 }
 
 // A prefetch the tier has no room for (everything there leased) is skipped,
-// not failed. The prefetches run in order on one thread (prefetch_threads
-// 1), so once the failing one after it is counted, the skipped one has run.
+// not failed. The prefetches run one at a time in order (each is larger than
+// the automatic prefetch window, one 64 KiB block), so once the failing one
+// after it is counted, the skipped one has run.
 TEST_F(StoreFaultTest, PrefetchWithNoRoomIsSkippedNotFailed) {
   ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
   const TensorId b = Make(2 * kMiB, 30);

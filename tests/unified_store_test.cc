@@ -37,6 +37,7 @@ class UnifiedStoreTest : public ::testing::Test {
         dir_.path(), device_bytes, 4 * kMiB, 32 * kMiB);
     o.device.memory = DeviceMemory::kUnified;
     o.device.unified_hints = hints;
+    o.scheduler.prefetch_threads = 1;  // in queue order, for PrefetchBarrier
     StoreSeams seams;
     seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
       auto f = std::make_unique<FaultyDevice>(std::move(d));

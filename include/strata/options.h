@@ -129,13 +129,18 @@ struct SchedulerOptions {
   // Which copy a full tier evicts. Flag: --eviction=belady|lru.
   // Default: kBelady.
   EvictionPolicy eviction = EvictionPolicy::kBelady;
-  // Prefetches in flight at once (1 to 64), started in the order they were
+  // Prefetches in flight at once (0 to 64), started in the order they were
   // queued; each moves its bytes on its own transfer thread while the
   // scheduler's executor thread goes on. With one, prefetches run in trace
-  // order, so the nearest predicted access gets the link first; more overlap
-  // loads but make them share a link (measured: `strata bench -t scheduler`
-  // hit rate 0.98-0.996 with 2, 1.000 with 1). Default: 1.
-  int prefetch_threads = 1;
+  // order, so the nearest predicted access gets the link first; a fixed
+  // number above one makes large loads share a link (measured: `strata bench
+  // -t scheduler` hit rate 0.98-0.996 with 2, 1.000 with 1). 0 = automatic:
+  // one at a time, except that small ones run together while the bytes in
+  // flight fit in one I/O block (NvmeOptions::block_size_bytes): a run of
+  // small tensors then pays one device latency, not one each, and a tensor
+  // of a block or more never shares the link with a farther one.
+  // Default: 0.
+  int prefetch_threads = 0;
 };
 
 struct StoreOptions {

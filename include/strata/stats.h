@@ -32,8 +32,12 @@ struct LinkStats {
   uint64_t transfers = 0;   // completed transfers
   uint64_t failures = 0;    // transfers that failed (data left intact)
   double busy_seconds = 0;  // wall time transfers on this link took, summed
-  double gbps() const {     // achieved GB/s (1e9 bytes) while busy
-    return busy_seconds > 0 ? bytes / busy_seconds / 1e9 : 0;
+  // Wall time with at least one transfer in flight on this link: with
+  // several in flight at once, less than busy_seconds.
+  double active_seconds = 0;
+  double gbps() const {  // achieved GB/s (1e9 bytes) while active
+    const double s = active_seconds > 0 ? active_seconds : busy_seconds;
+    return s > 0 ? bytes / s / 1e9 : 0;
   }
 };
 
