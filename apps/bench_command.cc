@@ -220,6 +220,7 @@ int RunBench(const BenchRequest& request) {
   }
   if (!CheckSelection(request, ctx.count)) return 2;
   nlohmann::json report = nlohmann::json::object();
+  if (!request.config.is_null()) report["config"] = request.config;
   const bool ok = RunCases(ctx, report);
   const int written = WriteOutputs(ctx, report);
   return ok && written == 0 ? 0 : 1;

@@ -7,6 +7,7 @@
 #define STRATA_APPS_BENCH_COMMAND_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "strata/options.h"
@@ -25,6 +26,8 @@ struct BenchRequest {
   StoreOptions store;
   uint64_t nvme_bytes = 256 << 20;  // bytes per NVMe pass (--bench-size)
   bool quick = false;               // tiny sizes and few samples: a smoke test
+  // The run's flags (EffectiveConfig), written to the JSON as "config".
+  nlohmann::json config;
 };
 
 // Runs the request; returns the process exit code: 0, 1 when a case failed,

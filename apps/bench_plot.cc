@@ -1,51 +1,17 @@
-// bench_plot.cc: gnuplot charts of bench results.
-//
-// The script goes to gnuplot through an anonymous memfd (gnuplot reads
-// /dev/fd/N), so nothing but the PNG touches the disk and no path needs shell
-// quoting; the data travels inline as gnuplot datablocks.
+// bench_plot.cc: gnuplot charts of bench results (drawn by apps/gnuplot.h).
 #include "apps/bench_plot.h"
 
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "apps/gnuplot.h"
 #include "base/byte_size.h"
-#include "strata/status.h"
 
 namespace strata {
 namespace {
-
-bool GnuplotOnPath() {
-  const char* path = std::getenv("PATH");
-  for (const absl::string_view dir :
-       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    const std::string exe =
-        absl::StrFormat("%s/gnuplot", dir.empty() ? "." : dir);
-    if (access(exe.c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
-// A gnuplot single-quoted string: '' stands for '.
-std::string GnuplotQuote(const std::string& s) {
-  std::string out = "'";
-  for (const char ch : s) {
-    out += ch;
-    if (ch == '\'') out += '\'';
-  }
-  return out + "'";
-}
 
 // "4K", "1M": short tick labels.
 std::string TickLabel(uint64_t bytes) {
@@ -65,20 +31,16 @@ std::string Header(const NvmeSweepResult& r, const std::string& png) {
     absl::StrAppendFormat(&xtics, "%s\"%s\" %d", xtics.empty() ? "" : ", ",
                           TickLabel(b), b);
   }
-  return absl::StrFormat(
-      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-      "  set terminal pngcairo size 1200,560 font ',10' noenhanced\n"
-      "} else {\n"
-      "  set terminal png size 1200,560 noenhanced\n"
-      "}\n"
-      "set output %s\n"
-      "set multiplot layout 1,2 title 'strata NVMe sweep: %s, O_DIRECT, "
-      "median GB/s (1e9 B/s)'\n"
-      "set logscale x 2\nset xrange [%g:%g]\nset xtics (%s)\n"
-      "set xlabel 'block size'\nset ylabel 'GB/s'\nset yrange [0:*]\n"
-      "set grid\nset key outside right top vertical\n",
-      GnuplotQuote(png), r.engine, *blocks.begin() / 1.5,
-      *blocks.rbegin() * 1.5, xtics);
+  return PngTerminal(1200, 560) +
+         absl::StrFormat(
+             "set output %s\n"
+             "set multiplot layout 1,2 title 'strata NVMe sweep: %s, O_DIRECT, "
+             "median GB/s (1e9 B/s)'\n"
+             "set logscale x 2\nset xrange [%g:%g]\nset xtics (%s)\n"
+             "set xlabel 'block size'\nset ylabel 'GB/s'\nset yrange [0:*]\n"
+             "set grid\nset key outside right top vertical\n",
+             GnuplotQuote(png), r.engine, *blocks.begin() / 1.5,
+             *blocks.rbegin() * 1.5, xtics);
 }
 
 // One datablock per queue depth ($qdN: block read write) and $best, $fio.
@@ -129,46 +91,6 @@ std::string Script(const NvmeSweepResult& r, const std::string& png) {
          Panel(r, "write", 3) + "unset multiplot\nset output\n";
 }
 
-// Runs gnuplot on `script`; Internal with its output when it fails.
-absl::Status RunGnuplot(const std::string& script) {
-  const int fd = memfd_create("strata-plot", 0);  // inherited by gnuplot
-  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
-  if (write(fd, script.data(), script.size()) !=
-      static_cast<ssize_t>(script.size())) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, "writing the gnuplot script");
-  }
-  const std::string cmd = absl::StrFormat("gnuplot /dev/fd/%d 2>&1", fd);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  if (pipe != nullptr) {
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) {
-      out.append(buf, n);
-    }
-  }
-  const int rc = pipe != nullptr ? pclose(pipe) : -1;
-  close(fd);
-  if (rc == 0) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrFormat("gnuplot failed (status %d): %s", rc, out));
-}
-
-// Opens `png` for appending (truncating nothing) to learn early whether it
-// can be written; sets `*created` when the file did not exist.
-absl::Status CheckPngWritable(const std::string& png, bool* created) {
-  struct stat st;
-  *created = stat(png.c_str(), &st) != 0;
-  FILE* f = std::fopen(png.c_str(), "a");
-  if (f == nullptr) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrFormat("cannot write the plot '%s'", png));
-  }
-  std::fclose(f);
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status PlotNvmeSweep(const NvmeSweepResult& r,
@@ -176,21 +98,7 @@ absl::Status PlotNvmeSweep(const NvmeSweepResult& r,
   if (r.points.empty()) {
     return absl::InvalidArgumentError("NVMe sweep plot: no points to draw");
   }
-  if (!GnuplotOnPath()) {
-    return absl::UnavailableError(
-        "gnuplot not found on PATH: install gnuplot (apt-get install "
-        "gnuplot-nox)");
-  }
-  bool created = false;
-  STRATA_RETURN_IF_ERROR(CheckPngWritable(png_path, &created));
-  absl::Status status = RunGnuplot(Script(r, png_path));
-  struct stat st;
-  if (status.ok() && (stat(png_path.c_str(), &st) != 0 || st.st_size == 0)) {
-    status = absl::InternalError(
-        absl::StrFormat("gnuplot wrote nothing to '%s'", png_path));
-  }
-  if (!status.ok() && created) unlink(png_path.c_str());
-  return status;
+  return DrawPng(Script(r, png_path), png_path);
 }
 
 }  // namespace strata

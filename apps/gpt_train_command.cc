@@ -16,9 +16,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "apps/config_file.h"
+#include "apps/gnuplot.h"
+#include "apps/checkpoint_command.h"
 #include "apps/output_path.h"
 #include "apps/store_flags.h"
+#include "apps/train_defaults.h"
 #include "apps/train_flags.h"
+#include "apps/train_plot.h"
 #include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
@@ -32,66 +37,57 @@
 #include "train/lm_corpus.h"
 #include "train/lm_trainer.h"
 #include "train/metrics.h"
+#include "train/train_checkpoint.h"
 #include "train/vector_path.h"
 
-ABSL_FLAG(int32_t, layers, 8, "strata train --model=gpt: transformer blocks.");
-ABSL_FLAG(int32_t, heads, 4,
-          "strata train --model=gpt: attention heads (must divide --embed).");
-ABSL_FLAG(int64_t, embed, 128,
-          "strata train --model=gpt: embedding width C (channels per token).");
+ABSL_FLAG(int32_t, layers, 8, "Transformer blocks.");
+ABSL_FLAG(int32_t, heads, 4, "Attention heads (must divide --embed).");
+ABSL_FLAG(int64_t, embed, 128, "Embedding width C (channels per token).");
 ABSL_FLAG(int64_t, context, 128,
-          "strata train --model=gpt: tokens per sequence T (the attention "
+          "Tokens per sequence T (the attention "
           "span).");
 ABSL_FLAG(std::string, tokenizer, "bpe",
-          "strata train --model=gpt: byte (256 ids, one per byte) or bpe "
+          "byte (256 ids, one per byte) or bpe "
           "(SentencePiece BPE of --vocab ids trained once on the training "
           "split, cached).");
 ABSL_FLAG(int64_t, vocab, 0,
-          "strata train --model=gpt: vocabulary size; 0 = the tokenizer's "
+          "Vocabulary size; 0 = the tokenizer's "
           "default (bpe: 4096; byte: 256). With byte, a larger value pads "
           "the classifier (--vocab=50304: GPT-2's shape).");
 ABSL_FLAG(std::string, corpus, "",
-          "strata train --model=gpt: a text file to train on, one line per "
+          "A text file to train on, one line per "
           "line, the last ~10% of lines for validation; default: the King "
           "James Bible (Debian package bible-kjv).");
 ABSL_FLAG(std::string, cache_dir, "",
-          "strata train --model=gpt: where the split, the tokenizer and the "
+          "Where the split, the tokenizer and the "
           "token shards are cached; default $XDG_CACHE_HOME/strata or "
           "~/.cache/strata.");
 ABSL_FLAG(int64_t, eval_every, 0,
-          "strata train --model=gpt: validation loss every N steps (and at "
+          "Validation loss every N steps (and at "
           "the end); 0 = at the end only.");
 ABSL_FLAG(int64_t, eval_tokens, 65536,
-          "strata train --model=gpt: validation tokens scored per evaluation "
+          "Validation tokens scored per evaluation "
           "(from the start of the split); 0 = all of it.");
 ABSL_FLAG(int64_t, warmup_steps, -1,
-          "strata train --model=gpt: linear learning-rate warm-up steps; "
+          "Linear learning-rate warm-up steps; "
           "-1 = a tenth of the run.");
 ABSL_FLAG(double, weight_decay, 0.1,
-          "strata train --model=gpt: AdamW's decoupled weight decay, on 2-D "
+          "AdamW's decoupled weight decay, on 2-D "
           "weights only.");
 ABSL_FLAG(double, grad_clip, 1.0,
-          "strata train --model=gpt: clip the global gradient norm to this "
+          "Clip the global gradient norm to this "
           "(exact: a step beyond it is rolled back and re-run); 0 = off.");
 ABSL_FLAG(int64_t, sample, 0,
-          "strata train --model=gpt: print this many generated tokens after "
+          "Print this many generated tokens after "
           "training, continuing the start of the validation split.");
 
 namespace strata {
 namespace {
 
-// The GPT's defaults for flags it shares with the MLP, used when the command
-// line leaves them unset: its state (32.5 MiB at the defaults) is 4.3x the
-// device budget and 1.4x the host budget, so NVMe is used every step; 700
-// steps take ~3.5 minutes on 2 cores (README, Measured).
-constexpr int64_t kGptBatch = 2;
-constexpr int64_t kGptSteps = 700;
-constexpr double kGptLr = 3e-3;
-constexpr uint64_t kGptDeviceBudget = 7 * kMiB + kMiB / 2;
-constexpr uint64_t kGptHostBudget = 24 * kMiB;
-constexpr uint64_t kGptNvmeBudget = 512 * kMiB;
 constexpr int64_t kGptBpeVocab = 4096;
 
+// The GPT's defaults (train_defaults.h) for the flags it shares with the
+// MLP, where the command line (or --config) leaves them unset.
 void ApplyGptDefaults() {
   if (!FlagGiven("batch")) absl::SetFlag(&FLAGS_batch, kGptBatch);
   if (!FlagGiven("max_steps")) absl::SetFlag(&FLAGS_max_steps, kGptSteps);
@@ -287,7 +283,8 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
         {"validation_tokens", corpus.validation_tokens()},
         {"train_shard", corpus.train_shard_path},
         {"validation_shard", corpus.validation_shard_path}}},
-      {"config",
+      {"config", EffectiveConfig(*FindCommand("train"))},
+      {"resolved",
        {{"layers", m.layers},
         {"heads", m.heads},
         {"embed", m.embed},
@@ -340,6 +337,28 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
       FormatByteSize(clip.backup_bytes));
 }
 
+// The plot of the run: loss per step, validation loss per evaluation, bytes
+// per step.
+TrainPlotData PlotData(const train::GptConfig& m, const train::LmTrainResult& r,
+                       const LinkBytesPerStep& moved) {
+  TrainPlotData d{
+      .title = absl::StrFormat("strata train --model=gpt: %d layers, embed "
+                               "%d, context %d, batch %d",
+                               m.layers, m.embed, m.context, m.batch),
+      .losses = r.losses,
+      .eval_name = "validation loss",
+      .link_bytes = moved.bytes()};
+  for (const train::LmEval& e : r.evals)
+    d.evals.push_back({e.step, e.val_loss});
+  return d;
+}
+
+// An output refused before the run: bad input, exit code 2.
+int Refuse(const absl::Status& status) {
+  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  return 2;
+}
+
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -360,8 +379,8 @@ absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
-int RunGptTrain(const std::string& json_path,
-                const std::string& timeline_path) {
+int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
+                const std::string& plot_path) {
   ApplyGptDefaults();
   for (const char* flag :
        {"width", "depth", "epochs", "activation", "data_dir"}) {
@@ -373,8 +392,10 @@ int RunGptTrain(const std::string& json_path,
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
   if (!run.ok()) return Fail(run.status());
   if (!sopt.ok()) return Fail(sopt.status());
+  if (!checkpoints.ok()) return Fail(checkpoints.status());
   {  // A bad shape is refused before the corpus is prepared.
     train::GptConfig probe = run->model;
     probe.classifier_rows = 1;
@@ -387,7 +408,10 @@ int RunGptTrain(const std::string& json_path,
   s.timeline = !timeline_path.empty();
   for (const auto& [path, flag] : {std::pair{json_path, "--json"},
                                    std::pair{timeline_path, "--timeline"}}) {
-    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
+    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);
+  }
+  if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
+    return Refuse(p);
   }
   absl::PrintF(
       "strata train: preparing the corpus (split, tokenizer and shards "
@@ -436,10 +460,27 @@ int RunGptTrain(const std::string& json_path,
       train::ValidationWindows::Create(corpus->validation.get(), m.context,
                                        run->eval_tokens);
   if (!windows.ok()) return Fail(windows.status());
+  if (!checkpoints->resume_path().empty()) {
+    absl::StatusOr<train::Resumed> resumed =
+        train::ResumeGpt(checkpoints->resume_path(), *store, gpt, *batches,
+                         run->train, run->corpus.tokenizer);
+    if (!resumed.ok()) return Fail(resumed.status());
+    checkpoints->Resumed(*resumed);
+  }
+  run->train.after_step = [&](int64_t step) {
+    return checkpoints->AfterStep(*store, step, run->train.steps, [&] {
+      return train::GptCheckpoint(gpt, run->train, run->corpus.tokenizer,
+                                  *batches, step);
+    });
+  };
   const bool tty = isatty(STDERR_FILENO) == 1;
+  LinkBytesPerStep moved(st0);
   absl::StatusOr<train::LmTrainResult> result = train::TrainLm(
       gpt, *batches, *windows, run->train,
-      [&](const train::LmProgress& p) { PrintProgress(p, tty); },
+      [&](const train::LmProgress& p) {
+        PrintProgress(p, tty);
+        if (!plot_path.empty()) moved.Record(store->GetStats());
+      },
       [&](const train::LmEval& e) {
         if (tty) std::fputs("\r\x1b[K", stderr);
         absl::PrintF("step %d: validation loss %.4f (bigram baseline %.4f)\n",
@@ -452,6 +493,7 @@ int RunGptTrain(const std::string& json_path,
   PrintTable(gpt, *result, *baseline, st);
   nlohmann::json report = ReportJson(*run, s, gpt, *result, *baseline, *corpus,
                                      st, (*setup)->compute->name());
+  report.update(checkpoints->ReportJson());
   if (run->sample > 0) {
     std::string prompt;
     absl::StatusOr<std::string> text =
@@ -471,6 +513,13 @@ int RunGptTrain(const std::string& json_path,
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
       return Fail(w);
     }
+  }
+  if (!plot_path.empty()) {
+    if (absl::Status p = PlotTraining(PlotData(m, *result, moved), plot_path);
+        !p.ok()) {
+      return Fail(p);
+    }
+    absl::PrintF("plot written to %s\n", plot_path);
   }
   return 0;
 }

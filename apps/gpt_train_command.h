@@ -10,10 +10,11 @@
 namespace strata {
 
 // Runs the GPT from the parsed flags (model defaults for the shared flags the
-// command line left unset), writing the JSON report and the timeline where
-// the paths are non-empty; returns the exit code (0 ok, 1 failed, 2 bad
-// flags).
-int RunGptTrain(const std::string& json_path, const std::string& timeline_path);
+// command line left unset), writing the JSON report, the timeline and the
+// plot where the paths are non-empty; returns the exit code (0 ok, 1
+// failed, 2 bad flags).
+int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
+                const std::string& plot_path);
 
 }  // namespace strata
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "apps/config_file.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "base/byte_size.h"
@@ -116,6 +117,7 @@ int RunInfo(const std::string& json_path) {
         {"memory", DeviceMemoryName(options->device.memory)},
         {"unified_hints", options->device.unified_hints},
         {"sim_memory_bytes", options->device.sim_memory_bytes}};
+    report["config"] = EffectiveConfig(*FindCommand("info"));
     report["round_trip"] = {{"ok", seconds.ok()},
                             {"bytes", kRoundTripBytes},
                             {"seconds", seconds.ok() ? *seconds : 0.0}};

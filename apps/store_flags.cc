@@ -14,19 +14,17 @@
 
 ABSL_FLAG(strata::ByteSize, device_budget, strata::ByteSize{256 * strata::kMiB},
           "Device tier budget (bytes; units KiB/MiB/GiB accepted), reserved "
-          "with one cudaMalloc, or host memory on the simulated device. "
-          "strata train's default: 16MiB.");
+          "with one cudaMalloc, or host memory on the simulated device.");
 ABSL_FLAG(strata::ByteSize, host_budget, strata::ByteSize{1 * strata::kGiB},
           "Pinned host tier budget, reserved once (mmap + mlock + "
-          "cudaHostRegister). Must fit in physical memory. strata train's "
-          "default: 32MiB.");
+          "cudaHostRegister). Must fit in physical memory.");
 ABSL_FLAG(std::vector<std::string>, nvme_dir, {"/var/tmp"},
           "Comma-separated directories for NVMe swap files, one file each "
           "(several stripe across drives). Files are O_DIRECT, mode 0600 and "
           "unlinked: nothing is left behind. Empty: no NVMe tier.");
 ABSL_FLAG(strata::ByteSize, nvme_budget, strata::ByteSize{1 * strata::kGiB},
           "NVMe tier budget across all --nvme-dir directories, preallocated "
-          "at start. strata train's default: 512MiB.");
+          "at start.");
 ABSL_FLAG(uint32_t, queue_depth, 32, "NVMe I/O requests in flight.");
 ABSL_FLAG(strata::ByteSize, block_size, strata::ByteSize{1 * strata::kMiB},
           "NVMe request size and stripe unit; a multiple of 4 KiB.");

@@ -16,11 +16,16 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "apps/config_file.h"
+#include "apps/gnuplot.h"
+#include "apps/checkpoint_command.h"
 #include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
+#include "apps/train_defaults.h"
 #include "apps/train_flags.h"
+#include "apps/train_plot.h"
 #include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "strata/option_names.h"
@@ -33,43 +38,41 @@
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/setup.h"
+#include "train/train_checkpoint.h"
 #include "train/trainer.h"
 #include "train/vector_path.h"
 
 ABSL_FLAG(std::string, model, "mlp",
-          "strata train: mlp (a deep MLP on Fashion-MNIST) or gpt (a GPT-2 "
+          "mlp (a deep MLP on Fashion-MNIST) or gpt (a GPT-2 "
           "style transformer on the King James Bible; flags --layers, "
           "--heads, --embed, --context, --tokenizer, ...).");
-ABSL_FLAG(int64_t, width, 1024, "strata train: units per hidden layer.");
+ABSL_FLAG(int64_t, width, 1024, "Units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5,
-          "strata train: hidden layers (the model has depth + 1 Linear "
+          "Hidden layers (the model has depth + 1 Linear "
           "layers: 784 -> width x depth -> 10).");
 ABSL_FLAG(int64_t, batch, 256,
-          "strata train: samples per step (gpt: sequences of --context "
-          "tokens; default 2 there).");
-ABSL_FLAG(int32_t, epochs, 5, "strata train: passes over the 60000 images.");
+          "Samples per step (gpt: sequences of --context tokens).");
+ABSL_FLAG(int32_t, epochs, 5, "Passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
-          "strata train: stop after this many steps in all (then evaluate); "
-          "0 = no limit (gpt: the run's length, >= 1, default 700).");
-ABSL_FLAG(double, lr, 1e-3,
-          "strata train: Adam's peak learning rate (see --lr-schedule; gpt "
-          "default 3e-3).");
+          "Stop after this many steps in all (then evaluate); 0 = no limit "
+          "(gpt: the run's length, >= 1).");
+ABSL_FLAG(double, lr, 1e-3, "Adam's peak learning rate (see --lr-schedule).");
 ABSL_FLAG(std::string, lr_schedule, "cosine",
-          "strata train: cosine (decay to 0 over the run) or constant.");
+          "cosine (decay to 0 over the run) or constant.");
 ABSL_FLAG(uint64_t, seed, 1,
-          "strata train: seed of the initial weights and the batch order; "
+          "Seed of the initial weights and the batch order; "
           "the same seed gives the same losses, bit for bit, whatever the "
           "budgets.");
-ABSL_FLAG(std::string, activation, "relu", "strata train: relu or gelu.");
+ABSL_FLAG(std::string, activation, "relu", "relu or gelu.");
 ABSL_FLAG(std::string, optimizer_tier, "host",
-          "strata train: where Adam runs: host (CPU Adam on the host tier, "
+          "Where Adam runs: host (CPU Adam on the host tier, "
           "as ZeRO-Offload) or device.");
 ABSL_FLAG(std::string, data_dir, strata::train::kFashionMnistDir,
-          "strata train: directory with the Fashion-MNIST IDX files "
+          "Directory with the Fashion-MNIST IDX files "
           "(train-images-idx3-ubyte.gz, ...; Debian package "
           "dataset-fashion-mnist).");
 ABSL_FLAG(bool, resident, false,
-          "strata train: size the device budget to hold every tensor and "
+          "Size the device budget to hold every tensor and "
           "run Adam there, so nothing moves but the input batches "
           "(overrides the budget flags and --optimizer-tier); the baseline "
           "an offloaded run must match bit for bit. Not with "
@@ -78,12 +81,6 @@ ABSL_FLAG(bool, resident, false,
 namespace strata {
 
 namespace {
-
-// The main job's defaults: the model state (80 MiB at width 1024, depth 5)
-// is ~5x the device budget and ~2.5x the host budget, so every tier works.
-constexpr uint64_t kTrainDeviceBudget = 16 * kMiB;
-constexpr uint64_t kTrainHostBudget = 32 * kMiB;
-constexpr uint64_t kTrainNvmeBudget = 512 * kMiB;
 
 absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
   train::TrainOptions o;
@@ -194,7 +191,8 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
       {"compute", compute},
-      {"config",
+      {"config", EffectiveConfig(*FindCommand("train"))},
+      {"resolved",
        {{"width", t.model.width},
         {"depth", t.model.depth},
         {"batch", t.model.batch},
@@ -235,6 +233,25 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
       train::HostPool::Shared().threads());
 }
 
+// The plot of the run: loss per step, test loss per epoch, bytes per step.
+TrainPlotData PlotData(const train::TrainOptions& t,
+                       const train::TrainResult& r,
+                       const LinkBytesPerStep& moved) {
+  TrainPlotData d{
+      .title = absl::StrFormat("strata train: MLP 784 -> %d x %d "
+                               "-> 10, batch %d",
+                               t.model.width, t.model.depth, t.model.batch),
+      .losses = r.losses,
+      .eval_name = "test loss",
+      .link_bytes = moved.bytes()};
+  int64_t step = 0;
+  for (const train::EpochSummary& e : r.epochs) {
+    step += e.steps;
+    d.evals.push_back({step, e.test_loss});
+  }
+  return d;
+}
+
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.
 // A tier that fills up mid-run gets the flags that fix it.
 int Fail(const absl::Status& status) {
@@ -253,15 +270,24 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// An output refused before the run: bad input, exit code 2.
+int Refuse(const absl::Status& status) {
+  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  return 2;
+}
+
 }  // namespace
 
 void ApplyTrainDefaults() {
   SetBudgetDefaults(kTrainDeviceBudget, kTrainHostBudget, kTrainNvmeBudget);
 }
 
-int RunTrain(const std::string& json_path, const std::string& timeline_path) {
+int RunTrain(const std::string& json_path, const std::string& timeline_path,
+             const std::string& plot_path) {
   const std::string model_name = absl::GetFlag(FLAGS_model);
-  if (model_name == "gpt") return RunGptTrain(json_path, timeline_path);
+  if (model_name == "gpt") {
+    return RunGptTrain(json_path, timeline_path, plot_path);
+  }
   if (model_name != "mlp") {
     std::fprintf(stderr, "strata train: --model=%s: use mlp or gpt\n",
                  model_name.c_str());
@@ -269,6 +295,8 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
+  if (!checkpoints.ok()) return Fail(checkpoints.status());
   if (!topt.ok() || !sopt.ok()) {
     std::fprintf(
         stderr, "strata train: %s\n",
@@ -281,7 +309,10 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   // Fail before a long run, not after it.
   for (const auto& [path, flag] : {std::pair{json_path, "--json"},
                                    std::pair{timeline_path, "--timeline"}}) {
-    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Fail(w);
+    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);
+  }
+  if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
+    return Refuse(p);
   }
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeResident(t, s); !st.ok()) return Fail(st);
@@ -321,10 +352,25 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
       TierName(t.model.optimizer_tier), st0.device_backend, st0.device_memory,
       compute->name());
   std::fflush(stdout);
+  if (!checkpoints->resume_path().empty()) {
+    absl::StatusOr<train::Resumed> resumed =
+        train::ResumeMlp(checkpoints->resume_path(), *store, *model, t);
+    if (!resumed.ok()) return Fail(resumed.status());
+    checkpoints->Resumed(*resumed);
+  }
+  t.after_step = [&](const train::StepDone& done) {
+    return checkpoints->AfterStep(*store, done.step, done.total_steps, [&] {
+      return train::MlpCheckpoint(*model, t, done);
+    });
+  };
   ProgressLine progress;
+  LinkBytesPerStep moved(st0);
   absl::StatusOr<train::TrainResult> result = train::Train(
       *model, data->train, data->test, t,
-      [&](const train::Progress& p) { progress.Update(p); },
+      [&](const train::Progress& p) {
+        progress.Update(p);
+        if (!plot_path.empty()) moved.Record(store->GetStats());
+      },
       [&](const train::EpochSummary& e) {
         progress.Clear();
         std::printf(
@@ -339,7 +385,9 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
   PrintTable(f, *result, st);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << ReportJson(t, s, f, *result, st, compute->name()).dump(2) << "\n";
+    nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
+    report.update(checkpoints->ReportJson());
+    out << report.dump(2) << "\n";
     out.close();
     if (!out) {
       return Fail(absl::ErrnoToStatus(
@@ -350,6 +398,13 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path) {
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
       return Fail(w);
     }
+  }
+  if (!plot_path.empty()) {
+    if (absl::Status p = PlotTraining(PlotData(t, *result, moved), plot_path);
+        !p.ok()) {
+      return Fail(p);
+    }
+    absl::PrintF("plot written to %s\n", plot_path);
   }
   return 0;
 }

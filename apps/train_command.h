@@ -12,10 +12,11 @@ namespace strata {
 // command line, so explicit flags still win.
 void ApplyTrainDefaults();
 
-// Runs `strata train` from the parsed flags, writing the JSON report and the
-// timeline where the paths are non-empty; returns the exit code (0 ok,
-// 1 failed, 2 bad flags).
-int RunTrain(const std::string& json_path, const std::string& timeline_path);
+// Runs `strata train` from the parsed flags, writing the JSON report, the
+// timeline and the plot (PNG) where the paths are non-empty; returns the
+// exit code (0 ok, 1 failed, 2 bad flags).
+int RunTrain(const std::string& json_path, const std::string& timeline_path,
+             const std::string& plot_path);
 
 }  // namespace strata
 

@@ -16,5 +16,10 @@ ABSL_DECLARE_FLAG(std::string, lr_schedule);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, optimizer_tier);
 ABSL_DECLARE_FLAG(bool, resident);
+// Checkpoints (defined in checkpoint_command.cc).
+ABSL_DECLARE_FLAG(std::string, save_dir);
+ABSL_DECLARE_FLAG(int64_t, save_every);
+ABSL_DECLARE_FLAG(int32_t, keep);
+ABSL_DECLARE_FLAG(std::string, resume);
 
 #endif  // STRATA_APPS_TRAIN_FLAGS_H_

@@ -18,3 +18,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/strataConfigVersion
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/strataConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/strataConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/strata)
+# Bash completion for the strata command (apps/bash_completion.h), where
+# bash-completion finds it by the command's name.
+install(FILES ${PROJECT_BINARY_DIR}/apps/strata.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME strata)

@@ -1,7 +1,8 @@
 # gpt_cli_check.cmake: `strata train --model=gpt` end to end at a tiny size —
 # a corpus file written here, the byte tokenizer, three steps through the
-# store with NVMe — then the JSON report's keys and values, the sample, and a
-# bad shape refused with exit code 2 before any corpus is prepared.
+# store with NVMe — then the JSON report's keys and values, the sample, the
+# report read back with --config repeating the losses bit for bit, and a bad
+# shape refused with exit code 2 before any corpus is prepared.
 # Run by ctest: cmake -DSTRATA=... -DWORK=... -P gpt_cli_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}/nvme")
@@ -26,7 +27,7 @@ string(JSON model GET "${report}" model)
 string(JSON steps LENGTH "${report}" losses)
 string(JSON val GET "${report}" val_loss)
 string(JSON base GET "${report}" baseline_val_loss)
-string(JSON home GET "${report}" config home_tier)
+string(JSON home GET "${report}" resolved home_tier)
 string(JSON tokenizer GET "${report}" tokenizer)
 string(JSON sample GET "${report}" sample text)
 if(NOT model STREQUAL "gpt" OR NOT steps EQUAL 3 OR NOT tokenizer STREQUAL "byte")
@@ -40,6 +41,24 @@ if(sample STREQUAL "")
 endif()
 if(NOT out MATCHES "validation loss")
   message(FATAL_ERROR "no result table:\n${out}")
+endif()
+
+# The report as a config repeats the run: the same losses, bit for bit (the
+# JSON arrays as text), and the same "config".
+execute_process(COMMAND "${STRATA}" train --config=${WORK}/report.json
+  --json=${WORK}/again.json RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "strata train --config=report.json failed (${rc}):\n${err}")
+endif()
+file(READ "${WORK}/again.json" again)
+string(JSON losses GET "${report}" losses)
+string(JSON losses_again GET "${again}" losses)
+string(JSON config GET "${report}" config)
+string(JSON config_again GET "${again}" config)
+string(JSON config_layers GET "${report}" config layers)
+if(NOT losses STREQUAL losses_again OR NOT config STREQUAL config_again OR
+   NOT config_layers EQUAL 1)
+  message(FATAL_ERROR "--config did not repeat the run:\n${losses}\n${losses_again}")
 endif()
 
 # A bad shape: exit 2, and the cache is not touched.

@@ -116,6 +116,20 @@ class ClippedAdamW {
 
   const ClipStats& stats() const { return stats_; }
 
+  // What decides the next steps besides the tensors, for a checkpoint: the
+  // clean steps since the last clip (deferred or speculative updates) and
+  // the counters reported.
+  struct Snapshot {
+    int64_t steps_since_clip = kCleanStepsToSpeculate;
+    ClipStats stats;
+  };
+  Snapshot snapshot() const { return {steps_since_clip_, stats_}; }
+  // Between steps only (after EndStep returned nullopt).
+  void Restore(const Snapshot& s) {
+    steps_since_clip_ = s.steps_since_clip;
+    stats_ = s.stats;
+  }
+
  private:
   absl::StatusOr<double> GroupSumOfSquares(const ParamGroup& group);
   // Backs up (when `backup`) and updates one slot with coefficient `coef`.

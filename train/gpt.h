@@ -69,6 +69,19 @@ class Gpt {
   // Copies a parameter by name ("wte", "block0.qkv.weight", ...), for tests.
   absl::Status ReadParameter(const std::string& name, std::vector<float>* out);
 
+  // The tensors a checkpoint holds, in creation order: each parameter and
+  // its two AdamW moments (gradients, rollback backups and activations are
+  // dead between steps).
+  std::vector<TensorId> StateTensors() const;
+  // Sets the step counters when resuming from a checkpoint whose tensors
+  // were restored into this model: the steps done (bias corrections), the
+  // optimizer's clipping state, and the rollback time so far (reports).
+  void RestoreState(int64_t steps, const ClippedAdamW::Snapshot& optimizer,
+                    double rollback_seconds);
+  ClippedAdamW::Snapshot optimizer_snapshot() const {
+    return optimizer_.snapshot();
+  }
+
   void SetLearningRate(float lr) { lr_ = lr; }
   const GptConfig& config() const { return config_; }
   const ModelFootprint& footprint() const { return footprint_; }

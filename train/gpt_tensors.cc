@@ -221,6 +221,21 @@ absl::Status Gpt::InitWeights() {
   return absl::OkStatus();
 }
 
+std::vector<TensorId> Gpt::StateTensors() const {
+  std::vector<TensorId> ids;
+  for (const Param& p : params_) {
+    ids.insert(ids.end(), {p.slot.w, p.slot.m, p.slot.v});
+  }
+  return ids;
+}
+
+void Gpt::RestoreState(int64_t steps, const ClippedAdamW::Snapshot& optimizer,
+                       double rollback_seconds) {
+  steps_ = steps;
+  optimizer_.Restore(optimizer);
+  rollback_seconds_ = rollback_seconds;
+}
+
 absl::Status Gpt::ReadParameter(const std::string& name,
                                 std::vector<float>* out) {
   for (const Param& p : params_) {

@@ -34,6 +34,11 @@ class LmBatcher {
 
   int64_t batch() const { return batch_; }
   int64_t seq_len() const { return seq_len_; }
+  // The generator's state: where the batch sequence is. A batcher given
+  // the state of another with the same shard, shape and seed draws the
+  // same batches from there on (checkpoints save it).
+  uint64_t rng_state() const { return state_; }
+  void set_rng_state(uint64_t state) { state_ = state; }
 
  private:
   LmBatcher(const TokenShardReader* reader, int64_t batch, int64_t seq_len,

@@ -79,6 +79,12 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     return absl::InvalidArgumentError(
         absl::StrFormat("%d steps: must be at least 1", options.steps));
   }
+  if (options.start_step >= options.steps) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resuming at step %d of a %d-step run: nothing is left to train (a "
+        "larger --max-steps changes the learning-rate schedule)",
+        options.start_step, options.steps));
+  }
   LmTrainResult result;
   std::vector<int32_t> in(c.tokens()), out(c.tokens());
   const auto run_start = std::chrono::steady_clock::now();
@@ -91,7 +97,8 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     if (on_eval) on_eval(result.evals.back());
     return absl::OkStatus();
   };
-  for (int64_t step = 0; step < options.steps; ++step) {
+  for (int64_t step = std::max<int64_t>(0, options.start_step);
+       step < options.steps; ++step) {
     STRATA_RETURN_IF_ERROR(batches.Next(in.data(), out.data()));
     model.SetLearningRate(LmLearningRate(options, c.adam.lr, step));
     const double optimizer_before = model.clip_stats().optimizer_seconds;
@@ -104,7 +111,7 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
                                        optimizer_before);
     result.losses.push_back(loss / c.tokens());
     result.tokens_per_second =
-        double(c.tokens()) * (step + 1) / result.train_seconds;
+        double(c.tokens()) * result.losses.size() / result.train_seconds;
     if (on_step) {
       on_step({.step = step + 1,
                .steps = options.steps,
@@ -117,6 +124,8 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
         (options.eval_every > 0 && (step + 1) % options.eval_every == 0)) {
       STRATA_RETURN_IF_ERROR(evaluate(step + 1));
     }
+    if (options.after_step)
+      STRATA_RETURN_IF_ERROR(options.after_step(step + 1));
   }
   result.final_loss = MeanOfLastTenth(result.losses);
   return result;

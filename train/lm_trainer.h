@@ -24,6 +24,14 @@ struct LmTrainOptions {
   float min_lr_fraction = 0.1f;
   int64_t eval_every = 0;  // validation every N steps (and at the end); 0: end
   uint64_t seed = 1;       // batch order
+  // Resuming: the steps already done by a run with the same options (the
+  // batcher and the model restored to that point); the run goes on at the
+  // next step of the same schedule. Default: 0, a fresh run.
+  int64_t start_step = 0;
+  // Called after each step (and its evaluation), outside BeginStep/EndStep,
+  // with the steps done (a checkpoint is saved there); an error stops the
+  // run with it. Default: none.
+  std::function<absl::Status(int64_t step)> after_step;
 };
 
 // The learning rate of step `step` (from 0) for peak `lr`.

@@ -320,6 +320,14 @@ absl::StatusOr<LossResult> Mlp::Evaluate(const float* images,
   return result;
 }
 
+std::vector<TensorId> Mlp::StateTensors() const {
+  std::vector<TensorId> ids;
+  for (const Layer& L : layers_) {
+    ids.insert(ids.end(), {L.w, L.b, L.mw, L.vw, L.mb, L.vb});
+  }
+  return ids;
+}
+
 absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
   if (layer < 0 || layer >= layers()) {
     return absl::InvalidArgumentError(

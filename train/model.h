@@ -84,6 +84,14 @@ class Mlp {
   // The learning rate of the following steps (a schedule sets it per step).
   void SetLearningRate(float lr) { lr_ = lr; }
 
+  // The tensors a checkpoint holds, in layer order: each layer's weight,
+  // bias and their Adam moments (gradients and activations are dead between
+  // steps).
+  std::vector<TensorId> StateTensors() const;
+  // Sets the steps done (Adam's bias corrections count them) when resuming
+  // from a checkpoint whose tensors were restored into this model.
+  void RestoreSteps(int64_t steps) { steps_ = steps; }
+
   const ModelFootprint& footprint() const { return footprint_; }
   int layers() const { return static_cast<int>(layers_.size()); }
   int64_t steps() const { return steps_; }

@@ -88,15 +88,27 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   if (options.max_steps > 0) {
     total_steps = std::min(total_steps, options.max_steps);
   }
-  int64_t step = 0;
+  int64_t step = std::max<int64_t>(0, options.start_step);
+  if (step >= total_steps) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resuming at step %d of a %d-step run: nothing is left to train (a "
+        "longer run, e.g. a larger --max-steps or --epochs, changes the "
+        "learning-rate schedule)",
+        step, total_steps));
+  }
   bool stop = false;
-  for (int epoch = 1; epoch <= options.epochs && !stop; ++epoch) {
+  // A resumed run starts inside the epoch the saved one had reached.
+  const int first_epoch = static_cast<int>(step / steps_per_epoch) + 1;
+  for (int epoch = first_epoch; epoch <= options.epochs && !stop; ++epoch) {
     const std::vector<int64_t> order =
         EpochOrder(train.count, options.shuffle_seed, epoch);
     EpochSummary summary{.epoch = epoch};
-    double loss_sum = 0;
+    const int64_t first_step =
+        epoch == first_epoch ? step % steps_per_epoch : 0;
+    double loss_sum = first_step > 0 ? options.start_epoch_loss_sum : 0;
+    int64_t epoch_steps = first_step;  // of the epoch, before the resume too
     const auto epoch_start = std::chrono::steady_clock::now();
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+    for (int64_t s = first_step; s < steps_per_epoch; ++s) {
       GatherBatch(train, order, s * batch, batch, images.data(), labels.data());
       model.SetLearningRate(ScheduledLearningRate(options, step, total_steps));
       const auto step_start = std::chrono::steady_clock::now();
@@ -110,6 +122,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
       result.losses.push_back(loss);
       loss_sum += r.loss_sum;
       ++summary.steps;
+      ++epoch_steps;
       ++step;
       if (on_step) {
         on_step({.epoch = epoch,
@@ -120,6 +133,12 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
                  .loss = loss,
                  .seconds = Since(run_start)});
       }
+      if (options.after_step) {
+        STRATA_RETURN_IF_ERROR(
+            options.after_step({.step = step,
+                                .total_steps = total_steps,
+                                .epoch_loss_sum = loss_sum}));
+      }
       if (options.max_steps > 0 && step >= options.max_steps) {
         stop = true;
         break;
@@ -127,7 +146,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     }
     summary.seconds = Since(epoch_start);
     result.train_seconds += summary.seconds;
-    summary.mean_loss = loss_sum / (summary.steps * batch);
+    summary.mean_loss = loss_sum / (epoch_steps * batch);
     summary.steps_per_second = summary.steps / summary.seconds;
     if (options.evaluate) {
       const auto eval_start = std::chrono::steady_clock::now();

@@ -16,6 +16,14 @@
 
 namespace strata::train {
 
+// Where a run stands after a step, for a checkpoint.
+struct StepDone {
+  int64_t step = 0;         // steps done, from 1
+  int64_t total_steps = 0;  // of the whole run
+  // Summed loss of the samples trained on so far in this step's epoch.
+  double epoch_loss_sum = 0;
+};
+
 struct TrainOptions {
   ModelConfig model;
   int epochs = 5;         // passes over the training set
@@ -28,6 +36,14 @@ struct TrainOptions {
   // (Loshchilov & Hutter, 2017, without restarts); false keeps it constant.
   // Default: true.
   bool cosine_schedule = true;
+  // Resuming: the steps already done (by a run with the same options) and
+  // that run's StepDone::epoch_loss_sum then; the run goes on at the next
+  // step of the same schedule and batch order. Default: 0, a fresh run.
+  int64_t start_step = 0;
+  double start_epoch_loss_sum = 0;
+  // Called after each step, outside BeginStep/EndStep (a checkpoint is
+  // saved there); an error stops the run with it. Default: none.
+  std::function<absl::Status(const StepDone&)> after_step;
 };
 
 // The learning rate of step `step` (from 0) of a `total`-step run.

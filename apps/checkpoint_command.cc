@@ -1,0 +1,115 @@
+// checkpoint_command.cc: checkpoint flags, saves and `strata export` (see
+// checkpoint_command.h).
+#include "apps/checkpoint_command.h"
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "base/byte_size.h"
+#include "strata/status.h"
+#include "train/safetensors.h"
+
+ABSL_FLAG(std::string, save_dir, "",
+          "strata train: save checkpoints to DIR/step-NNNNNNNN (every "
+          "--save-every steps and at the end); empty: no checkpoints.");
+ABSL_FLAG(int64_t, save_every, 0,
+          "strata train: save a checkpoint every N steps (0: only at the "
+          "end); needs --save-dir.");
+ABSL_FLAG(int32_t, keep, 2,
+          "strata train: checkpoints kept in --save-dir, newest first; older "
+          "ones are removed after each save.");
+ABSL_FLAG(std::string, resume, "",
+          "strata train: continue from the newest complete checkpoint in "
+          "this directory (or this step directory), with the same flags: the "
+          "losses are then bitwise those of the uninterrupted run.");
+ABSL_FLAG(std::string, safetensors, "",
+          "strata export: write the checkpoint's parameters to this "
+          ".safetensors file.");
+
+namespace strata {
+
+absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
+  RunCheckpoints r;
+  r.save_.dir = absl::GetFlag(FLAGS_save_dir);
+  r.save_.keep = absl::GetFlag(FLAGS_keep);
+  r.every_ = absl::GetFlag(FLAGS_save_every);
+  r.resume_ = absl::GetFlag(FLAGS_resume);
+  if (r.every_ < 0 || r.save_.keep < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1",
+        r.every_, r.save_.keep));
+  }
+  if (r.every_ > 0 && r.save_.dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--save-every needs --save-dir=DIR (where the checkpoints go)");
+  }
+  return r;
+}
+
+void RunCheckpoints::Resumed(const train::Resumed& resumed) {
+  resumed_from_ = resumed.path;
+  resumed_step_ = resumed.step;
+  absl::PrintF("strata train: resuming from %s (step %d)\n", resumed.path,
+               resumed.step);
+  for (const std::string& w : resumed.warnings) {
+    std::fprintf(stderr,
+                 "strata train: warning: %s (the resumed run will not match "
+                 "the uninterrupted one bit for bit)\n",
+                 w.c_str());
+  }
+  std::fflush(stdout);
+}
+
+absl::Status RunCheckpoints::AfterStep(
+    Store& store, int64_t step, int64_t total,
+    const std::function<train::CheckpointContent()>& content) {
+  if (save_.dir.empty()) return absl::OkStatus();
+  const bool due = (every_ > 0 && step % every_ == 0) || step == total;
+  if (!due) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(train::SavedCheckpoint saved,
+                          train::SaveCheckpoint(store, content(), save_));
+  std::fprintf(stderr, "checkpoint %s: %s in %.2f s\n", saved.path.c_str(),
+               FormatByteSize(saved.bytes).c_str(), saved.seconds);
+  saved_.push_back(saved);
+  return absl::OkStatus();
+}
+
+nlohmann::json RunCheckpoints::ReportJson() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const train::SavedCheckpoint& s : saved_) {
+    list.push_back({{"path", s.path},
+                    {"step", s.step},
+                    {"bytes", s.bytes},
+                    {"seconds", s.seconds}});
+  }
+  return {
+      {"checkpoints", list},
+      {"resume_source", resumed_from_.empty() ? nlohmann::json(nullptr)
+                                              : nlohmann::json(resumed_from_)},
+      {"resume_step", resumed_step_}};
+}
+
+int RunExport(const std::string& checkpoint) {
+  const std::string out = absl::GetFlag(FLAGS_safetensors);
+  if (checkpoint.empty() || out.empty()) {
+    std::fputs(
+        "strata export: usage: strata export CHECKPOINT --safetensors=FILE "
+        "(CHECKPOINT: a --save-dir, for its newest checkpoint, or one "
+        "step-NNNNNNNN directory)\n",
+        stderr);
+    return 2;
+  }
+  absl::StatusOr<train::SafetensorsExport> done =
+      train::ExportSafetensors(checkpoint, out);
+  if (!done.ok()) {
+    std::fprintf(stderr, "strata export: %s\n",
+                 done.status().ToString().c_str());
+    return done.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  absl::PrintF("strata export: %d parameters, %s -> %s\n", done->tensors,
+               FormatByteSize(done->bytes), out);
+  return 0;
+}
+
+}  // namespace strata

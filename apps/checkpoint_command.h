@@ -1,0 +1,58 @@
+// checkpoint_command.h: the checkpoint flags of `strata train` (--save-dir,
+// --save-every, --keep, --resume), the saves of one run and their report,
+// and `strata export CHECKPOINT --safetensors FILE`.
+#ifndef STRATA_APPS_CHECKPOINT_COMMAND_H_
+#define STRATA_APPS_CHECKPOINT_COMMAND_H_
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "strata/store.h"
+#include "train/checkpoint_writer.h"
+#include "train/train_checkpoint.h"
+
+namespace strata {
+
+// The checkpoints of one `strata train` run. Not thread-safe.
+class RunCheckpoints {
+ public:
+  // From the flags; InvalidArgument for --save-every < 0, --keep < 1, or
+  // --save-every without --save-dir.
+  static absl::StatusOr<RunCheckpoints> FromFlags();
+
+  const std::string& resume_path() const { return resume_; }  // "" : fresh
+  // Records (and prints) what a resume found.
+  void Resumed(const train::Resumed& resumed);
+
+  // After step `step` of `total`: saves `content()` every --save-every steps
+  // and after the last, when --save-dir is set. Prints one line per save.
+  absl::Status AfterStep(
+      Store& store, int64_t step, int64_t total,
+      const std::function<train::CheckpointContent()>& content);
+
+  // Report keys: checkpoints [{path, step, bytes, seconds}], resume_source
+  // (null for a fresh run), resume_step.
+  nlohmann::json ReportJson() const;
+
+ private:
+  RunCheckpoints() = default;
+
+  train::CheckpointSaveOptions save_;
+  int64_t every_ = 0;
+  std::string resume_;
+  std::vector<train::SavedCheckpoint> saved_;
+  std::string resumed_from_;
+  int64_t resumed_step_ = 0;
+};
+
+// `strata export CHECKPOINT --safetensors FILE`: returns the exit code
+// (0 ok, 1 failed, 2 bad arguments).
+int RunExport(const std::string& checkpoint);
+
+}  // namespace strata
+
+#endif  // STRATA_APPS_CHECKPOINT_COMMAND_H_

@@ -1,0 +1,198 @@
+// command_line.cc: see command_line.h.
+#include "apps/command_line.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_format.h"
+#include "apps/flag_suggest.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+absl::CommandLineFlag* FindStrataFlag(std::string_view name) {
+  absl::CommandLineFlag* flag =
+      absl::FindCommandLineFlag(absl::string_view(name.data(), name.size()));
+  if (flag == nullptr) return nullptr;
+  // absl's own flags (--flagfile, --fromenv, ...) live outside apps/.
+  return flag->Filename().find("apps/") != std::string::npos ? flag : nullptr;
+}
+
+bool IsBoolFlag(std::string_view name) {
+  const absl::CommandLineFlag* flag = FindStrataFlag(name);
+  return flag != nullptr && flag->IsOfType<bool>();
+}
+
+// "--device-budget=1GiB" -> ("device_budget", "1GiB", true).
+struct Spelled {
+  std::string name;
+  std::string value;
+  bool has_value = false;
+};
+
+Spelled SplitFlag(std::string_view arg) {
+  arg.remove_prefix(arg.rfind("--", 0) == 0 ? 2 : 1);
+  Spelled s;
+  const size_t eq = arg.find('=');
+  s.name = std::string(arg.substr(0, eq));
+  std::replace(s.name.begin(), s.name.end(), '-', '_');
+  if (eq != std::string_view::npos) {
+    s.value = std::string(arg.substr(eq + 1));
+    s.has_value = true;
+  }
+  return s;
+}
+
+// --noprefetch and --no-prefetch: the bool flag's name, or "".
+std::string NegatedBool(const std::string& name) {
+  if (name.rfind("no", 0) != 0) return "";
+  std::string base = name.substr(name.rfind("no_", 0) == 0 ? 3 : 2);
+  return IsBoolFlag(base) ? base : "";
+}
+
+// Every strata flag's name, the table's and any defined but placed nowhere.
+std::set<std::string> AllStrataFlags() {
+  std::set<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    const std::string text(name.data(), name.size());
+    if (FindStrataFlag(text) != nullptr) names.insert(text);
+  }
+  return names;
+}
+
+// The command that takes `name`, or null when no table places it.
+const CommandSpec* PlacedIn(std::string_view name) {
+  for (const CommandSpec& c : Commands()) {
+    if (FindFlagEntry(c, name) != nullptr) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool IsStrataFlag(std::string_view name) {
+  return FindStrataFlag(name) != nullptr;
+}
+
+namespace {
+
+// Appends the flag at args[*i] (--name, --name=value, --name value,
+// --noname), advancing *i past a value it takes from the next word.
+absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
+                     CommandLine* out) {
+  const std::string& arg = args[*i];
+  Spelled s = SplitFlag(arg);
+  if (const std::string base = NegatedBool(s.name);
+      !base.empty() && !IsStrataFlag(s.name)) {
+    if (s.has_value) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s takes no value (write --%s=%s)", arg, Dashed(base), s.value));
+    }
+    out->flags.push_back({base, "false", "--no" + Dashed(base)});
+    return absl::OkStatus();
+  }
+  // An unknown name takes no value here; CheckFlagOf refuses it later.
+  if (!s.has_value && IsStrataFlag(s.name)) {
+    if (IsBoolFlag(s.name)) {
+      s.value = "true";
+    } else if (*i + 1 < args.size()) {
+      s.value = args[++*i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s needs a value: --%s=VALUE", Dashed(s.name), Dashed(s.name)));
+    }
+  }
+  out->flags.push_back({s.name, s.value, "--" + Dashed(s.name)});
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> SplitCommandLine(
+    const std::vector<std::string>& args) {
+  CommandLine out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {  // the rest is positional
+      out.positionals.insert(out.positionals.end(), args.begin() + i + 1,
+                             args.end());
+      break;
+    }
+    if (arg == "--help" || arg == "-h" || arg == "-help" ||
+        arg == "--helpfull" || arg == "--helpshort") {
+      out.help = true;
+    } else if (arg == "--version") {
+      out.version = true;
+    } else if (arg == "-t" || arg.rfind("-t=", 0) == 0) {  // bench -t NAME
+      if (arg == "-t" && i + 1 == args.size()) {
+        return absl::InvalidArgumentError("-t needs a case name: -t NAME");
+      }
+      out.flags.push_back(
+          {"bench_case", arg == "-t" ? args[++i] : arg.substr(3), "-t"});
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      STRATA_RETURN_IF_ERROR(AddFlag(args, &i, &out));
+    } else {
+      out.positionals.push_back(arg);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> FlagNamesOf(const CommandSpec* command) {
+  std::vector<std::string> names;
+  for (const std::string& name : AllStrataFlags()) {
+    const CommandSpec* placed = PlacedIn(name);
+    if (command == nullptr || placed == nullptr ||
+        FindFlagEntry(*command, name) != nullptr) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+absl::Status CheckFlagOf(const CommandSpec* command, std::string_view name,
+                         std::string_view origin) {
+  const std::string help =
+      command != nullptr
+          ? absl::StrFormat("`strata %s --help` lists its flags", command->name)
+          : std::string("`strata <command> --help` lists its flags");
+  if (!IsStrataFlag(name)) {
+    std::vector<std::string> names = FlagNamesOf(command);
+    const std::string near = NearestName(name, names);
+    if (near.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown flag %s; %s", origin, help));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown flag %s; did you mean --%s?", origin, Dashed(near)));
+  }
+  const CommandSpec* placed = PlacedIn(name);
+  if (command == nullptr || placed == nullptr ||
+      FindFlagEntry(*command, name) != nullptr) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s is not a flag of `strata %s` (it is `strata %s`'s); %s", origin,
+      command->name, placed->name, help));
+}
+
+absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
+  for (const FlagArg& f : flags) {
+    absl::CommandLineFlag* flag = FindStrataFlag(f.name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown flag %s", f.origin));
+    }
+    std::string error;
+    if (!flag->ParseFrom(f.value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s=%s: %s", f.origin, f.value, error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata

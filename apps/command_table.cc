@@ -1,0 +1,211 @@
+// command_table.cc: the flags of each command (see command_table.h). A flag
+// added to apps/ must be placed here too; cli_test fails until it is.
+#include "apps/command_table.h"
+
+#include <algorithm>
+
+#include "apps/train_defaults.h"
+#include "base/byte_size.h"
+
+namespace strata {
+namespace {
+
+constexpr char kTiers[] = "budgets and tiers";
+constexpr char kScheduler[] = "scheduler";
+constexpr char kMemory[] = "memory mode";
+constexpr char kOutput[] = "output";
+
+std::string Size(uint64_t bytes) { return AbslUnparseFlag(ByteSize{bytes}); }
+
+// The store's flags, shared by every command that opens a store; `device`,
+// `host` and `nvme` are the budget defaults when the command has its own.
+std::vector<FlagEntry> StoreFlags(const std::string& device = "",
+                                  const std::string& host = "",
+                                  const std::string& nvme = "") {
+  return {
+      {"device", kTiers, "auto|cuda|simulated"},
+      {"device_budget", kTiers, "SIZE", ModelScope::kAll, device},
+      {"host_budget", kTiers, "SIZE", ModelScope::kAll, host},
+      {"nvme_budget", kTiers, "SIZE", ModelScope::kAll, nvme},
+      {"nvme_dir", kTiers, "DIR[,DIR...]"},
+      {"io_engine", kTiers, "auto|io_uring|threads"},
+      {"queue_depth", kTiers, "N"},
+      {"block_size", kTiers, "SIZE"},
+      {"machine_profile", kTiers, "FILE"},
+      {"sim_link_gbps", kTiers, "GBPS"},
+      {"sim_latency_us", kTiers, "US"},
+      {"sim_memory", kTiers, "SIZE"},
+      {"prefetch", kScheduler, ""},
+      {"eviction", kScheduler, "belady|lru"},
+      {"memory", kMemory, "copies|unified"},
+      {"unified_hints", kMemory, ""},
+  };
+}
+
+// "16MiB; gpt: 7.5MiB": train's budget default, and the GPT's if other.
+std::string TrainBudget(uint64_t mlp, uint64_t gpt) {
+  return mlp == gpt ? Size(mlp) : Size(mlp) + "; gpt: " + Size(gpt);
+}
+
+std::vector<FlagEntry> TrainFlags() {
+  using enum ModelScope;
+  const std::string gpt = "; gpt: ";
+  std::vector<FlagEntry> flags = {
+      {"model", "model", "mlp|gpt"},
+      {"width", "model", "N", kMlp},
+      {"depth", "model", "N", kMlp},
+      {"activation", "model", "relu|gelu", kMlp},
+      {"layers", "model", "N", kGpt},
+      {"heads", "model", "N", kGpt},
+      {"embed", "model", "N", kGpt},
+      {"context", "model", "N", kGpt},
+      {"vocab", "model", "N", kGpt},
+      {"data_dir", "data", "DIR", kMlp},
+      {"corpus", "data", "FILE", kGpt},
+      {"tokenizer", "data", "byte|bpe", kGpt},
+      {"cache_dir", "data", "DIR", kGpt},
+      {"batch", "training", "N", kAll, "256" + gpt + std::to_string(kGptBatch)},
+      {"epochs", "training", "N", kMlp},
+      {"max_steps", "training", "N", kAll,
+       "0" + gpt + std::to_string(kGptSteps)},
+      {"lr", "training", "X", kAll, "0.001" + gpt + "0.003"},
+      {"lr_schedule", "training", "cosine|constant"},
+      {"warmup_steps", "training", "N", kGpt},
+      {"weight_decay", "training", "X", kGpt},
+      {"grad_clip", "training", "X", kGpt},
+      {"seed", "training", "N"},
+      {"optimizer_tier", "training", "host|device"},
+      {"resident", "training", ""},
+      {"eval_every", "training", "N", kGpt},
+      {"eval_tokens", "training", "N", kGpt},
+      // Checkpoints (apps/checkpoint_command.cc, where it is built in; an
+      // entry whose flag is not defined is skipped everywhere).
+      {"save_dir", "checkpoints", "DIR"},
+      {"save_every", "checkpoints", "N"},
+      {"keep", "checkpoints", "N"},
+      {"resume", "checkpoints", "DIR"},
+  };
+  for (FlagEntry& e :
+       StoreFlags(TrainBudget(kTrainDeviceBudget, kGptDeviceBudget),
+                  TrainBudget(kTrainHostBudget, kGptHostBudget),
+                  TrainBudget(kTrainNvmeBudget, kGptNvmeBudget))) {
+    flags.push_back(std::move(e));
+  }
+  const std::vector<FlagEntry> output = {
+      {"json", kOutput, "FILE"},
+      {"timeline", kOutput, "FILE"},
+      {"plot", kOutput, "FILE.png", kAll, "",
+       "Draw the training loss per step (and the test or validation figure "
+       "per evaluation) and the bytes moved per step on each link into this "
+       "PNG file with gnuplot."},
+      {"sample", kOutput, "N", kGpt},
+      {"config", kOutput, "FILE.json"},
+  };
+  flags.insert(flags.end(), output.begin(), output.end());
+  return flags;
+}
+
+std::vector<FlagEntry> BenchFlags() {
+  std::vector<FlagEntry> flags = {
+      {"bench_case", "cases", "NAME"},
+      {"list", "cases", ""},
+      {"quick", "cases", ""},
+      {"bench_size", "cases", "SIZE"},
+  };
+  for (FlagEntry& e : StoreFlags()) flags.push_back(std::move(e));
+  const std::vector<FlagEntry> output = {
+      {"json", kOutput, "FILE"},
+      {"profile", kOutput, "FILE"},
+      {"plot", kOutput, "FILE.png", ModelScope::kAll, "",
+       "Draw NVMe bandwidth against block size (the nvme-sweep case) into "
+       "this PNG file with gnuplot."},
+      {"timeline", kOutput, "FILE"},
+      {"config", kOutput, "FILE.json"},
+  };
+  flags.insert(flags.end(), output.begin(), output.end());
+  return flags;
+}
+
+std::vector<FlagEntry> InfoFlags() {
+  std::vector<FlagEntry> flags = StoreFlags();
+  flags.push_back({"json", kOutput, "FILE"});
+  flags.push_back({"config", kOutput, "FILE.json"});
+  return flags;
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec> commands = {
+      {"train",
+       "train a model whose every tensor lives in the store (--model=mlp|gpt)",
+       "The main job: train a deep MLP on Fashion-MNIST (--model=mlp) or a "
+       "GPT-2 style language model on the King James Bible (--model=gpt), "
+       "every weight, gradient, Adam moment and activation in the store, its "
+       "state several times the device budget (spilling to host and NVMe). "
+       "Prints the loss, the test accuracy or validation loss, and what "
+       "moved. Flags marked (mlp) or (gpt) apply to that model only.",
+       "[flags]", TrainFlags()},
+      {"info", "show the tiers found here and move one tensor through them",
+       "Show the tiers strata finds here (device backend and why, host "
+       "budget, NVMe files and I/O engine) and run a short round trip of one "
+       "tensor through host -> NVMe -> device -> host.",
+       "[flags]", InfoFlags()},
+      {"bench", "measure each tier link here (-t NAME selects cases)",
+       "Measure each tier link here: host<->device, the store's NVMe path "
+       "next to fio, NVMe->device, a block size x queue depth sweep, the "
+       "scheduler, explicit copies vs unified memory. -t NAME selects cases "
+       "by exact name or prefix; --list says which apply here.",
+       "[flags]", BenchFlags()},
+      {"export", "write a checkpoint's parameters as .safetensors",
+       "Write the parameters of a checkpoint (a step directory that "
+       "`strata train --save-dir` wrote, or the save dir: its newest) as a "
+       ".safetensors file, tensor names as in its manifest, so PyTorch "
+       "users can load strata-trained weights.",
+       "CHECKPOINT [flags]",
+       {{"safetensors", kOutput, "FILE"}}},
+      {"help",
+       "show help: `strata help <command>` (also --help)",
+       "Show the commands, or a command's flags: strata help <command>.",
+       "[command]",
+       {}},
+      {"completion",
+       "print the bash completion script: strata completion bash",
+       "Print the bash completion script (commands, each command's flags, the "
+       "values of choice flags): source <(strata completion bash). "
+       "`cmake --install` installs it to share/bash-completion/completions.",
+       "bash",
+       {}},
+  };
+  return commands;
+}
+
+const CommandSpec* FindCommand(std::string_view name) {
+  for (const CommandSpec& c : Commands()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+const FlagEntry* FindFlagEntry(const CommandSpec& command,
+                               std::string_view name) {
+  for (const FlagEntry& e : command.flags) {
+    if (name == e.name) return &e;
+  }
+  return nullptr;
+}
+
+const std::vector<const char*>& FlagGroups() {
+  static const std::vector<const char*> groups = {
+      "model", "data",     "training", "checkpoints", "cases",
+      kTiers,  kScheduler, kMemory,    kOutput};
+  return groups;
+}
+
+std::string Dashed(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,169 @@
+// config_file.cc: see config_file.h. A JSON value becomes the flag's text
+// (then parsed by the flag itself, as a command-line value is) only when its
+// JSON type fits the flag's type, so `"width": "abc"` and `"prefetch": 1`
+// are refused by name rather than read loosely.
+#include "apps/config_file.h"
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "apps/flag_suggest.h"
+#include "base/byte_size.h"
+#include "strata/status.h"
+
+namespace strata {
+namespace {
+
+bool IsIntegerFlag(const absl::CommandLineFlag& f) {
+  return f.IsOfType<int32_t>() || f.IsOfType<int64_t>() ||
+         f.IsOfType<uint32_t>() || f.IsOfType<uint64_t>();
+}
+
+// The flag's text for JSON value `v`, or "" with `*expected` set to what
+// the flag needs when `v`'s type does not fit.
+std::optional<std::string> FlagText(const absl::CommandLineFlag& f,
+                                    const nlohmann::json& v,
+                                    std::string* expected) {
+  if (f.IsOfType<bool>()) {
+    *expected = "true or false";
+    if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  } else if (IsIntegerFlag(f)) {
+    *expected = "an integer";
+    if (v.is_number_integer()) return v.dump();
+  } else if (f.IsOfType<double>()) {
+    *expected = "a number";
+    if (v.is_number()) return v.dump();
+  } else if (f.IsOfType<ByteSize>()) {
+    *expected = "a size (\"64MiB\" or a number of bytes)";
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_unsigned()) return v.dump();
+  } else if (f.IsOfType<std::vector<std::string>>()) {
+    *expected = "a list of strings";
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
+      std::vector<std::string> items;
+      for (const nlohmann::json& item : v) {
+        if (!item.is_string()) return std::nullopt;
+        items.push_back(item.get<std::string>());
+      }
+      return absl::StrJoin(items, ",");
+    }
+  } else {
+    *expected = "a string";
+    if (v.is_string()) return v.get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// The flag's value as JSON of its own type.
+nlohmann::json FlagJson(const absl::CommandLineFlag& f) {
+  if (auto v = f.TryGet<bool>()) return *v;
+  if (auto v = f.TryGet<int32_t>()) return *v;
+  if (auto v = f.TryGet<int64_t>()) return *v;
+  if (auto v = f.TryGet<uint32_t>()) return *v;
+  if (auto v = f.TryGet<uint64_t>()) return *v;
+  if (auto v = f.TryGet<double>()) return *v;
+  if (auto v = f.TryGet<std::vector<std::string>>()) return *v;
+  if (auto v = f.TryGet<ByteSize>()) {
+    const std::string text = AbslUnparseFlag(*v);
+    absl::StatusOr<uint64_t> back = ParseByteSize(text);
+    if (back.ok() && *back == v->bytes) return text;
+    return v->bytes;
+  }
+  return f.CurrentValue();
+}
+
+// Where a run writes (the output files, checkpoints) and what it resumes
+// from are not what it is: left out, so a repeat neither overwrites nor
+// resumes.
+bool IsRunSetting(const FlagEntry& e) {
+  const std::string_view name = e.name;
+  if (name == "save_dir" || name == "resume") return false;
+  return std::string_view(e.group) != "output" ||
+         std::string_view(e.value).rfind("FILE", 0) != 0;
+}
+
+bool RanWithModel(const FlagEntry& e) {
+  if (e.scope == ModelScope::kAll) return true;
+  const absl::CommandLineFlag* model = absl::FindCommandLineFlag("model");
+  const std::string ran = model != nullptr ? model->CurrentValue() : "mlp";
+  return (e.scope == ModelScope::kGpt) == (ran == "gpt");
+}
+
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("--config=%s cannot be read", path));
+  }
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/
+                                           false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--config=%s: not a JSON object of flags (e.g. {\"width\": 512})",
+        path));
+  }
+  if (j.contains("config") && j["config"].is_object()) return j["config"];
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(
+    const std::string& path, const CommandSpec& command) {
+  STRATA_ASSIGN_OR_RETURN(nlohmann::json j, ReadJson(path));
+  std::vector<FlagArg> flags;
+  for (const auto& [key, value] : j.items()) {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '-', '_');
+    const std::string origin =
+        absl::StrFormat("--config=%s: key '%s'", path, key);
+    if (name == "config") {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a config cannot name another", origin));
+    }
+    if (!IsStrataFlag(name)) {
+      const std::string near = NearestName(name, FlagNamesOf(&command));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--config=%s: unknown key '%s'%s", path, key,
+          near.empty() ? "; `strata " + std::string(command.name) +
+                             " --help` lists the flags"
+                       : "; did you mean '" + near + "'?"));
+    }
+    STRATA_RETURN_IF_ERROR(CheckFlagOf(&command, name, origin));
+    std::string expected;
+    std::optional<std::string> text =
+        FlagText(*absl::FindCommandLineFlag(name), value, &expected);
+    if (!text) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: expected %s, got %s", origin, expected, value.dump()));
+    }
+    flags.push_back({name, *text, origin});
+  }
+  return flags;
+}
+
+nlohmann::json EffectiveConfig(const CommandSpec& command) {
+  nlohmann::json config = nlohmann::json::object();
+  for (const FlagEntry& e : command.flags) {
+    if (!IsRunSetting(e) || !RanWithModel(e)) continue;
+    if (const absl::CommandLineFlag* f = absl::FindCommandLineFlag(e.name)) {
+      config[e.name] = FlagJson(*f);
+    }
+  }
+  // A flag no table places yet is still part of the run.
+  for (const std::string& name : FlagNamesOf(&command)) {
+    if (FindFlagEntry(command, name) == nullptr) {
+      config[name] = FlagJson(*absl::FindCommandLineFlag(name));
+    }
+  }
+  return config;
+}
+
+}  // namespace strata

@@ -1,0 +1,404 @@
+// cli_test.cc: the `strata` command line as a user meets it, by running the
+// binary: each command's help lists its own flags and no other's; a
+// mistyped flag or command gets the nearest name and exit code 2;
+// --version; --config from a report repeats the run bit for bit; --plot
+// writes a PNG; the completion script completes every train flag.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `strata ARGS` (each word single-quoted) and captures what it prints;
+// `env` ("PATH=/x") prefixes the command.
+Result Strata(const std::vector<std::string>& args,
+              const std::string& env = "") {
+  ::strata::testing::TempDir dir;
+  std::string cmd = env + " " + STRATA_CLI;
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " >" + dir.path() + "/out 2>" + dir.path() + "/err </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(dir.path() + "/out");
+  r.err = ReadFile(dir.path() + "/err");
+  return r;
+}
+
+// The flags a help page lists: the names of its lines "  --name=VALUE".
+std::set<std::string> ListedFlags(const std::string& help) {
+  std::set<std::string> flags;
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  --", 0) != 0) continue;
+    std::string name = line.substr(2, line.find_first_of("= ", 2) - 2);
+    if (name.rfind("--[no]", 0) == 0) name = "--" + name.substr(6);
+    flags.insert(name);
+  }
+  return flags;
+}
+
+TEST(CliHelpTest, EachCommandListsItsOwnFlagsOnly) {
+  const Result train = Strata({"train", "--help"});
+  const Result info = Strata({"info", "--help"});
+  const Result bench = Strata({"bench", "--help"});
+  ASSERT_EQ(train.rc, 0) << train.err;
+  ASSERT_EQ(info.rc, 0) << info.err;
+  ASSERT_EQ(bench.rc, 0) << bench.err;
+  const std::set<std::string> t = ListedFlags(train.out);
+  const std::set<std::string> i = ListedFlags(info.out);
+  const std::set<std::string> b = ListedFlags(bench.out);
+  for (const char* f :
+       {"--model", "--width", "--layers", "--lr", "--plot", "--config",
+        "--device-budget", "--prefetch", "--memory", "--timeline"}) {
+    EXPECT_TRUE(t.contains(f)) << f;
+  }
+  for (const char* f :
+       {"--bench-size", "--list", "--quick", "--profile", "--bench-case"}) {
+    EXPECT_FALSE(t.contains(f)) << f;
+    EXPECT_FALSE(i.contains(f)) << f;
+    EXPECT_TRUE(b.contains(f)) << f;
+  }
+  for (const char* f : {"--width", "--layers", "--lr", "--model"}) {
+    EXPECT_FALSE(i.contains(f)) << f;
+    EXPECT_FALSE(b.contains(f)) << f;
+  }
+  EXPECT_TRUE(i.contains("--device-budget"));
+  EXPECT_TRUE(i.contains("--json"));
+  EXPECT_FALSE(i.contains("--timeline"));
+  EXPECT_FALSE(i.contains("--plot"));
+  EXPECT_GE(t.size(), 40u);
+  EXPECT_GE(b.size(), 20u);
+}
+
+// `text` with every run of spaces and newlines as one space: help wraps.
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const bool space = c == ' ' || c == '\n';
+    if (!space || (!out.empty() && out.back() != ' ')) out += space ? ' ' : c;
+  }
+  return out;
+}
+
+TEST(CliHelpTest, GroupsDashesDefaultsAndNoSourcePaths) {
+  const Result r = Strata({"train", "--help"});
+  ASSERT_EQ(r.rc, 0);
+  const std::string flat = OneLine(r.out);
+  for (const char* group :
+       {"\nModel:\n", "\nData:\n", "\nTraining:\n", "\nBudgets and tiers:\n",
+        "\nScheduler:\n", "\nMemory mode:\n", "\nOutput:\n"}) {
+    EXPECT_NE(r.out.find(group), std::string::npos) << group;
+  }
+  // The command's own defaults: train's budgets, the GPT's, the GPT's batch.
+  EXPECT_NE(flat.find("Default: 16MiB; gpt: 7.5MiB."), std::string::npos);
+  EXPECT_NE(flat.find("Default: 512MiB. "), std::string::npos);  // the same
+  EXPECT_NE(flat.find("Default: 256; gpt: 2."), std::string::npos);
+  EXPECT_NE(r.out.find("--device-budget=SIZE"), std::string::npos);
+  EXPECT_NE(r.out.find("--[no]prefetch"), std::string::npos);
+  EXPECT_NE(r.out.find("--model=mlp|gpt"), std::string::npos);
+  EXPECT_NE(r.out.find("(gpt) Transformer blocks."), std::string::npos);
+  for (const std::string& flag : ListedFlags(r.out)) {
+    EXPECT_EQ(flag.find('_'), std::string::npos) << flag;  // dashes only
+  }
+  EXPECT_EQ(r.out.find(".cc"), std::string::npos);
+  EXPECT_EQ(r.out.find("Flags from"), std::string::npos);
+  EXPECT_NE(r.out.find("Exit codes: 0 success"), std::string::npos);
+  // Every flag strata defines is placed in a group (none under "Other").
+  for (const char* command : {"train", "info", "bench"}) {
+    EXPECT_EQ(Strata({command, "--help"}).out.find("\nOther:\n"),
+              std::string::npos)
+        << command;
+  }
+  // The bench page keeps the flags' own defaults.
+  EXPECT_NE(Strata({"bench", "--help"}).out.find("Default: 256MiB."),
+            std::string::npos);
+}
+
+TEST(CliHelpTest, HelpCommandAndMainPage) {
+  EXPECT_EQ(Strata({"help", "train"}).out, Strata({"train", "--help"}).out);
+  const Result main = Strata({"--help"});
+  ASSERT_EQ(main.rc, 0);
+  for (const char* s : {"  train", "  info", "  bench", "  completion",
+                        "strata <command> --help", "Exit codes"}) {
+    EXPECT_NE(main.out.find(s), std::string::npos) << s;
+  }
+  EXPECT_EQ(main.out.find("--width"), std::string::npos);
+  EXPECT_EQ(Strata({"help"}).out, main.out);
+  const Result none = Strata({});
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_EQ(none.err, main.out);
+}
+
+TEST(CliErrorTest, MistypedFlagGetsTheNearestNameAndExitCode2) {
+  const Result r = Strata({"train", "--device-budgte=1GiB"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown flag --device-budgte; did you mean "
+                       "--device-budget?"),
+            std::string::npos)
+      << r.err;
+  const Result b = Strata({"bench", "--bench_sise", "1MiB"});
+  EXPECT_EQ(b.rc, 2);
+  EXPECT_NE(b.err.find("did you mean --bench-size?"), std::string::npos)
+      << b.err;
+  const Result far = Strata({"info", "--zzzzzzzz"});
+  EXPECT_EQ(far.rc, 2);
+  EXPECT_NE(far.err.find("`strata info --help` lists its flags"),
+            std::string::npos)
+      << far.err;
+}
+
+TEST(CliErrorTest, MistypedCommandAndOtherCommandsFlags) {
+  const Result r = Strata({"trian", "--width=8"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown command 'trian'; did you mean 'train'?"),
+            std::string::npos)
+      << r.err;
+  const Result h = Strata({"help", "bnech"});
+  EXPECT_EQ(h.rc, 2);
+  EXPECT_NE(h.err.find("did you mean 'bench'?"), std::string::npos) << h.err;
+  const Result other = Strata({"info", "--width=8"});
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_NE(other.err.find("--width is not a flag of `strata info` (it is "
+                           "`strata train`'s)"),
+            std::string::npos)
+      << other.err;
+}
+
+TEST(CliErrorTest, BadValuesExit2) {
+  const Result r = Strata({"train", "--width=abc"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--width=abc"), std::string::npos) << r.err;
+  EXPECT_EQ(Strata({"train", "--max-steps"}).rc, 2);  // no value
+  EXPECT_EQ(Strata({"train", "--noprefetch=1"}).rc, 2);
+  EXPECT_EQ(Strata({"info", "extra"}).rc, 2);
+}
+
+TEST(CliVersionTest, SaysWhatWasBuiltIn) {
+  const Result r = Strata({"--version"});
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out.rfind("strata 0.", 0), 0u) << r.out;
+  for (const char* s : {"\ncommit:     ", "\nbuild type: ", "\ncuda:       ",
+                        "\nio_uring:   yes\n", "\nmpi:        "}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  // A git checkout names its commit; a source tree without git says unknown.
+  const size_t commit = r.out.find("commit:     ") + 12;
+  EXPECT_GE(r.out.find('\n', commit) - commit, 7u) << r.out;
+}
+
+// A tiny MLP run: three steps through the store with NVMe in `dir`.
+std::vector<std::string> TinyTrain(const std::string& dir) {
+  return {"train",
+          "--width=32",
+          "--depth=2",
+          "--batch=64",
+          "--max-steps=3",
+          "--device-budget=1MiB",
+          "--host-budget=2MiB",
+          "--nvme-budget=16MiB",
+          "--block-size=64KiB",
+          "--nvme-dir=" + dir};
+}
+
+bool HasFashionMnist() {
+  return std::filesystem::exists(
+      "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadFile(path));
+}
+
+TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> first = TinyTrain(dir.path());
+  first.push_back("--seed=7");
+  first.push_back("--json=" + dir.path() + "/a.json");
+  const Result a = Strata(first);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
+  EXPECT_EQ(ja["config"]["width"], 32);
+  EXPECT_EQ(ja["config"]["seed"], 7);
+  EXPECT_EQ(ja["config"]["device_budget"], "1MiB");
+  EXPECT_FALSE(ja["config"].contains("json"));    // outputs are not the run
+  EXPECT_FALSE(ja["config"].contains("layers"));  // the GPT's
+
+  const Result b = Strata({"train", "--config=" + dir.path() + "/a.json",
+                           "--json=" + dir.path() + "/b.json"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const nlohmann::json jb = ReadJson(dir.path() + "/b.json");
+  ASSERT_EQ(ja["losses"].size(), 3u);
+  // Bitwise: JSON doubles round-trip exactly.
+  EXPECT_EQ(ja["losses"].get<std::vector<double>>(),
+            jb["losses"].get<std::vector<double>>());
+  EXPECT_EQ(ja["config"], jb["config"]);
+
+  // An explicit flag wins over the file.
+  const Result c =
+      Strata({"train", "--config=" + dir.path() + "/a.json", "--max-steps=2",
+              "--seed=8", "--json=" + dir.path() + "/c.json"});
+  ASSERT_EQ(c.rc, 0) << c.err;
+  const nlohmann::json jc = ReadJson(dir.path() + "/c.json");
+  EXPECT_EQ(jc["losses"].size(), 2u);
+  EXPECT_EQ(jc["config"]["seed"], 8);
+  EXPECT_NE(jc["losses"][0], ja["losses"][0]);
+}
+
+TEST(CliConfigTest, BenchReportCarriesItsConfig) {
+  ::strata::testing::TempDir dir;
+  const Result a =
+      Strata({"bench", "-t", "link", "--quick", "--device=simulated",
+              "--host-budget=64MiB", "--json=" + dir.path() + "/a.json"});
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
+  EXPECT_EQ(ja["config"]["bench_case"], "link");
+  EXPECT_EQ(ja["config"]["quick"], true);
+  EXPECT_EQ(ja["config"]["host_budget"], "64MiB");
+  EXPECT_TRUE(ja.contains("link"));
+  const Result b = Strata({"bench", "--config=" + dir.path() + "/a.json",
+                           "--json=" + dir.path() + "/b.json"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const nlohmann::json jb = ReadJson(dir.path() + "/b.json");
+  EXPECT_EQ(jb["config"], ja["config"]);
+  EXPECT_TRUE(jb.contains("link"));
+  EXPECT_FALSE(jb.contains("scheduler"));  // the case selection came along
+}
+
+TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
+  ::strata::testing::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.path() + "/" + name) << text;
+    return "--config=" + dir.path() + "/" + name;
+  };
+  const Result unknown = Strata({"train", write("u.json", R"({"widht": 8})")});
+  EXPECT_EQ(unknown.rc, 2);
+  EXPECT_NE(unknown.err.find("unknown key 'widht'; did you mean 'width'?"),
+            std::string::npos)
+      << unknown.err;
+  const Result type = Strata({"train", write("t.json", R"({"width": "8"})")});
+  EXPECT_EQ(type.rc, 2);
+  EXPECT_NE(type.err.find("key 'width': expected an integer, got \"8\""),
+            std::string::npos)
+      << type.err;
+  const Result boolean =
+      Strata({"train", write("b.json", R"({"prefetch": 1})")});
+  EXPECT_EQ(boolean.rc, 2);
+  EXPECT_NE(boolean.err.find("key 'prefetch': expected true or false"),
+            std::string::npos)
+      << boolean.err;
+  const Result other =
+      Strata({"info", write("o.json", R"({"device-budget": "8MiB",
+                                          "bench_size": "1MiB"})")});
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_NE(other.err.find("key 'bench_size'"), std::string::npos) << other.err;
+  EXPECT_EQ(Strata({"train", write("bad.json", "[1, 2]")}).rc, 2);
+  EXPECT_EQ(Strata({"train", "--config=" + dir.path() + "/none.json"}).rc, 2);
+}
+
+bool HasGnuplot() {
+  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+TEST(CliPlotTest, TrainPlotIsAPng) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasGnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> args = TinyTrain(dir.path());
+  args.push_back("--plot=" + dir.path() + "/run.png");
+  const Result r = Strata(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string png = ReadFile(dir.path() + "/run.png");
+  ASSERT_GE(png.size(), 8u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  // 1000 x 800 with two panels of lines: tens of KB; an empty frame is less.
+  EXPECT_GT(png.size(), 10000u);
+  EXPECT_NE(r.out.find("plot written to"), std::string::npos);
+}
+
+TEST(CliPlotTest, UnwritablePlotIsRefusedBeforeTraining) {
+  const Result r = Strata({"train", "--plot=/nonexistent/strata/run.png"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("/nonexistent/strata/run.png"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("MLP 784"), std::string::npos) << r.out;
+}
+
+TEST(CliPlotTest, MissingGnuplotIsRefusedBeforeTraining) {
+  ::strata::testing::TempDir dir;
+  const Result r = Strata({"train", "--plot=" + dir.path() + "/run.png"},
+                          "PATH=" + dir.path());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("gnuplot not found on PATH"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("MLP 784"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run.png"));
+}
+
+TEST(CliCompletionTest, CompletesEveryTrainFlagAndChoices) {
+  const Result r = Strata({"completion", "bash"});
+  ASSERT_EQ(r.rc, 0);
+  const std::string arm_start = "    train) words=\"";
+  const size_t arm = r.out.find(arm_start);
+  ASSERT_NE(arm, std::string::npos) << r.out;
+  const size_t from = arm + arm_start.size();
+  const std::string words =
+      " " + r.out.substr(from, r.out.find('\n', from) - from);
+  const std::set<std::string> train =
+      ListedFlags(Strata({"train", "--help"}).out);
+  ASSERT_GE(train.size(), 40u);
+  for (const std::string& flag : train) {
+    EXPECT_NE(words.find(" " + flag), std::string::npos) << flag;
+  }
+  EXPECT_EQ(words.find("--bench-size"), std::string::npos);
+  EXPECT_NE(words.find("--noprefetch"), std::string::npos);
+  EXPECT_NE(r.out.find("--model) COMPREPLY=($(compgen -W \"mlp gpt\""),
+            std::string::npos);
+  EXPECT_NE(r.out.find("complete -F _strata strata"), std::string::npos);
+  // The file cmake --install installs is this script.
+  EXPECT_EQ(ReadFile(STRATA_COMPLETION), r.out);
+}
+
+TEST(CliCompletionTest, BashCompletesAFlagAndAValue) {
+  if (std::system("command -v bash >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no bash";
+  }
+  ::strata::testing::TempDir dir;
+  const std::string script = dir.path() + "/t.sh";
+  std::ofstream(script) << "source " << STRATA_COMPLETION << "\n"
+                        << "COMP_WORDS=(strata train --devi); COMP_CWORD=2\n"
+                        << "_strata; echo \"${COMPREPLY[*]}\"\n"
+                        << "COMP_WORDS=(strata train --model = g); "
+                           "COMP_CWORD=4\n"
+                        << "_strata; echo \"${COMPREPLY[*]}\"\n";
+  const std::string out_path = dir.path() + "/out";
+  ASSERT_EQ(std::system(("bash " + script + " >" + out_path).c_str()), 0);
+  EXPECT_EQ(ReadFile(out_path), "--device= --device-budget=\ngpt\n");
+}
+
+}  // namespace
+}  // namespace strata

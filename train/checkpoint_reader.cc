@@ -1,0 +1,223 @@
+// checkpoint_reader.cc: listing, opening, verifying and restoring
+// checkpoints (see checkpoint_reader.h).
+#include "train/checkpoint_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "strata/status.h"
+#include "train/atomic_file.h"
+
+namespace strata::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The step of a "step-NNNNNNNN" name, or -1.
+int64_t StepOf(const std::string& name) {
+  if (!name.starts_with("step-") || name.size() <= 5) return -1;
+  int64_t step = -1;
+  const char* end = name.data() + name.size();
+  const auto [p, ec] = std::from_chars(name.data() + 5, end, step);
+  return ec == std::errc() && p == end ? step : -1;
+}
+
+bool IsFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+std::vector<CheckpointRef> ListCheckpoints(const std::string& dir) {
+  std::vector<CheckpointRef> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const int64_t step = StepOf(entry.path().filename().string());
+    if (step >= 0 && IsFile(entry.path() / kManifestFile)) {
+      out.push_back({step, entry.path().string()});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.step > b.step; });
+  return out;
+}
+
+absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
+  if (IsFile(fs::path(path) / kManifestFile)) return path;
+  std::vector<CheckpointRef> all = ListCheckpoints(path);
+  if (all.empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no complete checkpoint in %s (a checkpoint is a step-NNNNNNNN "
+        "directory with a %s, written by strata train --save-dir)",
+        path, kManifestFile));
+  }
+  return all.front().path;
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
+    const std::string& checkpoint) {
+  const std::string manifest_path =
+      (fs::path(checkpoint) / kManifestFile).string();
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(manifest_path));
+  STRATA_ASSIGN_OR_RETURN(CheckpointManifest m,
+                          DecodeManifest(text, manifest_path));
+  const std::string data_path = (fs::path(checkpoint) / kTensorsFile).string();
+  const int fd = open(data_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(
+        err, absl::StrFormat("cannot open %s of checkpoint %s", data_path,
+                             checkpoint));
+  }
+  std::unique_ptr<CheckpointReader> reader(
+      new CheckpointReader(checkpoint, std::move(m), fd));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrFormat("fstat %s", data_path));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const CheckpointManifest& mm = reader->manifest();
+  if (size != mm.data_bytes) {
+    std::string cut = "none";
+    for (const CheckpointTensorEntry& e : mm.tensors) {
+      if (e.offset + e.bytes > size) {
+        cut = "'" + e.name + "'";
+        break;
+      }
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "%s holds %d bytes; its manifest says %d (truncated: tensor %s is "
+        "cut); the checkpoint is damaged: delete %s and resume from an "
+        "older one",
+        data_path, size, mm.data_bytes, cut, checkpoint));
+  }
+  return reader;
+}
+
+CheckpointReader::~CheckpointReader() { close(fd_); }
+
+absl::Status CheckpointReader::ReadTensor(const CheckpointTensorEntry& e,
+                                          void* dst) const {
+  auto* p = static_cast<char*>(dst);
+  uint64_t done = 0;
+  while (done < e.bytes) {
+    const ssize_t n = pread(fd_, p + done, e.bytes - done,
+                            static_cast<off_t>(e.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      return absl::ErrnoToStatus(
+          err, absl::StrFormat("cannot read tensor '%s' from %s/%s", e.name,
+                               path_, kTensorsFile));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  const uint64_t sum = XXH3_64bits(dst, e.bytes);
+  if (sum != e.xxh3) {
+    return absl::DataLossError(absl::StrFormat(
+        "tensor '%s' in %s/%s does not match its checksum (xxh3 %016x, "
+        "manifest %016x): the checkpoint is corrupted; delete it and resume "
+        "from an older one",
+        e.name, path_, kTensorsFile, sum, e.xxh3));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
+                            const std::vector<TensorId>& tensors) {
+  const CheckpointManifest& m = reader.manifest();
+  if (tensors.size() != m.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %s holds %d tensors; this model has %d (a different "
+        "model)",
+        reader.path(), m.tensors.size(), tensors.size()));
+  }
+  for (TensorId id : tensors) {
+    STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store.GetSpec(id));
+    const CheckpointTensorEntry* e = FindEntry(m, spec.name);
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("checkpoint %s has no tensor '%s' (a different "
+                          "model)",
+                          reader.path(), spec.name));
+    }
+    std::vector<int64_t> shape = spec.shape;
+    if (shape.empty()) shape = {static_cast<int64_t>(spec.size_bytes)};
+    if (e->dtype != spec.dtype || e->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor '%s' is %s [%s] in checkpoint %s and %s [%s] in this model",
+          spec.name, DTypeCode(e->dtype), absl::StrJoin(e->shape, ", "),
+          reader.path(), DTypeCode(spec.dtype), absl::StrJoin(shape, ", ")));
+    }
+    absl::StatusOr<Lease> host =
+        spec.home == Tier::kDevice
+            ? absl::ResourceExhaustedError("device-homed")
+            : store.Acquire(id, Tier::kHost, Access::kOverwrite);
+    if (host.ok()) {
+      STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, host->data()));
+      STRATA_RETURN_IF_ERROR(host->Release());
+      continue;
+    }
+    if (host.status().code() != absl::StatusCode::kResourceExhausted) {
+      return host.status();
+    }
+    // Device-homed, or no room on the host: Write goes through the device.
+    std::vector<char> bytes(e->bytes);
+    STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, bytes.data()));
+    STRATA_RETURN_IF_ERROR(store.Write(id, bytes.data(), bytes.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> CompareConfig(
+    const CheckpointReader& reader,
+    const std::map<std::string, std::string>& run,
+    const std::vector<std::string>& must_match) {
+  const std::map<std::string, std::string>& saved = reader.manifest().config;
+  auto value = [](const std::map<std::string, std::string>& m,
+                  const std::string& key) {
+    auto it = m.find(key);
+    return it == m.end() ? std::string("(none)") : it->second;
+  };
+  std::vector<std::string> errors, warnings;
+  if (value(saved, "model") != value(run, "model")) {  // nothing else matters
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %s is of --model=%s; this run is --model=%s", reader.path(),
+        value(saved, "model"), value(run, "model")));
+  }
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : saved) keys.push_back(k);
+  for (const auto& [k, v] : run) {
+    if (!saved.contains(k)) keys.push_back(k);
+  }
+  for (const std::string& k : keys) {
+    const std::string a = value(saved, k), b = value(run, k);
+    if (a == b) continue;
+    const std::string line =
+        absl::StrFormat("--%s: checkpoint %s, this run %s", k, a, b);
+    const bool fatal =
+        std::find(must_match.begin(), must_match.end(), k) != must_match.end();
+    (fatal ? errors : warnings).push_back(line);
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %s is of another model or shape; resume it with the "
+        "same flags, or start afresh without --resume: %s",
+        reader.path(), absl::StrJoin(errors, "; ")));
+  }
+  return warnings;
+}
+
+}  // namespace strata::train

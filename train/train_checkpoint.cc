@@ -1,0 +1,205 @@
+// train_checkpoint.cc: the MLP's and the GPT's checkpoint contents and
+// resume (see train_checkpoint.h).
+#include "train/train_checkpoint.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "train/checkpoint_reader.h"
+
+namespace strata::train {
+namespace {
+
+// Doubles in hex and floats in 9 digits: both survive the manifest bit for
+// bit (and a float stays readable in a message).
+std::string Hex(double x) { return absl::StrFormat("%a", x); }
+std::string Float(float x) { return absl::StrFormat("%.9g", x); }
+std::string Dec(int64_t x) { return absl::StrFormat("%d", x); }
+std::string Dec(uint64_t x) { return absl::StrFormat("%d", x); }
+
+// The state value `key` of `m`; DataLoss naming the checkpoint if absent or
+// not a number.
+class StateReader {
+ public:
+  explicit StateReader(const CheckpointReader& r) : r_(r) {}
+  absl::StatusOr<double> Double(const std::string& key) const {
+    STRATA_ASSIGN_OR_RETURN(const std::string* v, Find(key));
+    char* end = nullptr;
+    const double x = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0') return Bad(key);
+    return x;
+  }
+  absl::StatusOr<int64_t> Int(const std::string& key) const {
+    STRATA_ASSIGN_OR_RETURN(const std::string* v, Find(key));
+    char* end = nullptr;
+    const long long x = std::strtoll(v->c_str(), &end, 10);
+    if (end == v->c_str() || *end != '\0') return Bad(key);
+    return static_cast<int64_t>(x);
+  }
+  absl::StatusOr<uint64_t> Uint(const std::string& key) const {
+    STRATA_ASSIGN_OR_RETURN(const std::string* v, Find(key));
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(v->c_str(), &end, 10);
+    if (end == v->c_str() || *end != '\0') return Bad(key);
+    return static_cast<uint64_t>(x);
+  }
+
+ private:
+  absl::StatusOr<const std::string*> Find(const std::string& key) const {
+    auto it = r_.manifest().state.find(key);
+    if (it == r_.manifest().state.end()) return Bad(key);
+    return &it->second;
+  }
+  absl::Status Bad(const std::string& key) const {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint %s: state '%s' is missing or not a number (a damaged "
+        "manifest)",
+        r_.path(), key));
+  }
+  const CheckpointReader& r_;
+};
+
+// Opens the checkpoint at `path`, checks its configuration against `config`
+// and restores `tensors`.
+absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenAndRestore(
+    const std::string& path, const std::map<std::string, std::string>& config,
+    const std::vector<std::string>& must_match, Store& store,
+    const std::vector<TensorId>& tensors, Resumed* resumed) {
+  STRATA_ASSIGN_OR_RETURN(std::string checkpoint, ResolveCheckpoint(path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                          CheckpointReader::Open(checkpoint));
+  STRATA_ASSIGN_OR_RETURN(resumed->warnings,
+                          CompareConfig(*reader, config, must_match));
+  STRATA_RETURN_IF_ERROR(RestoreTensors(*reader, store, tensors));
+  resumed->path = checkpoint;
+  resumed->step = reader->manifest().step;
+  return reader;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
+  const ModelConfig& m = o.model;
+  return {{"model", "mlp"},
+          {"inputs", Dec(m.inputs)},
+          {"width", Dec(m.width)},
+          {"depth", Dec(int64_t{m.depth})},
+          {"classes", Dec(m.classes)},
+          {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
+          {"batch", Dec(m.batch)},
+          {"seed", Dec(m.seed)},
+          {"shuffle_seed", Dec(o.shuffle_seed)},
+          {"lr", Float(m.adam.lr)},
+          {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
+          {"epochs", Dec(int64_t{o.epochs})},
+          {"max_steps", Dec(o.max_steps)}};
+}
+
+CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
+                                const StepDone& done) {
+  return {.model = "mlp",
+          .step = done.step,
+          .config = MlpCheckpointConfig(options),
+          .state = {{"adam_steps", Dec(model.steps())},
+                    {"epoch_loss_sum", Hex(done.epoch_loss_sum)}},
+          .tensors = model.StateTensors()};
+}
+
+absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
+                                  Mlp& model, TrainOptions& options) {
+  Resumed resumed;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<CheckpointReader> reader,
+      OpenAndRestore(
+          path, MlpCheckpointConfig(options),
+          {"model", "inputs", "width", "depth", "classes", "activation"}, store,
+          model.StateTensors(), &resumed));
+  const StateReader state(*reader);
+  STRATA_ASSIGN_OR_RETURN(int64_t adam_steps, state.Int("adam_steps"));
+  STRATA_ASSIGN_OR_RETURN(options.start_epoch_loss_sum,
+                          state.Double("epoch_loss_sum"));
+  model.RestoreSteps(adam_steps);
+  options.start_step = resumed.step;
+  return resumed;
+}
+
+std::map<std::string, std::string> GptCheckpointConfig(
+    const GptConfig& m, const LmTrainOptions& o, const std::string& tokenizer) {
+  return {{"model", "gpt"},
+          {"layers", Dec(int64_t{m.layers})},
+          {"heads", Dec(int64_t{m.heads})},
+          {"embed", Dec(m.embed)},
+          {"context", Dec(m.context)},
+          {"vocab", Dec(m.vocab)},
+          {"tokenizer", tokenizer},
+          {"batch", Dec(m.batch)},
+          {"seed", Dec(m.seed)},
+          {"lr", Float(m.adam.lr)},
+          {"weight_decay", Float(m.weight_decay)},
+          {"grad_clip", Float(m.grad_clip)},
+          {"classifier_rows", Dec(m.classifier_rows)},
+          {"max_steps", Dec(o.steps)},
+          {"warmup_steps", Dec(o.warmup_steps)},
+          {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
+          {"eval_every", Dec(o.eval_every)},
+          {"batch_seed", Dec(o.seed)}};
+}
+
+CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
+                                const std::string& tokenizer,
+                                const LmBatcher& batches, int64_t step) {
+  const ClippedAdamW::Snapshot opt = model.optimizer_snapshot();
+  const ClipStats& c = opt.stats;
+  return {.model = "gpt",
+          .step = step,
+          .config = GptCheckpointConfig(model.config(), options, tokenizer),
+          .state = {{"adam_steps", Dec(model.steps())},
+                    {"batcher_rng_state", Dec(batches.rng_state())},
+                    {"steps_since_clip", Dec(opt.steps_since_clip)},
+                    {"clip.steps", Dec(c.steps)},
+                    {"clip.clipped", Dec(c.clipped)},
+                    {"clip.rolled_back", Dec(c.rolled_back)},
+                    {"clip.deferred", Dec(c.deferred)},
+                    {"clip.backup_bytes", Dec(c.backup_bytes)},
+                    {"clip.optimizer_seconds", Hex(c.optimizer_seconds)},
+                    {"clip.last_norm", Hex(c.last_norm)},
+                    {"rollback_seconds", Hex(model.rollback_seconds())}},
+          .tensors = model.StateTensors()};
+}
+
+absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
+                                  Gpt& model, LmBatcher& batches,
+                                  LmTrainOptions& options,
+                                  const std::string& tokenizer) {
+  Resumed resumed;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<CheckpointReader> reader,
+      OpenAndRestore(path,
+                     GptCheckpointConfig(model.config(), options, tokenizer),
+                     {"model", "layers", "heads", "embed", "context", "vocab",
+                      "tokenizer"},
+                     store, model.StateTensors(), &resumed));
+  const StateReader s(*reader);
+  ClippedAdamW::Snapshot opt;
+  ClipStats& c = opt.stats;
+  STRATA_ASSIGN_OR_RETURN(int64_t adam_steps, s.Int("adam_steps"));
+  STRATA_ASSIGN_OR_RETURN(uint64_t rng, s.Uint("batcher_rng_state"));
+  STRATA_ASSIGN_OR_RETURN(opt.steps_since_clip, s.Int("steps_since_clip"));
+  STRATA_ASSIGN_OR_RETURN(c.steps, s.Int("clip.steps"));
+  STRATA_ASSIGN_OR_RETURN(c.clipped, s.Int("clip.clipped"));
+  STRATA_ASSIGN_OR_RETURN(c.rolled_back, s.Int("clip.rolled_back"));
+  STRATA_ASSIGN_OR_RETURN(c.deferred, s.Int("clip.deferred"));
+  STRATA_ASSIGN_OR_RETURN(c.backup_bytes, s.Uint("clip.backup_bytes"));
+  STRATA_ASSIGN_OR_RETURN(c.optimizer_seconds,
+                          s.Double("clip.optimizer_seconds"));
+  STRATA_ASSIGN_OR_RETURN(c.last_norm, s.Double("clip.last_norm"));
+  STRATA_ASSIGN_OR_RETURN(double rollback, s.Double("rollback_seconds"));
+  model.RestoreState(adam_steps, opt, rollback);
+  batches.set_rng_state(rng);
+  options.start_step = resumed.step;
+  return resumed;
+}
+
+}  // namespace strata::train
