@@ -7,10 +7,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,15 @@ absl::Status CheckNvmeSettings(const BenchRequest& r) {
         "--bench-size=%s: must be a whole number of --block-size=%s requests "
         "(at least one)",
         FormatByteSize(r.nvme_bytes), FormatByteSize(block)));
+  }
+  // A directory that is not there is bad input, refused before any case
+  // prints its header.
+  for (const std::string& dir : r.store.nvme.directories) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      return absl::NotFoundError(absl::StrFormat(
+          "--nvme-dir=%s: no such directory; pass an existing one", dir));
+    }
   }
   return absl::OkStatus();
 }

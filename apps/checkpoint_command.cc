@@ -2,10 +2,15 @@
 // checkpoint_command.h).
 #include "apps/checkpoint_command.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "apps/exit_code.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
 #include "train/safetensors.h"
@@ -44,7 +49,28 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
     return absl::InvalidArgumentError(
         "--save-every needs --save-dir=DIR (where the checkpoints go)");
   }
+  if (!r.save_.dir.empty()) STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
   return r;
+}
+
+// Creates the save directory (and its parents) now, so that a path that
+// cannot hold checkpoints is refused before the run, not at its first save.
+absl::Status RunCheckpoints::PrepareSaveDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "--save-dir=%s: cannot create the directory (%s); choose a writable "
+        "directory",
+        dir, error.message()));
+  }
+  if (!std::filesystem::is_directory(dir, error) ||
+      ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "--save-dir=%s: not a directory this user can write; choose another",
+        dir));
+  }
+  return absl::OkStatus();
 }
 
 void RunCheckpoints::Resumed(const train::Resumed& resumed) {
@@ -105,9 +131,9 @@ int RunExport(const std::string& checkpoint) {
   if (!done.ok()) {
     std::fprintf(stderr, "strata export: %s\n",
                  done.status().ToString().c_str());
-    return done.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return ExitCodeBeforeRun(done.status());
   }
-  absl::PrintF("strata export: %d parameters, %s -> %s\n", done->tensors,
+  absl::PrintF("strata export: %d parameter tensors, %s -> %s\n", done->tensors,
                FormatByteSize(done->bytes), out);
   return 0;
 }

@@ -40,6 +40,7 @@ class RunCheckpoints {
 
  private:
   RunCheckpoints() = default;
+  static absl::Status PrepareSaveDir(const std::string& dir);
 
   train::CheckpointSaveOptions save_;
   int64_t every_ = 0;

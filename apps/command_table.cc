@@ -157,7 +157,8 @@ const std::vector<CommandSpec>& Commands() {
        "scheduler, explicit copies vs unified memory. -t NAME selects cases "
        "by exact name or prefix; --list says which apply here.",
        "[flags]", BenchFlags()},
-      {"export", "write a checkpoint's parameters as .safetensors",
+      {"export",
+       "write a checkpoint's parameters as .safetensors",
        "Write the parameters of a checkpoint (a step directory that "
        "`strata train --save-dir` wrote, or the save dir: its newest) as a "
        ".safetensors file, tensor names as in its manifest, so PyTorch "

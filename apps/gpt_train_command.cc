@@ -16,9 +16,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "apps/config_file.h"
-#include "apps/gnuplot.h"
 #include "apps/checkpoint_command.h"
+#include "apps/config_file.h"
+#include "apps/exit_code.h"
+#include "apps/gnuplot.h"
 #include "apps/output_path.h"
 #include "apps/store_flags.h"
 #include "apps/train_defaults.h"
@@ -329,8 +330,9 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
       train::VectorPathName(train::ChosenVectorPath()),
       train::HostPool::Shared().threads());
   absl::PrintF(
-      "%-22s %lld of %zu steps clipped: %lld rolled back (%.2f s "
-      "re-running), %lld deferred; %s copied to backups\n",
+      "%-22s %lld of %zu steps clipped; %lld speculative updates rolled "
+      "back (%.2f s re-running); %lld steps updated at the step's end "
+      "(deferred); %s copied to backups\n",
       "gradient clipping", static_cast<long long>(clip.clipped),
       r.losses.size(), static_cast<long long>(clip.rolled_back),
       gpt.rollback_seconds(), static_cast<long long>(clip.deferred),
@@ -361,7 +363,14 @@ int Refuse(const absl::Status& status) {
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  return status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput
+                                                             : kExitFailure;
+}
+
+// An error before training began: bad input unless the machine's.
+int FailBeforeRun(const absl::Status& status) {
+  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  return ExitCodeBeforeRun(status);
 }
 
 absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
@@ -393,15 +402,15 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
-  if (!run.ok()) return Fail(run.status());
-  if (!sopt.ok()) return Fail(sopt.status());
-  if (!checkpoints.ok()) return Fail(checkpoints.status());
+  if (!run.ok()) return FailBeforeRun(run.status());
+  if (!sopt.ok()) return FailBeforeRun(sopt.status());
+  if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
   {  // A bad shape is refused before the corpus is prepared.
     train::GptConfig probe = run->model;
     probe.classifier_rows = 1;
     if (absl::Status st = train::ComputeGptFootprint(probe).status();
         !st.ok()) {
-      return Fail(st);
+      return FailBeforeRun(st);
     }
   }
   StoreOptions& s = *sopt;
@@ -418,22 +427,22 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       "are built once and reused from the cache)...\n");
   std::fflush(stdout);
   absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
-  if (!corpus.ok()) return Fail(corpus.status());
+  if (!corpus.ok()) return FailBeforeRun(corpus.status());
   train::GptConfig& m = run->model;
   m.vocab = std::max(m.vocab, corpus->tokenizer->vocab_size());
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeGptResident(m, s); !st.ok()) {
-      return Fail(st);
+      return FailBeforeRun(st);
     }
     absl::PrintF("strata train: --resident: device budget %s, no NVMe tier\n",
                  FormatByteSize(s.device.budget_bytes));
   }
   absl::StatusOr<double> baseline = train::BigramBaselineLoss(
       *corpus->train, *corpus->validation, corpus->tokenizer->vocab_size());
-  if (!baseline.ok()) return Fail(baseline.status());
+  if (!baseline.ok()) return FailBeforeRun(baseline.status());
   absl::StatusOr<std::unique_ptr<train::GptSetup>> setup =
       train::OpenGptSetup(s, m);
-  if (!setup.ok()) return Fail(setup.status());
+  if (!setup.ok()) return FailBeforeRun(setup.status());
   train::Gpt& gpt = *(*setup)->model;
   Store* store = (*setup)->store.get();
   const Stats st0 = store->GetStats();
@@ -455,16 +464,16 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   std::fflush(stdout);
   absl::StatusOr<train::LmBatcher> batches = train::LmBatcher::Create(
       corpus->train.get(), m.batch, m.context, run->train.seed);
-  if (!batches.ok()) return Fail(batches.status());
+  if (!batches.ok()) return FailBeforeRun(batches.status());
   absl::StatusOr<train::ValidationWindows> windows =
       train::ValidationWindows::Create(corpus->validation.get(), m.context,
                                        run->eval_tokens);
-  if (!windows.ok()) return Fail(windows.status());
+  if (!windows.ok()) return FailBeforeRun(windows.status());
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed =
         train::ResumeGpt(checkpoints->resume_path(), *store, gpt, *batches,
                          run->train, run->corpus.tokenizer);
-    if (!resumed.ok()) return Fail(resumed.status());
+    if (!resumed.ok()) return FailBeforeRun(resumed.status());
     checkpoints->Resumed(*resumed);
   }
   run->train.after_step = [&](int64_t step) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "apps/config_file.h"
+#include "apps/exit_code.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "base/byte_size.h"
@@ -90,7 +91,7 @@ int RunInfo(const std::string& json_path) {
   if (!store.ok()) {
     std::fprintf(stderr, "strata info: cannot open the store: %s\n",
                  store.status().ToString().c_str());
-    return 1;
+    return ExitCodeBeforeRun(store.status());
   }
   std::printf("%s", (*store)->DescribeTiers().c_str());
   const bool has_nvme = !options->nvme.directories.empty();

@@ -16,9 +16,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "apps/config_file.h"
-#include "apps/gnuplot.h"
 #include "apps/checkpoint_command.h"
+#include "apps/command_table.h"
+#include "apps/config_file.h"
+#include "apps/exit_code.h"
+#include "apps/gnuplot.h"
 #include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
 #include "apps/stats_json.h"
@@ -254,7 +256,7 @@ TrainPlotData PlotData(const train::TrainOptions& t,
 
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.
 // A tier that fills up mid-run gets the flags that fix it.
-int Fail(const absl::Status& status) {
+int Fail(const absl::Status& status, bool before_run = false) {
   std::string hint;
   if (status.code() == absl::StatusCode::kResourceExhausted &&
       status.message().find("raise --") == absl::string_view::npos &&
@@ -267,7 +269,14 @@ int Fail(const absl::Status& status) {
   }
   std::fprintf(stderr, "strata train: %s%s\n", status.ToString().c_str(),
                hint.c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  if (before_run) return ExitCodeBeforeRun(status);
+  return status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput
+                                                             : kExitFailure;
+}
+
+// An error before training began: bad input unless the machine's.
+int FailBeforeRun(const absl::Status& status) {
+  return Fail(status, /*before_run=*/true);
 }
 
 // An output refused before the run: bad input, exit code 2.
@@ -293,10 +302,19 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
                  model_name.c_str());
     return 2;
   }
+  // The GPT's own flags, given to an MLP run, are named, not silently
+  // ignored (as --model=gpt names the MLP's).
+  for (const FlagEntry& f : FindCommand("train")->flags) {
+    if (f.scope == ModelScope::kGpt && FlagGiven(f.name)) {
+      std::fprintf(stderr,
+                   "strata train: --%s is the GPT's; --model=mlp ignores it\n",
+                   Dashed(f.name).c_str());
+    }
+  }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
-  if (!checkpoints.ok()) return Fail(checkpoints.status());
+  if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
   if (!topt.ok() || !sopt.ok()) {
     std::fprintf(
         stderr, "strata train: %s\n",
@@ -315,7 +333,8 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
     return Refuse(p);
   }
   if (absl::GetFlag(FLAGS_resident)) {
-    if (absl::Status st = train::MakeResident(t, s); !st.ok()) return Fail(st);
+    if (absl::Status st = train::MakeResident(t, s); !st.ok())
+      return FailBeforeRun(st);
     absl::PrintF(
         "strata train: --resident: device budget %s, host budget %s, no NVMe "
         "tier (the budget flags are overridden)\n",
@@ -324,15 +343,15 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   }
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
-  if (!data.ok()) return Fail(data.status());
+  if (!data.ok()) return FailBeforeRun(data.status());
   if (t.model.batch > data->train.count) {
-    return Fail(absl::InvalidArgumentError(
+    return FailBeforeRun(absl::InvalidArgumentError(
         absl::StrFormat("--batch=%d is larger than the %d training images",
                         t.model.batch, data->train.count)));
   }
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
       train::OpenTrainSetup(s, t);
-  if (!setup.ok()) return Fail(setup.status());
+  if (!setup.ok()) return FailBeforeRun(setup.status());
   Store* store = (*setup)->store.get();
   train::Compute* compute = (*setup)->compute.get();
   train::Mlp* model = (*setup)->model.get();
@@ -355,7 +374,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed =
         train::ResumeMlp(checkpoints->resume_path(), *store, *model, t);
-    if (!resumed.ok()) return Fail(resumed.status());
+    if (!resumed.ok()) return FailBeforeRun(resumed.status());
     checkpoints->Resumed(*resumed);
   }
   t.after_step = [&](const train::StepDone& done) {

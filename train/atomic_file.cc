@@ -47,9 +47,11 @@ absl::StatusOr<int> CreateTemporaryFile(const std::string& temp) {
   if (fd < 0) {
     const int err = errno;
     return absl::ErrnoToStatus(
-        err, absl::StrFormat("cannot create %s (check the permissions of its "
-                             "directory, or choose another cache directory)",
-                             temp));
+        err,
+        absl::StrFormat("cannot create a file in %s (check the "
+                        "permissions of that directory, or write "
+                        "elsewhere)",
+                        std::filesystem::path(temp).parent_path().string()));
   }
   return fd;
 }
@@ -145,8 +147,7 @@ absl::Status MakeDirectories(const std::string& dir) {
   if (!ec) return absl::OkStatus();
   return absl::ErrnoToStatus(
       ec.value(), absl::StrFormat("cannot create the directory %s (check its "
-                                  "parent's permissions, or choose another "
-                                  "cache directory)",
+                                  "parent's permissions, or write elsewhere)",
                                   dir));
 }
 
