@@ -2,9 +2,13 @@
 // checkpoint_command.h).
 #include "apps/checkpoint_command.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -13,6 +17,7 @@
 #include "apps/exit_code.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
+#include "train/checkpoint_reader.h"
 #include "train/safetensors.h"
 
 ABSL_FLAG(std::string, save_dir, "",
@@ -49,8 +54,63 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
     return absl::InvalidArgumentError(
         "--save-every needs --save-dir=DIR (where the checkpoints go)");
   }
-  if (!r.save_.dir.empty()) STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
+  if (!r.save_.dir.empty()) {
+    STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
+    STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));
+    STRATA_RETURN_IF_ERROR(CheckSaveDirIsOurs(r.save_.dir, r.resume_));
+  }
   return r;
+}
+
+// One run saves into a directory at a time: a second would delete the
+// first's checkpoints in progress (its cleanup removes *.tmp) and prune its
+// saves. The lock is an flock on DIR/.lock, held until the process exits
+// (the kernel drops it even after kill -9).
+absl::Status RunCheckpoints::LockSaveDir(const std::string& dir) {
+  const std::string path = dir + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--save-dir=%s: cannot create its lock file %s: %s",
+                        dir, path, std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save-dir=%s: another strata run is saving there; wait for it or "
+        "choose another directory",
+        dir));
+  }
+  return absl::OkStatus();  // fd stays open: the lock lasts the process
+}
+
+// Pruning keeps the highest step numbers, so a run whose saves would be
+// older than checkpoints already in the directory would lose its own saves
+// to them. Refused up front: continue the newest (--resume=DIR), or save
+// elsewhere.
+absl::Status RunCheckpoints::CheckSaveDirIsOurs(const std::string& dir,
+                                                const std::string& resume) {
+  const std::vector<train::CheckpointRef> there = train::ListCheckpoints(dir);
+  if (there.empty()) return absl::OkStatus();
+  const train::CheckpointRef& newest = there.front();
+  if (resume.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save-dir=%s already holds checkpoints of another run (newest: "
+        "step %d); continue it with --resume=%s, or choose an empty "
+        "--save-dir",
+        dir, newest.step, dir));
+  }
+  absl::StatusOr<std::string> from = train::ResolveCheckpoint(resume);
+  if (!from.ok()) return from.status();
+  std::error_code error;
+  if (std::filesystem::equivalent(*from, newest.path, error)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--save-dir=%s holds %s, newer than the checkpoint resumed (%s): this "
+      "run's saves would be pruned in its favour; resume from the newest or "
+      "save into another --save-dir",
+      dir, newest.path, *from));
 }
 
 // Creates the save directory (and its parents) now, so that a path that

@@ -41,6 +41,9 @@ class RunCheckpoints {
  private:
   RunCheckpoints() = default;
   static absl::Status PrepareSaveDir(const std::string& dir);
+  static absl::Status LockSaveDir(const std::string& dir);
+  static absl::Status CheckSaveDirIsOurs(const std::string& dir,
+                                         const std::string& resume);
 
   train::CheckpointSaveOptions save_;
   int64_t every_ = 0;

@@ -5,6 +5,7 @@
 #include "apps/config_file.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -97,6 +98,12 @@ bool RanWithModel(const FlagEntry& e) {
 }
 
 absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  // A directory opens as a stream but throws on the first read.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--config=%s is a directory; pass a JSON file", path));
+  }
   std::ifstream in(path);
   if (!in) {
     return absl::ErrnoToStatus(
