@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -219,6 +220,25 @@ TEST_F(DamagedCheckpointTest, TruncatedManifestIsDataLossNamingTheFile) {
   const absl::Status st = Resume();
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   EXPECT_THAT(st.message(), HasSubstr(path_ + "/manifest.json"));
+}
+
+// The step and the trainer's state are covered by the manifest's own
+// checksum: an edit that leaves valid JSON (a step moved on) is refused.
+TEST_F(DamagedCheckpointTest, EditedStepIsDataLoss) {
+  const std::string path = path_ + "/manifest.json";
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("\"step\": ");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 8, "1");  // "step": 1N
+  std::ofstream(path, std::ios::trunc) << text;
+  const absl::Status st = Resume();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(st.message(), HasSubstr(path));
+  EXPECT_THAT(st.message(), HasSubstr("checksum"));
 }
 
 TEST_F(DamagedCheckpointTest, AnotherShapeIsRefusedSayingWhatDiffers) {

@@ -1,6 +1,8 @@
 // checkpoint_manifest.cc: the manifest's JSON (see checkpoint_manifest.h).
 #include "train/checkpoint_manifest.h"
 
+#include <xxhash.h>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
@@ -21,6 +23,16 @@ absl::Status Bad(const std::string& path, const std::string& what) {
       "checkpoint manifest %s is not valid: %s (the checkpoint is damaged: "
       "delete its directory and resume from an older one)",
       path, what));
+}
+
+// The XXH3 of the manifest's compact dump without its own "xxh3" key (keys
+// sorted, no floats: the same text after a parse), so that an edit or a
+// flipped bit in the step, the configuration or the trainer's state — which
+// no tensor checksum covers — is caught.
+std::string ManifestChecksum(json j) {
+  j.erase("xxh3");
+  const std::string text = j.dump();
+  return absl::StrFormat("%016x", XXH3_64bits(text.data(), text.size()));
 }
 
 }  // namespace
@@ -54,15 +66,16 @@ std::string EncodeManifest(const CheckpointManifest& m) {
                        {"bytes", t.bytes},
                        {"xxh3", absl::StrFormat("%016x", t.xxh3)}});
   }
-  const json j = {{"format", kCheckpointFormat},
-                  {"version", kCheckpointVersion},
-                  {"model", m.model},
-                  {"step", m.step},
-                  {"config", m.config},
-                  {"state", m.state},
-                  {"data_file", kTensorsFile},
-                  {"data_bytes", m.data_bytes},
-                  {"tensors", tensors}};
+  json j = {{"format", kCheckpointFormat},
+            {"version", kCheckpointVersion},
+            {"model", m.model},
+            {"step", m.step},
+            {"config", m.config},
+            {"state", m.state},
+            {"data_file", kTensorsFile},
+            {"data_bytes", m.data_bytes},
+            {"tensors", tensors}};
+  j["xxh3"] = ManifestChecksum(j);
   return j.dump(1) + "\n";
 }
 
@@ -76,9 +89,16 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
     return Bad(path, "no \"format\": \"strata-checkpoint\"");
   }
   if (j.value("version", 0) != kCheckpointVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint manifest %s is format version %d; this strata reads "
+        "version %d (use the strata that wrote it)",
+        path, j.value("version", 0), kCheckpointVersion));
+  }
+  if (!j.contains("xxh3") || !j["xxh3"].is_string() ||
+      j["xxh3"].get<std::string>() != ManifestChecksum(j)) {
     return Bad(path,
-               absl::StrFormat("version %d; this strata reads %d",
-                               j.value("version", 0), kCheckpointVersion));
+               "its checksum does not match its contents (edited or "
+               "corrupted)");
   }
   CheckpointManifest m;
   try {
