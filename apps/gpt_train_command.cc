@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -469,17 +470,23 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       train::ValidationWindows::Create(corpus->validation.get(), m.context,
                                        run->eval_tokens);
   if (!windows.ok()) return FailBeforeRun(windows.status());
+  // The data a checkpoint was trained on: the tokenizer and the corpus's
+  // cache name (its file name and content hash), so that resuming on
+  // another corpus, whose token ids mean other things, is refused.
+  const std::filesystem::path shards(corpus->dir);
+  const std::string data =
+      absl::StrFormat("%s on %s", run->corpus.tokenizer,
+                      shards.parent_path().filename().string() + "/" +
+                          shards.filename().string());
   if (!checkpoints->resume_path().empty()) {
-    absl::StatusOr<train::Resumed> resumed =
-        train::ResumeGpt(checkpoints->resume_path(), *store, gpt, *batches,
-                         run->train, run->corpus.tokenizer);
+    absl::StatusOr<train::Resumed> resumed = train::ResumeGpt(
+        checkpoints->resume_path(), *store, gpt, *batches, run->train, data);
     if (!resumed.ok()) return FailBeforeRun(resumed.status());
     checkpoints->Resumed(*resumed);
   }
   run->train.after_step = [&](int64_t step) {
     return checkpoints->AfterStep(*store, step, run->train.steps, [&] {
-      return train::GptCheckpoint(gpt, run->train, run->corpus.tokenizer,
-                                  *batches, step);
+      return train::GptCheckpoint(gpt, run->train, data, *batches, step);
     });
   };
   const bool tty = isatty(STDERR_FILENO) == 1;
