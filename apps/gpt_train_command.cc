@@ -484,9 +484,10 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
     if (!resumed.ok()) return FailBeforeRun(resumed.status());
     checkpoints->Resumed(*resumed);
   }
-  run->train.after_step = [&](int64_t step) {
+  run->train.after_step = [&](int64_t step, absl::Span<const double> losses) {
     return checkpoints->AfterStep(*store, step, run->train.steps, [&] {
-      return train::GptCheckpoint(gpt, run->train, data, *batches, step);
+      return train::GptCheckpoint(gpt, run->train, data, *batches, step,
+                                  losses);
     });
   };
   const bool tty = isatty(STDERR_FILENO) == 1;

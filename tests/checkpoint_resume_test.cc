@@ -213,6 +213,7 @@ class GptResumeTest : public ::testing::Test {
 
   struct Run {
     std::vector<double> losses;
+    double final_loss = 0;
     std::vector<float> wte, fc;
     ClipStats clip;
     uint64_t rerecords = 0;
@@ -237,7 +238,7 @@ class GptResumeTest : public ::testing::Test {
     if (!setup.ok()) return {};
     Gpt& gpt = *(*setup)->model;
     Store& store = *(*setup)->store;
-    LmTrainOptions o{.steps = 8, .warmup_steps = 2, .seed = 4};
+    LmTrainOptions o{.steps = 20, .warmup_steps = 2, .seed = 4};
     auto batches = LmBatcher::Create(shard_.get(), c.batch, c.context, o.seed);
     auto windows = ValidationWindows::Create(shard_.get(), c.context, 128);
     EXPECT_TRUE(batches.ok() && windows.ok());
@@ -248,10 +249,11 @@ class GptResumeTest : public ::testing::Test {
       if (!r.ok()) return {};
     }
     if (!save_dir.empty()) {
-      o.after_step = [&](int64_t step) -> absl::Status {
-        return SaveCheckpoint(store,
-                              GptCheckpoint(gpt, o, "byte", *batches, step),
-                              {.dir = save_dir, .keep = 10})
+      o.after_step = [&](int64_t step,
+                         absl::Span<const double> losses) -> absl::Status {
+        return SaveCheckpoint(
+                   store, GptCheckpoint(gpt, o, "byte", *batches, step, losses),
+                   {.dir = save_dir, .keep = 20})
             .status();
       };
     }
@@ -260,6 +262,7 @@ class GptResumeTest : public ::testing::Test {
     if (!result.ok()) return {};
     const Stats stats = store.GetStats();
     Run run{.losses = result->losses,
+            .final_loss = result->final_loss,
             .clip = gpt.clip_stats(),
             .rerecords = stats.scheduler.rerecords,
             .nvme_read_bytes = stats.links[int(Link::kNvmeRead)].bytes};
@@ -276,19 +279,23 @@ TEST_F(GptResumeTest, GptMicroResumesBitwise) {
   TempDir saves;
   const Run plain = Train("", "");
   const Run saved = Train(saves.path(), "");
-  ASSERT_EQ(plain.losses.size(), 8u);
+  ASSERT_EQ(plain.losses.size(), 20u);
   EXPECT_GT(plain.clip.clipped, 0);  // the clipping state is exercised
   EXPECT_EQ(saved.losses, plain.losses);
   EXPECT_EQ(saved.wte, plain.wte);
-  EXPECT_LE(saved.rerecords, plain.rerecords + 1);  // 8 saves
+  EXPECT_LE(saved.rerecords, plain.rerecords + 1);  // 20 saves
   EXPECT_GT(plain.nvme_read_bytes, 0u);
-  for (int64_t k : {1, 3, 5}) {
+  // At 19 the resumed run has one loss of its own; final_loss averages the
+  // last two of the run's 20.
+  for (int64_t k : {1, 3, 5, 19}) {
     const Run resumed = Train("", saves.path() + "/" + CheckpointDirName(k));
     EXPECT_EQ(resumed.losses, Tail(plain.losses, k)) << "resumed at " << k;
     EXPECT_EQ(resumed.wte, plain.wte) << "resumed at " << k;
     EXPECT_EQ(resumed.fc, plain.fc) << "resumed at " << k;
     EXPECT_EQ(resumed.clip.clipped, plain.clip.clipped);
     EXPECT_EQ(resumed.clip.deferred, plain.clip.deferred);
+    // The mean of the run's last tenth, earlier steps' losses included.
+    EXPECT_EQ(resumed.final_loss, plain.final_loss) << "resumed at " << k;
   }
 }
 

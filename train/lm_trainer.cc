@@ -86,6 +86,9 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
         options.start_step, options.steps));
   }
   LmTrainResult result;
+  // Every step's loss, a resumed run's earlier ones first: final_loss and
+  // checkpoints see the whole run.
+  std::vector<double> all_losses = options.prior_losses;
   std::vector<int32_t> in(c.tokens()), out(c.tokens());
   const auto run_start = std::chrono::steady_clock::now();
   auto evaluate = [&](int64_t step) -> absl::Status {
@@ -110,6 +113,7 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     result.optimizer_seconds.push_back(model.clip_stats().optimizer_seconds -
                                        optimizer_before);
     result.losses.push_back(loss / c.tokens());
+    all_losses.push_back(result.losses.back());
     result.tokens_per_second =
         double(c.tokens()) * result.losses.size() / result.train_seconds;
     if (on_step) {
@@ -125,9 +129,9 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
       STRATA_RETURN_IF_ERROR(evaluate(step + 1));
     }
     if (options.after_step)
-      STRATA_RETURN_IF_ERROR(options.after_step(step + 1));
+      STRATA_RETURN_IF_ERROR(options.after_step(step + 1, all_losses));
   }
-  result.final_loss = MeanOfLastTenth(result.losses);
+  result.final_loss = MeanOfLastTenth(all_losses);
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "train/gpt.h"
 #include "train/lm_batcher.h"
 
@@ -28,10 +29,16 @@ struct LmTrainOptions {
   // batcher and the model restored to that point); the run goes on at the
   // next step of the same schedule. Default: 0, a fresh run.
   int64_t start_step = 0;
+  // Resuming: the per-step losses of those start_step steps, so that
+  // final_loss (the mean of the run's last tenth) is the uninterrupted
+  // run's. Default: none.
+  std::vector<double> prior_losses;
   // Called after each step (and its evaluation), outside BeginStep/EndStep,
-  // with the steps done (a checkpoint is saved there); an error stops the
-  // run with it. Default: none.
-  std::function<absl::Status(int64_t step)> after_step;
+  // with the steps done and every step's loss so far (prior_losses first; a
+  // checkpoint is saved there); an error stops the run with it. Default:
+  // none.
+  std::function<absl::Status(int64_t step, absl::Span<const double> losses)>
+      after_step;
 };
 
 // The learning rate of step `step` (from 0) for peak `lr`.

@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "strata/status.h"
 #include "train/checkpoint_reader.h"
 
@@ -30,6 +32,19 @@ class StateReader {
     const double x = std::strtod(v->c_str(), &end);
     if (end == v->c_str() || *end != '\0') return Bad(key);
     return x;
+  }
+  // A comma-separated list of Double()s ("" is none).
+  absl::StatusOr<std::vector<double>> Doubles(const std::string& key) const {
+    STRATA_ASSIGN_OR_RETURN(const std::string* v, Find(key));
+    std::vector<double> out;
+    if (v->empty()) return out;
+    for (absl::string_view part : absl::StrSplit(*v, ',')) {
+      const std::string text(part);
+      char* end = nullptr;
+      out.push_back(std::strtod(text.c_str(), &end));
+      if (end == text.c_str() || *end != '\0') return Bad(key);
+    }
+    return out;
   }
   absl::StatusOr<int64_t> Int(const std::string& key) const {
     STRATA_ASSIGN_OR_RETURN(const std::string* v, Find(key));
@@ -149,7 +164,10 @@ std::map<std::string, std::string> GptCheckpointConfig(
 
 CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
                                 const std::string& tokenizer,
-                                const LmBatcher& batches, int64_t step) {
+                                const LmBatcher& batches, int64_t step,
+                                absl::Span<const double> losses) {
+  std::vector<std::string> exact;
+  for (double x : losses) exact.push_back(Hex(x));
   const ClippedAdamW::Snapshot opt = model.optimizer_snapshot();
   const ClipStats& c = opt.stats;
   return {.model = "gpt",
@@ -165,7 +183,8 @@ CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
                     {"clip.backup_bytes", Dec(c.backup_bytes)},
                     {"clip.optimizer_seconds", Hex(c.optimizer_seconds)},
                     {"clip.last_norm", Hex(c.last_norm)},
-                    {"rollback_seconds", Hex(model.rollback_seconds())}},
+                    {"rollback_seconds", Hex(model.rollback_seconds())},
+                    {"losses", absl::StrJoin(exact, ",")}},
           .tensors = model.StateTensors()};
 }
 
@@ -196,6 +215,12 @@ absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
                           s.Double("clip.optimizer_seconds"));
   STRATA_ASSIGN_OR_RETURN(c.last_norm, s.Double("clip.last_norm"));
   STRATA_ASSIGN_OR_RETURN(double rollback, s.Double("rollback_seconds"));
+  STRATA_ASSIGN_OR_RETURN(options.prior_losses, s.Doubles("losses"));
+  if (options.prior_losses.size() != static_cast<size_t>(resumed.step)) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint %s: %d losses recorded for step %d (a damaged manifest)",
+        resumed.path, options.prior_losses.size(), resumed.step));
+  }
   model.RestoreState(adam_steps, opt, rollback);
   batches.set_rng_state(rng);
   options.start_step = resumed.step;

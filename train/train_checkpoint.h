@@ -60,10 +60,12 @@ std::map<std::string, std::string> GptCheckpointConfig(
     const GptConfig& model, const LmTrainOptions& options,
     const std::string& tokenizer);
 
-// A checkpoint of `model` after `step` steps, `batches` having drawn them.
+// A checkpoint of `model` after `step` steps, `batches` having drawn them;
+// `losses`: every step's loss so far (LmTrainOptions::after_step's).
 CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
                                 const std::string& tokenizer,
-                                const LmBatcher& batches, int64_t step);
+                                const LmBatcher& batches, int64_t step,
+                                absl::Span<const double> losses);
 
 // As ResumeMlp, for the GPT: restores `model` and `batches` and sets
 // options.start_step.
