@@ -20,11 +20,14 @@ TEST(TimelineTest, TransfersAndLeasesBecomeTraceEvents) {
   o.timeline = true;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status();
-  auto id = (*store)->Create({.name = "w0", .size_bytes = 5000});
+  // Above 64 KiB: a smaller tensor would reach the device through a host
+  // copy (StageOnHost), not straight from NVMe.
+  auto id = (*store)->Create({.name = "w0", .size_bytes = 100000});
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE((*store)
-                  ->Write(*id, ::strata::testing::Pattern(5000, 1).data(), 5000)
-                  .ok());
+  ASSERT_TRUE(
+      (*store)
+          ->Write(*id, ::strata::testing::Pattern(100000, 1).data(), 100000)
+          .ok());
   ASSERT_TRUE((*store)->Evict(*id, Tier::kNvme).ok());  // host -> nvme
   {
     auto lease =
@@ -45,6 +48,7 @@ TEST(TimelineTest, TransfersAndLeasesBecomeTraceEvents) {
   EXPECT_TRUE(spans.count("w0 @ host -> nvme")) << trace.dump();
   EXPECT_TRUE(spans.count("w0 @ nvme -> device")) << trace.dump();
   EXPECT_TRUE(spans.count("w0 (read) @ lease device")) << trace.dump();
+  EXPECT_TRUE(spans.count("w0 @ stall device")) << trace.dump();  // waited
   EXPECT_TRUE(spans.count("w0 (overwrite) @ lease host")) << trace.dump();
   EXPECT_TRUE(tracks.count("lease device"));
   EXPECT_FALSE(
