@@ -82,10 +82,10 @@ nlohmann::json FlagJson(const absl::CommandLineFlag& f) {
 
 // Where a run writes (the output files, checkpoints) and what it resumes
 // from are not what it is: left out, so a repeat neither overwrites nor
-// resumes.
+// resumes. The checkpoint group goes whole: --save-every without the
+// --save-dir it needs would make the repeat an error.
 bool IsRunSetting(const FlagEntry& e) {
-  const std::string_view name = e.name;
-  if (name == "save_dir" || name == "resume") return false;
+  if (std::string_view(e.group) == "checkpoints") return false;
   return std::string_view(e.group) != "output" ||
          std::string_view(e.value).rfind("FILE", 0) != 0;
 }
