@@ -21,20 +21,20 @@
 #include "train/safetensors.h"
 
 ABSL_FLAG(std::string, save_dir, "",
-          "strata train: save checkpoints to DIR/step-NNNNNNNN (every "
+          "Save checkpoints to DIR/step-NNNNNNNN (every "
           "--save-every steps and at the end); empty: no checkpoints.");
 ABSL_FLAG(int64_t, save_every, 0,
-          "strata train: save a checkpoint every N steps (0: only at the "
+          "Save a checkpoint every N steps (0: only at the "
           "end); needs --save-dir.");
 ABSL_FLAG(int32_t, keep, 2,
-          "strata train: checkpoints kept in --save-dir, newest first; older "
+          "Checkpoints kept in --save-dir, newest first; older "
           "ones are removed after each save.");
 ABSL_FLAG(std::string, resume, "",
-          "strata train: continue from the newest complete checkpoint in "
+          "Continue from the newest complete checkpoint in "
           "this directory (or this step directory), with the same flags: the "
           "losses are then bitwise those of the uninterrupted run.");
 ABSL_FLAG(std::string, safetensors, "",
-          "strata export: write the checkpoint's parameters to this "
+          "Write the checkpoint's parameters to this "
           ".safetensors file.");
 
 namespace strata {
