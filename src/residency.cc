@@ -277,7 +277,13 @@ void StoreCore::WriteBackMore(Tier tier, uint64_t bytes,
       DropCopy(*victim, tier, /*eviction=*/true);
       continue;
     }
-    WriteBackAsync(*victim, tier, [](const absl::Status&) {});
+    ++companions_in_flight_;  // Shutdown waits for them
+    WriteBackAsync(*victim, tier,
+                   [this](const absl::Status&)
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         --companions_in_flight_;
+                         Changed();
+                       });
   }
 }
 

@@ -92,8 +92,12 @@ void StoreCore::Shutdown() {
     closed_ = true;
     Changed();
     // Queued jobs end at their first step (the store is closed); started
-    // ones once their transfer in flight completes.
-    while (prefetch_jobs_ > 0 || !prefetch_queue_.empty()) changed_.Wait(&mu_);
+    // ones once their transfer in flight completes, as do write-backs
+    // started to make room together.
+    while (prefetch_jobs_ > 0 || !prefetch_queue_.empty() ||
+           companions_in_flight_ > 0) {
+      changed_.Wait(&mu_);
+    }
   }
   executor_->join();
 }

@@ -460,6 +460,8 @@ class StoreCore : public internal::LeaseReleaser,
   std::deque<JobPtr> prefetch_queue_ ABSL_GUARDED_BY(mu_);  // not started
   int prefetch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // started, not finished
   uint64_t prefetch_bytes_running_ ABSL_GUARDED_BY(mu_) = 0;  // their bytes
+  // WriteBackMore's write-backs not finished yet.
+  int companions_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // The automatic mode's window: one NVMe block (1 MiB without NVMe).
   uint64_t prefetch_window_bytes_ = 0;
   bool pumping_ ABSL_GUARDED_BY(mu_) = false;        // in PumpPrefetches
