@@ -13,10 +13,12 @@
 #include <system_error>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/exit_code.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
+#include "train/atomic_file.h"
 #include "train/checkpoint_reader.h"
 #include "train/safetensors.h"
 
@@ -116,14 +118,11 @@ absl::Status RunCheckpoints::CheckSaveDirIsOurs(const std::string& dir,
 // Creates the save directory (and its parents) now, so that a path that
 // cannot hold checkpoints is refused before the run, not at its first save.
 absl::Status RunCheckpoints::PrepareSaveDir(const std::string& dir) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "--save-dir=%s: cannot create the directory (%s); choose a writable "
-        "directory",
-        dir, error.message()));
+  if (absl::Status made = train::MakeDirectories(dir); !made.ok()) {
+    return absl::Status(made.code(),
+                        absl::StrCat("--save-dir: ", made.message()));
   }
+  std::error_code error;
   if (!std::filesystem::is_directory(dir, error) ||
       ::access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(

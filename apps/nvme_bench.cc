@@ -325,7 +325,7 @@ FioRates RunFio(const std::string& directory, uint64_t bytes,
   return r;
 }
 
-absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& c) {
+absl::StatusOr<NvmeMeasurement> MeasureStoreNvme(const NvmeBenchConfig& c) {
   STRATA_RETURN_IF_ERROR(CheckBenchDirectory(c.directory, c.size_bytes));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<HostArena> buffer,
                           HostArena::Create(c.size_bytes, false, nullptr));
@@ -337,9 +337,11 @@ absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& c) {
   m.nvme.engine = c.engine;
   m.bytes = c.size_bytes;
   m.samples = c.samples;
-  STRATA_ASSIGN_OR_RETURN(
-      const NvmeMeasurement measured,
-      MeasureNvmeTier(m, buffer->base(), buffer->size_bytes()));
+  return MeasureNvmeTier(m, buffer->base(), buffer->size_bytes());
+}
+
+absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& c) {
+  STRATA_ASSIGN_OR_RETURN(const NvmeMeasurement measured, MeasureStoreNvme(c));
   NvmeBenchResult r;
   r.read_gbps = measured.read_gbps;
   r.write_gbps = measured.write_gbps;

@@ -102,6 +102,10 @@ absl::StatusOr<NvmeMeasurement> MeasureNvmeTier(const NvmeMeasureConfig& config,
                                                 std::byte* buffer,
                                                 uint64_t buffer_bytes);
 
+// RunNvmeBench's own measurement, without fio: the store's NVMe path at
+// `config`'s directory, size, block size and queue depth. Same errors.
+absl::StatusOr<NvmeMeasurement> MeasureStoreNvme(const NvmeBenchConfig& config);
+
 // fio's sequential write and read bandwidth, nullopt (and `note` says why)
 // when fio is missing or failed.
 struct FioRates {

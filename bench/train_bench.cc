@@ -19,14 +19,12 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
-#include "apps/bench_pattern.h"
 #include "apps/nvme_bench.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
-#include "tiers/host/host_arena.h"
 #include "train/dataset.h"
 #include "train/gpt_setup.h"
 #include "train/metrics.h"
@@ -88,16 +86,8 @@ struct LinkRates {
 };
 
 LinkRates MeasureNvmeRates() {
-  constexpr uint64_t kBytes = 64 * kMiB;
-  NvmeMeasureConfig m;
-  m.nvme.directories = {absl::GetFlag(FLAGS_nvme_dir)};
-  m.bytes = kBytes;
-  absl::StatusOr<std::unique_ptr<HostArena>> buffer =
-      HostArena::Create(kBytes, false, nullptr);
-  if (!buffer.ok()) return {};
-  FillBenchPattern((*buffer)->base(), kBytes, 0);
-  absl::StatusOr<NvmeMeasurement> r =
-      MeasureNvmeTier(m, (*buffer)->base(), (*buffer)->size_bytes());
+  absl::StatusOr<NvmeMeasurement> r = MeasureStoreNvme(
+      {.directory = absl::GetFlag(FLAGS_nvme_dir), .size_bytes = 64 * kMiB});
   if (!r.ok()) {
     std::fprintf(stderr, "train_bench: NVMe bandwidth not measured: %s\n",
                  r.status().ToString().c_str());

@@ -167,9 +167,11 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
       return {.kind = Room::kReserved, .extent = *e};
     }
     // Write-backs in flight (WriteBackMore's) will leave room enough: wait
-    // for them rather than evict one more.
-    if (TrialAfterEvictions(tier).largest_free_bytes() >=
-        alloc(tier).RoundUp(bytes)) {
+    // for them rather than evict one more. (With none in flight the trial is
+    // the allocator that just failed: not copied.)
+    if (HasEvictingCopy(tier) &&
+        TrialAfterEvictions(tier).largest_free_bytes() >=
+            alloc(tier).RoundUp(bytes)) {
       return {.kind = Room::kWait};
     }
     if (TensorRecord* victim = PickVictim(tier, protect_within)) {
@@ -242,6 +244,16 @@ bool StoreCore::TransfersInFlight(Tier tier) const {
   for (const auto& [id, rec] : tensors_) {
     const TierCopy& c = rec->copy(tier);
     if (c.extent && c.busy()) return true;
+  }
+  return false;
+}
+
+bool StoreCore::HasEvictingCopy(Tier tier) const {
+  for (const auto& [id, rec] : tensors_) {
+    if (rec->copy(tier).state() == CopyState::kEvicting &&
+        !rec->is_home(tier)) {
+      return true;
+    }
   }
   return false;
 }

@@ -402,6 +402,7 @@ class StoreCore : public internal::LeaseReleaser,
   // so about to leave) freed.
   ExtentAllocator TrialAfterEvictions(Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasEvictingCopy(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // WriteBack around its transfer: Begin marks the copy evicting and the
   // target loading and returns the target; End, given the transfer's
   // status, frees the copy (or on error keeps it and abandons the target).
