@@ -33,6 +33,7 @@
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
+#include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/dataset.h"
 #include "train/host_pool.h"
@@ -54,6 +55,15 @@ ABSL_FLAG(int32_t, depth, 5,
           "layers: 784 -> width x depth -> 10).");
 ABSL_FLAG(int64_t, batch, 256,
           "Samples per step (gpt: sequences of --context tokens).");
+ABSL_FLAG(int32_t, accumulate, 1,
+          "Micro-batches of --batch samples per optimizer step (gradient "
+          "accumulation), run layer-major: each weight crosses the device "
+          "link once per step however many micro-batches there are.");
+ABSL_FLAG(std::string, checkpoint, "none",
+          "Activation checkpointing: none (keep every activation for "
+          "backward), block (keep each layer's input, recompute the rest in "
+          "backward; the same losses, bit for bit) or offload (block, and "
+          "the kept inputs move to the host tier after forward).");
 ABSL_FLAG(int32_t, epochs, 5, "Passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "Stop after this many steps in all (then evaluate); 0 = no limit "
@@ -90,6 +100,9 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
   m.width = absl::GetFlag(FLAGS_width);
   m.depth = absl::GetFlag(FLAGS_depth);
   m.batch = absl::GetFlag(FLAGS_batch);
+  m.accumulate = absl::GetFlag(FLAGS_accumulate);
+  STRATA_ASSIGN_OR_RETURN(m.checkpoint, train::ParseActivationCheckpointing(
+                                            absl::GetFlag(FLAGS_checkpoint)));
   m.seed = absl::GetFlag(FLAGS_seed);
   o.shuffle_seed = m.seed;
   o.epochs = absl::GetFlag(FLAGS_epochs);
@@ -198,6 +211,8 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
        {{"width", t.model.width},
         {"depth", t.model.depth},
         {"batch", t.model.batch},
+        {"accumulate", t.model.accumulate},
+        {"checkpoint", train::ActivationCheckpointingName(t.model.checkpoint)},
         {"epochs", t.epochs},
         {"max_steps", t.max_steps},
         {"lr", absl::GetFlag(FLAGS_lr)},
@@ -216,8 +231,26 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
   return report;
 }
 
+// What gradient accumulation and activation checkpointing did: the modes,
+// peak activation bytes, recompute time, bytes per parameter and step.
+nlohmann::json TrainingModesJson(const train::Mlp& model,
+                                 const train::TrainOptions& t,
+                                 const train::TrainResult& r) {
+  nlohmann::json j = {
+      {"accumulate", t.model.accumulate},
+      {"checkpoint", train::ActivationCheckpointingName(t.model.checkpoint)},
+      {"peak_activation_bytes", model.peak_activation_bytes()},
+      {"recompute_seconds", model.recompute_seconds()},
+  };
+  j.update(BytesPerParamStepJson(model.train_link_bytes(),
+                                 static_cast<int64_t>(r.losses.size()),
+                                 model.parameters()));
+  return j;
+}
+
 void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
-                const Stats& st) {
+                const Stats& st, const train::Mlp& model,
+                const train::TrainOptions& t) {
   absl::PrintF("\n%-22s %s\n", "result", "value");
   absl::PrintF("%-22s %.4f\n", "test accuracy", r.test_accuracy);
   absl::PrintF("%-22s %.4f\n", "final loss", r.final_loss);
@@ -233,6 +266,12 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
       "optimizer (Adam)", adam * 1e3, step > 0 ? 100 * adam / step : 0.0,
       train::VectorPathName(train::ChosenVectorPath()),
       train::HostPool::Shared().threads());
+  absl::PrintF(
+      "%-22s %s peak (--checkpoint=%s, %.2f s recomputing; "
+      "--accumulate=%d)\n",
+      "activations", FormatByteSize(model.peak_activation_bytes()),
+      train::ActivationCheckpointingName(t.model.checkpoint),
+      model.recompute_seconds(), t.model.accumulate);
 }
 
 // The plot of the run: loss per step, test loss per epoch, bytes per step.
@@ -401,10 +440,11 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   progress.Clear();
   if (!result.ok()) return Fail(result.status());
   const Stats st = store->GetStats();
-  PrintTable(f, *result, st);
+  PrintTable(f, *result, st, *model, t);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
+    report.update(TrainingModesJson(*model, t, *result));
     report.update(checkpoints->ReportJson());
     out << report.dump(2) << "\n";
     out.close();

@@ -2,6 +2,8 @@
 // train_report.h).
 #include "apps/train_report.h"
 
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "apps/stats_json.h"
 #include "base/byte_size.h"
@@ -9,6 +11,21 @@
 #include "train/metrics.h"
 
 namespace strata {
+
+nlohmann::json BytesPerParamStepJson(
+    const std::array<uint64_t, kNumLinks>& link_bytes, int64_t steps,
+    int64_t parameters) {
+  nlohmann::json j;
+  for (int i = 0; i < kNumLinks; ++i) {
+    const double per = steps > 0 && parameters > 0
+                           ? static_cast<double>(link_bytes[i]) /
+                                 (static_cast<double>(steps) * parameters)
+                           : 0.0;
+    j[std::string(LinkName(static_cast<Link>(i))) + "_bytes_per_param_step"] =
+        per;
+  }
+  return j;
+}
 
 nlohmann::json StoreReportJson(const Stats& st) {
   const auto& dev = st.tiers[int(Tier::kDevice)];

@@ -4,6 +4,8 @@
 #ifndef STRATA_APPS_TRAIN_REPORT_H_
 #define STRATA_APPS_TRAIN_REPORT_H_
 
+#include <array>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "strata/stats.h"
@@ -14,6 +16,13 @@ namespace strata {
 // prefetch hit rate and counts, acquires, stalls, lease-group retries, the
 // device, its memory mode, unified-memory counters and the I/O engine.
 nlohmann::json StoreReportJson(const Stats& st);
+
+// h2d_bytes_per_param_step, d2h_..., nvme_read_..., nvme_write_...: what
+// each link moved during `steps` training steps (Link order), per parameter
+// and step; 0 when there were no steps.
+nlohmann::json BytesPerParamStepJson(
+    const std::array<uint64_t, kNumLinks>& link_bytes, int64_t steps,
+    int64_t parameters);
 
 // The table rows for the same: peaks against budgets, bytes moved, prefetch
 // hit rate, stall time, unified-memory counters. `state_bytes` is the

@@ -119,7 +119,8 @@ TEST_F(ComputeGpuTest, LinearBackwardMatchesCpu) {
          want_dx = Poison(s.batch * s.in);
     ASSERT_TRUE(cpu_->LinearBackward(x.data(), w.data(), dy.data(),
                                      want_dw.data(), want_db.data(),
-                                     want_dx.data(), s.batch, s.in, s.out)
+                                     want_dx.data(), s.batch, s.in, s.out,
+                                     false)
                     .ok());
     DeviceArray<float> d_x(x), d_w(w), d_dy(dy);
     std::vector<float> dw[2], db[2], dx[2];
@@ -128,7 +129,7 @@ TEST_F(ComputeGpuTest, LinearBackwardMatchesCpu) {
           d_dx(Poison(s.batch * s.in));
       ASSERT_TRUE(gpu_->LinearBackward(d_x.get(), d_w.get(), d_dy.get(),
                                        d_dw.get(), d_db.get(), d_dx.get(),
-                                       s.batch, s.in, s.out)
+                                       s.batch, s.in, s.out, false)
                       .ok());
       dw[r] = d_dw.ToHost();
       db[r] = d_db.ToHost();
@@ -159,7 +160,8 @@ TEST_F(ComputeGpuTest, LinearBackwardWithoutDx) {
   DeviceArray<float> d_x(x), d_w(w), d_dy(dy), d_dw(Poison(s.out * s.in)),
       d_db(Poison(s.out));
   ASSERT_TRUE(gpu_->LinearBackward(d_x.get(), d_w.get(), d_dy.get(), d_dw.get(),
-                                   d_db.get(), nullptr, s.batch, s.in, s.out)
+                                   d_db.get(), nullptr, s.batch, s.in, s.out,
+                                   false)
                   .ok());
   for (float v : d_dw.ToHost()) EXPECT_FALSE(std::isnan(v));
 }

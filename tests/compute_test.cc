@@ -94,7 +94,8 @@ TEST_F(CpuComputeTest, LinearBackwardMatchesNaive) {
     std::vector<float> dx(s.batch * s.in, std::nanf(""));
     ASSERT_TRUE(compute_
                     ->LinearBackward(x.data(), w.data(), dy.data(), dw.data(),
-                                     db.data(), dx.data(), s.batch, s.in, s.out)
+                                     db.data(), dx.data(), s.batch, s.in, s.out,
+                                     false)
                     .ok());
     std::vector<double> want_dw(dw.size()), want_dx(dx.size());
     std::vector<float> want_db(s.out, 0.0f);  // float, rows in order: exact
@@ -123,11 +124,13 @@ TEST_F(CpuComputeTest, LinearBackwardWithoutDxLeavesNothingElse) {
   std::vector<float> dw2(s.out * s.in), db2(s.out);
   ASSERT_TRUE(compute_
                   ->LinearBackward(x.data(), w.data(), dy.data(), dw1.data(),
-                                   db1.data(), dx.data(), s.batch, s.in, s.out)
+                                   db1.data(), dx.data(), s.batch, s.in, s.out,
+                                   false)
                   .ok());
   ASSERT_TRUE(compute_
                   ->LinearBackward(x.data(), w.data(), dy.data(), dw2.data(),
-                                   db2.data(), nullptr, s.batch, s.in, s.out)
+                                   db2.data(), nullptr, s.batch, s.in, s.out,
+                                   false)
                   .ok());
   EXPECT_TRUE(SameBits(dw1, dw2));
   EXPECT_TRUE(SameBits(db1, db2));
@@ -137,8 +140,9 @@ TEST_F(CpuComputeTest, NegativeDimensionIsInvalidArgument) {
   float f = 0;
   EXPECT_EQ(compute_->LinearForward(&f, &f, &f, &f, -1, 1, 1).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(compute_->LinearBackward(&f, &f, &f, &f, &f, &f, 1, -2, 1).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      compute_->LinearBackward(&f, &f, &f, &f, &f, &f, 1, -2, 1, false).code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 // Mean softmax cross-entropy of (x w^T + b) against labels, as the gradient
@@ -190,7 +194,8 @@ TEST_F(CpuComputeTest, LinearBackwardPassesGradientCheck) {
   std::vector<float> dw(w.size()), db(b.size()), dx(x.size());
   ASSERT_TRUE(compute_
                   ->LinearBackward(x.data(), w.data(), dy.data(), dw.data(),
-                                   db.data(), dx.data(), s.batch, s.in, s.out)
+                                   db.data(), dx.data(), s.batch, s.in, s.out,
+                                   false)
                   .ok());
   // Float losses and a 1e-2 step: expect agreement to ~1e-4 absolute.
   constexpr double kTol = 5e-4;

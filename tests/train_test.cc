@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "strata/store.h"
 #include "tests/test_util.h"
+#include "tests/train_test_util.h"
 #include "train/compute.h"
 #include "train/dataset.h"
 #include "train/model.h"
@@ -16,122 +17,16 @@
 namespace strata::train {
 namespace {
 
+using ::strata::testing::Budgets;
+using ::strata::testing::LinkBytes;
+using ::strata::testing::Offloaded;
+using ::strata::testing::Resident;
+using ::strata::testing::RunResult;
+using ::strata::testing::SmallJob;
 using ::strata::testing::SmallStoreOptions;
+using ::strata::testing::SyntheticData;
 using ::strata::testing::TempDir;
-
-constexpr int kFeatures = 32;
-constexpr int kClasses = 4;
-
-// A learnable synthetic set: Gaussian-ish inputs labelled by a fixed random
-// linear teacher, so a small MLP can fit it and its loss must fall.
-Dataset SyntheticData(int64_t count, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = 4;
-  d.cols = kFeatures / 4;
-  d.classes = kClasses;
-  uint64_t s = 99;    // the teacher is the same for every split
-  auto next = [&s] {  // xorshift64*, uniform in [-1, 1)
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    return ((s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1.0p-52 - 1.0;
-  };
-  std::vector<double> teacher(kFeatures * kClasses);
-  for (double& t : teacher) t = next();
-  s = seed;
-  for (int64_t i = 0; i < count; ++i) {
-    double best = -1e30;
-    int label = 0;
-    std::vector<float> x(kFeatures);
-    for (float& v : x) v = static_cast<float>(next() + next());
-    for (int c = 0; c < kClasses; ++c) {
-      double score = 0;
-      for (int f = 0; f < kFeatures; ++f)
-        score += teacher[c * kFeatures + f] * x[f];
-      if (score > best) best = score, label = c;
-    }
-    d.images.insert(d.images.end(), x.begin(), x.end());
-    d.labels.push_back(label);
-  }
-  return d;
-}
-
-TrainOptions SmallJob() {
-  TrainOptions o;
-  o.model.inputs = kFeatures;
-  o.model.classes = kClasses;
-  o.model.width = 64;
-  o.model.depth = 3;
-  o.model.batch = 16;
-  o.model.seed = 7;
-  o.epochs = 2;
-  o.shuffle_seed = 7;
-  return o;
-}
-
-struct Budgets {
-  uint64_t device = 0, host = 0, nvme = 0;
-  Tier home = Tier::kNvme;
-  Tier optimizer = Tier::kHost;
-  bool prefetch = true;
-  EvictionPolicy eviction = EvictionPolicy::kBelady;
-  DeviceMemory memory = DeviceMemory::kExplicitCopies;
-  bool unified_hints = true;
-};
-
-// Resident: everything homed on a device big enough for all of it.
-Budgets Resident() {
-  return {.device = 8 * kMiB,
-          .host = 2 * kMiB,
-          .nvme = 0,
-          .home = Tier::kDevice,
-          .optimizer = Tier::kDevice};
-}
-// Offloaded: the device holds one layer's working set, the host one
-// optimizer update, the rest is on NVMe.
-Budgets Offloaded() {
-  return {.device = 80 * 1024, .host = 96 * 1024, .nvme = 8 * kMiB};
-}
-
-struct RunResult {
-  TrainResult result;
-  Stats stats;
-  std::vector<std::vector<float>> weights;  // every layer's, after training
-};
-
-RunResult TrainWith(const Budgets& b, TrainOptions job, const Dataset& train,
-                    const Dataset& test) {
-  TempDir dir;
-  StoreOptions so = SmallStoreOptions(dir.path(), b.device, b.host, b.nvme);
-  if (b.nvme == 0) {
-    so.nvme.directories.clear();
-    so.nvme.budget_bytes = 0;
-  }
-  so.scheduler.prefetch = b.prefetch;
-  so.scheduler.eviction = b.eviction;
-  so.device.memory = b.memory;
-  so.device.unified_hints = b.unified_hints;
-  job.model.home = b.home;
-  job.model.optimizer_tier = b.optimizer;
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
-  EXPECT_TRUE(store.ok()) << store.status();
-  if (!store.ok()) return {};
-  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
-  absl::StatusOr<std::unique_ptr<Mlp>> model =
-      Mlp::Create(store->get(), compute.get(), job.model);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  absl::StatusOr<TrainResult> result = Train(**model, train, test, job);
-  EXPECT_TRUE(result.ok()) << result.status();
-  if (!result.ok()) return {};
-  RunResult run{.result = *result, .stats = (*store)->GetStats()};
-  for (int l = 0; l < (*model)->layers(); ++l) {
-    run.weights.emplace_back();
-    EXPECT_TRUE((*model)->ReadWeights(l, &run.weights.back()).ok());
-  }
-  return run;
-}
-
-uint64_t LinkBytes(const Stats& s, Link l) { return s.links[int(l)].bytes; }
+using ::strata::testing::TrainWith;
 
 class TrainTest : public ::testing::Test {
  protected:

@@ -90,10 +90,12 @@ class Compute {
   // Gradients of LinearForward given dy[batch x out]:
   //   dw[out x in] = dy^T * x,  db[out] = column sums of dy (rows in order),
   //   dx[batch x in] = dy * w   (skipped when dx is null: the first layer).
+  // With `accumulate`, dw and db gain these instead (dw += dy^T * x,
+  // db += the column sums): gradient accumulation over micro-batches.
   virtual absl::Status LinearBackward(const float* x, const float* w,
                                       const float* dy, float* dw, float* db,
                                       float* dx, int64_t batch, int64_t in,
-                                      int64_t out) = 0;
+                                      int64_t out, bool accumulate) = 0;
 
   // a[i] = act(z[i]) for n elements. a may equal z.
   virtual absl::Status ActivationForward(Activation act, const float* z,

@@ -111,15 +111,17 @@ class CpuCompute final : public Compute {
 
   absl::Status LinearBackward(const float* x, const float* w, const float* dy,
                               float* dw, float* db, float* dx, int64_t batch,
-                              int64_t in, int64_t out) override {
+                              int64_t in, int64_t out,
+                              bool accumulate) override {
     STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
-    ColumnSums(dy, db, batch, out);
-    // dw[out x in] = dy^T x.
-    BlasGemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in);
+    ColumnSums(dy, db, batch, out, accumulate);
+    // dw[out x in] = dy^T x (+ dw).
+    BlasGemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in,
+             accumulate);
     // dx[batch x in] = dy w.
     if (dx != nullptr) {
       BlasGemm(CblasNoTrans, CblasNoTrans, batch, in, out, dy, out, w, in, dx,
-               in);
+               in, /*accumulate=*/false);
     }
     return absl::OkStatus();
   }
@@ -269,28 +271,42 @@ class CpuCompute final : public Compute {
 
  private:
   // db[j] = sum over rows i, in order, of dy[i][j], in float.
-  static void ColumnSums(const float* dy, float* db, int64_t batch,
-                         int64_t out) {
-    std::fill(db, db + out, 0.0f);
+  // db[j] = dy[0][j] + dy[1][j] + ... in row order; with `accumulate`,
+  // db[j] += that sum (formed first, as the CUDA kernel does).
+  static void ColumnSums(const float* dy, float* db, int64_t batch, int64_t out,
+                         bool accumulate) {
+    std::vector<float> partial;
+    float* sums = db;
+    if (accumulate) {
+      partial.resize(out);
+      sums = partial.data();
+    }
+    std::fill(sums, sums + out, 0.0f);
     for (int64_t i = 0; i < batch; ++i) {
       const float* row = dy + i * out;
-      for (int64_t j = 0; j < out; ++j) db[j] += row[j];
+      for (int64_t j = 0; j < out; ++j) sums[j] += row[j];
+    }
+    if (accumulate) {
+      for (int64_t j = 0; j < out; ++j) db[j] += sums[j];
     }
   }
 
-  // c[m x n] = op(a) op(b) with beta 0, row-major; an empty inner dimension
-  // gives zeros (BLAS would not touch c for k == 0 on every implementation).
+  // c[m x n] = op(a) op(b) (+ c with `accumulate`: BLAS's beta 1),
+  // row-major; an empty inner dimension leaves c's sum of nothing (BLAS
+  // would not touch c for k == 0 on every implementation).
   static void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
                        int64_t n, int64_t k, const float* a, int64_t lda,
-                       const float* b, int64_t ldb, float* c, int64_t ldc) {
+                       const float* b, int64_t ldb, float* c, int64_t ldc,
+                       bool accumulate) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
-      std::fill(c, c + m * n, 0.0f);
+      if (!accumulate) std::fill(c, c + m * n, 0.0f);
       return;
     }
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b,
-                static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+                static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c,
+                static_cast<int>(ldc));
   }
 
   static absl::Status CheckCount(const char* op, int64_t n) {

@@ -95,16 +95,17 @@ absl::Status CudaCompute::LinearForward(const float* x, const float* w,
 absl::Status CudaCompute::LinearBackward(const float* x, const float* w,
                                          const float* dy, float* dw, float* db,
                                          float* dx, int64_t batch, int64_t in,
-                                         int64_t out) {
+                                         int64_t out, bool accumulate) {
   STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
   STRATA_RETURN_IF_ERROR(SetDevice());
   if (out > 0) {
-    STRATA_RETURN_IF_ERROR(kernels::ColumnSums(dy, db, batch, out, stream_));
+    STRATA_RETURN_IF_ERROR(
+        kernels::ColumnSums(dy, db, batch, out, accumulate, stream_));
   }
-  // dw^T[in x out] = x^T[in x batch] dy[batch x out].
-  STRATA_RETURN_IF_ERROR(ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out,
-                                         batch, x, in, dy, out, /*beta=*/0.0f,
-                                         dw, in));
+  // dw^T[in x out] = x^T[in x batch] dy[batch x out] (+ dw^T: beta 1).
+  STRATA_RETURN_IF_ERROR(
+      ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out,
+                      /*beta=*/accumulate ? 1.0f : 0.0f, dw, in));
   if (dx == nullptr) return absl::OkStatus();
   // dx^T[in x batch] = w^T[in x out] dy^T[out x batch].
   return ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, w, in, dy,

@@ -59,7 +59,8 @@ class CudaCompute final : public Compute {
                              int64_t out) override;
   absl::Status LinearBackward(const float* x, const float* w, const float* dy,
                               float* dw, float* db, float* dx, int64_t batch,
-                              int64_t in, int64_t out) override;
+                              int64_t in, int64_t out,
+                              bool accumulate) override;
   absl::Status ActivationForward(Activation act, const float* z, float* a,
                                  int64_t n) override;
   absl::Status ActivationBackward(Activation act, const float* z,

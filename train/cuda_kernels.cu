@@ -49,11 +49,11 @@ __global__ void BroadcastRowsKernel(const float* bias, float* y, int64_t rows,
 // db[j] = dy[0][j] + dy[1][j] + ... in row order, as on the CPU. Adjacent
 // threads read adjacent columns, so each row is read coalesced.
 __global__ void ColumnSumsKernel(const float* dy, float* db, int64_t rows,
-                                 int64_t cols) {
+                                 int64_t cols, bool accumulate) {
   for (int64_t j = GridIndex(); j < cols; j += GridStride()) {
     float sum = 0.0f;
     for (int64_t i = 0; i < rows; ++i) sum = __fadd_rn(sum, dy[i * cols + j]);
-    db[j] = sum;
+    db[j] = accumulate ? __fadd_rn(db[j], sum) : sum;
   }
 }
 
@@ -215,9 +215,9 @@ absl::Status BroadcastRows(const float* bias, float* y, int64_t rows,
 }
 
 absl::Status ColumnSums(const float* dy, float* db, int64_t rows, int64_t cols,
-                        cudaStream_t stream) {
-  ColumnSumsKernel<<<Blocks(cols), kBlockThreads, 0, stream>>>(dy, db, rows,
-                                                               cols);
+                        bool accumulate, cudaStream_t stream) {
+  ColumnSumsKernel<<<Blocks(cols), kBlockThreads, 0, stream>>>(
+      dy, db, rows, cols, accumulate);
   return CudaLaunchStatus("ColumnSumsKernel");
 }
 

@@ -45,9 +45,10 @@ struct BatchResult {
 absl::Status BroadcastRows(const float* bias, float* y, int64_t rows,
                            int64_t cols, cudaStream_t stream);
 
-// db[j] = dy[0][j] + dy[1][j] + ... in row order, as on the CPU.
+// db[j] = dy[0][j] + dy[1][j] + ... in row order, as on the CPU; with
+// `accumulate`, db[j] += that sum.
 absl::Status ColumnSums(const float* dy, float* db, int64_t rows, int64_t cols,
-                        cudaStream_t stream);
+                        bool accumulate, cudaStream_t stream);
 
 // a = act(z) and dz = da * act'(z) on n > 0 elements. InvalidArgument for an
 // unknown activation.

@@ -37,6 +37,18 @@ absl::Status CheckConfig(const ModelConfig& c) {
         absl::StrFormat("classes=%d: need at least 2", c.classes));
   }
   if (c.batch < 1) return bad("--batch", c.batch);
+  if (c.accumulate < 1 || c.accumulate > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--accumulate=%d: micro-batches per step must be 1..4096",
+        c.accumulate));
+  }
+  if (c.checkpoint == ActivationCheckpointing::kOffload &&
+      c.home == Tier::kDevice) {
+    return absl::InvalidArgumentError(
+        "--checkpoint=offload moves kept activations to the host tier, which "
+        "a resident run does not use: use --checkpoint=block with "
+        "--resident");
+  }
   constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
   if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
       c.batch > kMaxElements / std::max(c.width, c.inputs) ||
@@ -69,6 +81,8 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   STRATA_RETURN_IF_ERROR(CheckConfig(c));
   ModelFootprint f;
   const uint64_t batch = c.batch;
+  const uint64_t micro = c.accumulate;
+  const bool keep_z = c.checkpoint == ActivationCheckpointing::kNone;
   const uint64_t g = kDeviceGranule;
   // The two activation-gradient tensors hold batch x max(width, classes).
   const uint64_t dact = RoundUp(batch * std::max(c.width, c.classes) * kF, g);
@@ -80,18 +94,23 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
     f.parameter_bytes += w + b;
     f.gradient_bytes += w + b;
     f.optimizer_bytes += 2 * (w + b);
-    f.activation_bytes += batch * out * kF * (hidden ? 2 : 1);
+    // Per micro-batch: the activation, and the pre-activation unless it is
+    // recomputed (then one buffer for all); the logits of the last layer.
+    const uint64_t y = batch * out * kF;
+    f.activation_bytes +=
+        hidden ? micro * y + (keep_z ? micro : 1) * y : micro * y;
     f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
-    // The leases of Forward and Backward (model.cc) for this layer.
+    // The leases of ForwardLayer, ActivationBackward and LinearBackward
+    // (model.cc) for this layer.
     const uint64_t x_b = RoundUp(batch * in * kF, g);
-    const uint64_t y_b = RoundUp(batch * out * kF, g);
+    const uint64_t y_b = RoundUp(y, g);
+    const uint64_t params = RoundUp(w, g) + RoundUp(b, g);
     const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
     const uint64_t dx = l > 0 ? dact : 0;
-    const uint64_t forward =
-        x_b + RoundUp(w, g) + RoundUp(b, g) + (hidden ? 2 : 1) * y_b;
-    const uint64_t backward =
-        x_b + 2 * RoundUp(w, g) + 2 * RoundUp(b, g) + dy + dx;
-    const uint64_t activation_backward = l > 0 ? x_b + dact : 0;
+    const uint64_t forward = x_b + params + (hidden && keep_z ? 2 : 1) * y_b;
+    const uint64_t backward = x_b + 2 * params + dy + dx;
+    const uint64_t activation_backward =
+        hidden ? (keep_z ? 0 : x_b + params) + y_b + dact : 0;
     f.device_working_set_bytes = std::max(
         {f.device_working_set_bytes, forward, backward, activation_backward});
     const uint64_t granule =
@@ -101,8 +120,9 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   }
   // The input batch, labels, logits' gradient and two activation gradients.
   const uint64_t widest = std::max(c.width, c.classes);
-  f.activation_bytes += batch * c.inputs * kF + batch * sizeof(int32_t) +
-                        batch * c.classes * kF + 2 * batch * widest * kF;
+  f.activation_bytes +=
+      micro * (batch * c.inputs * kF + batch * sizeof(int32_t) +
+               batch * c.classes * kF + 2 * batch * widest * kF);
   const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, g) +
                         RoundUp(batch * sizeof(int32_t), g);
   f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);

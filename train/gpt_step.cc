@@ -242,13 +242,13 @@ absl::Status Gpt::BlockBackward(const Block& b) {
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
         g.data(gelu), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
-        g.data(dfc), N, 4 * C, C));
+        g.data(dfc), N, 4 * C, C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(
         compute_->ActivationBackward(Activation::kGeluTanh, g.data(fc),
                                      g.data(dfc), g.data(dfc), N * 4 * C));
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
         g.data(ln), g.data(fw), g.data(dfc), g.data(dfw), g.data(dfb),
-        g.data(dln), N, C, 4 * C));
+        g.data(dln), N, C, 4 * C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.gelu, b.fc, b.ln2, s_.dfc}) {
       STRATA_RETURN_IF_ERROR(store_->Discard(id));
@@ -266,7 +266,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
         g.data(att), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
-        g.data(datt), N, C, C));
+        g.data(datt), N, C, C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(compute_->AttentionBackward(
         g.data(qkv), g.data(att), g.data(datt), g.data(lse), g.data(dqkv),
         N / config_.context, config_.context, C, config_.heads));
@@ -283,7 +283,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
         g.data(ln), g.data(qw), g.data(dqkv), g.data(dqw), g.data(dqb),
-        g.data(dln), N, C, 3 * C));
+        g.data(dln), N, C, 3 * C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.ln1, s_.dqkv}) {
       STRATA_RETURN_IF_ERROR(store_->Discard(id));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/splitmix64.h"
 #include "strata/status.h"
@@ -70,10 +71,21 @@ absl::StatusOr<TensorId> Mlp::CreateTensor(std::string name, TensorKind kind,
   return id;
 }
 
+namespace {
+
+// "layer0.activation", with ".mb<k>" when a step has several micro-batches.
+std::string MicroName(std::string base, int k, int micro_batches) {
+  if (micro_batches > 1) absl::StrAppend(&base, ".mb", k);
+  return base;
+}
+
+}  // namespace
+
 absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
                                             bool hidden) {
   const DType f32 = DType::kFloat32;
   const int64_t batch = config_.batch;
+  const int micro = config_.accumulate;
   Layer L;
   L.in = in;
   L.out = out;
@@ -81,7 +93,7 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
   const std::string p = absl::StrFormat("layer%d.", l);
   const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
   using K = TensorKind;
-  auto make = [&](const char* name, K kind, std::vector<int64_t> shape) {
+  auto make = [&](const std::string& name, K kind, std::vector<int64_t> shape) {
     return CreateTensor(p + name, kind, f32, std::move(shape));
   };
   STRATA_ASSIGN_OR_RETURN(L.w, make("weight", K::kParameter, wshape));
@@ -96,13 +108,47 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
                           make("bias.adam_m", K::kOptimizerState, bshape));
   STRATA_ASSIGN_OR_RETURN(L.vb,
                           make("bias.adam_v", K::kOptimizerState, bshape));
-  STRATA_ASSIGN_OR_RETURN(L.z, make(L.hidden ? "pre_activation" : "logits",
-                                    K::kActivation, {batch, L.out}));
-  if (L.hidden) {
-    STRATA_ASSIGN_OR_RETURN(L.a,
-                            make("activation", K::kActivation, {batch, L.out}));
+  // Under checkpointing a hidden layer's pre-activation lives only while
+  // backward recomputes and uses it, one micro-batch at a time.
+  const int zs = L.hidden && !KeepsPreActivation() ? 1 : micro;
+  for (int k = 0; k < zs; ++k) {
+    STRATA_ASSIGN_OR_RETURN(
+        TensorId z,
+        make(MicroName(L.hidden ? "pre_activation" : "logits", k, zs),
+             K::kActivation, {batch, L.out}));
+    L.z.push_back(z);
+  }
+  for (int k = 0; L.hidden && k < micro; ++k) {
+    STRATA_ASSIGN_OR_RETURN(TensorId a, make(MicroName("activation", k, micro),
+                                             K::kActivation, {batch, L.out}));
+    L.a.push_back(a);
   }
   return L;
+}
+
+absl::StatusOr<Mlp::MicroBatch> Mlp::CreateMicroBatch(int k) {
+  const DType f32 = DType::kFloat32;
+  const int64_t batch = config_.batch;
+  const int64_t widest = std::max(config_.width, config_.classes);
+  const int micro = config_.accumulate;
+  auto name = [&](const std::string& base) {
+    return MicroName(base, k, micro);
+  };
+  using K = TensorKind;
+  MicroBatch m;
+  STRATA_ASSIGN_OR_RETURN(m.input, CreateTensor(name("input"), K::kActivation,
+                                                f32, {batch, config_.inputs}));
+  STRATA_ASSIGN_OR_RETURN(m.labels, CreateTensor(name("labels"), K::kActivation,
+                                                 DType::kInt32, {batch}));
+  STRATA_ASSIGN_OR_RETURN(m.dlogits,
+                          CreateTensor(name("logits.grad"), K::kActivation, f32,
+                                       {batch, config_.classes}));
+  for (int i = 0; i < 2; ++i) {
+    STRATA_ASSIGN_OR_RETURN(
+        m.dact[i], CreateTensor(name(absl::StrFormat("activation.grad%d", i)),
+                                K::kActivation, f32, {batch, widest}));
+  }
+  return m;
 }
 
 absl::Status Mlp::CreateTensors() {
@@ -111,23 +157,11 @@ absl::Status Mlp::CreateTensors() {
     const auto [in, out] = shapes[l];
     STRATA_ASSIGN_OR_RETURN(Layer L,
                             CreateLayer(l, in, out, l + 1 < shapes.size()));
-    layers_.push_back(L);
+    layers_.push_back(std::move(L));
   }
-  const DType f32 = DType::kFloat32;
-  const int64_t batch = config_.batch;
-  const int64_t widest = std::max(config_.width, config_.classes);
-  using K = TensorKind;
-  STRATA_ASSIGN_OR_RETURN(input_, CreateTensor("input", K::kActivation, f32,
-                                               {batch, config_.inputs}));
-  STRATA_ASSIGN_OR_RETURN(
-      labels_, CreateTensor("labels", K::kActivation, DType::kInt32, {batch}));
-  STRATA_ASSIGN_OR_RETURN(dlogits_,
-                          CreateTensor("logits.grad", K::kActivation, f32,
-                                       {batch, config_.classes}));
-  for (int i = 0; i < 2; ++i) {
-    STRATA_ASSIGN_OR_RETURN(
-        dact_[i], CreateTensor(absl::StrFormat("activation.grad%d", i),
-                               K::kActivation, f32, {batch, widest}));
+  for (int k = 0; k < config_.accumulate; ++k) {
+    STRATA_ASSIGN_OR_RETURN(MicroBatch m, CreateMicroBatch(k));
+    micro_.push_back(m);
   }
   return absl::OkStatus();
 }
@@ -155,92 +189,193 @@ absl::Status Mlp::InitWeights() {
 }
 
 absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
-                              int64_t rows) {
-  if (rows < 1 || rows > config_.batch) {
+                              int64_t rows, int max_micro_batches) {
+  const int64_t batch = config_.batch;
+  if (rows < 1 || rows > batch * max_micro_batches) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "batch of %d rows: must be 1..%d", rows, config_.batch));
+        "batch of %d rows: must be 1..%d", rows, batch * max_micro_batches));
   }
-  STRATA_RETURN_IF_ERROR(
-      store_->Write(input_, images, rows * config_.inputs * kF));
-  return store_->Write(labels_, labels, rows * sizeof(int32_t));
-}
-
-absl::Status Mlp::Forward(int64_t rows) {
-  TensorId x_id = input_;
-  for (const Layer& L : layers_) {
-    LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
-    const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
-              b = g.Add(L.b, Access::kRead), z = g.Add(L.z, Access::kOverwrite);
-    const int a = L.hidden ? g.Add(L.a, Access::kOverwrite) : -1;
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-        g.data(x), g.data(w), g.data(b), g.data(z), rows, L.in, L.out));
-    if (L.hidden) {
-      STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
-          config_.activation, g.data(z), g.data(a), rows * L.out));
-      x_id = L.a;
-    }
-    STRATA_RETURN_IF_ERROR(g.Release());
+  used_ = static_cast<int>((rows + batch - 1) / batch);
+  for (int k = 0; k < used_; ++k) {
+    MicroBatch& m = micro_[k];
+    m.first = k * batch;
+    m.rows = std::min(batch, rows - m.first);
+    STRATA_RETURN_IF_ERROR(store_->Write(m.input,
+                                         images + m.first * config_.inputs,
+                                         m.rows * config_.inputs * kF));
+    Produced(m.input, m.rows * config_.inputs * kF);
+    STRATA_RETURN_IF_ERROR(
+        store_->Write(m.labels, labels + m.first, m.rows * sizeof(int32_t)));
+    Produced(m.labels, m.rows * sizeof(int32_t));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<LossResult> Mlp::Loss(int64_t rows, bool with_gradient) {
-  LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
-  const int logits = g.Add(layers_.back().z, Access::kRead);
-  const int labels = g.Add(labels_, Access::kRead);
-  const int dlogits = with_gradient ? g.Add(dlogits_, Access::kOverwrite) : -1;
-  STRATA_RETURN_IF_ERROR(g.Acquire());
-  absl::StatusOr<LossResult> result = compute_->SoftmaxCrossEntropy(
-      g.data(logits), reinterpret_cast<const int32_t*>(g.data(labels)),
-      with_gradient ? g.data(dlogits) : nullptr, rows, config_.classes);
-  STRATA_RETURN_IF_ERROR(g.Release());
-  return result;
+absl::Status Mlp::Forward() {
+  for (int l = 0; l < layers(); ++l) {
+    for (int k = 0; k < used_; ++k) STRATA_RETURN_IF_ERROR(ForwardLayer(l, k));
+  }
+  return absl::OkStatus();
 }
 
-absl::Status Mlp::Backward(int64_t rows, const AdamParams& adam) {
-  TensorId dy_id = dlogits_;
+absl::Status Mlp::ForwardLayer(int l, int k) {
+  const Layer& L = layers_[l];
+  const int64_t rows = micro_[k].rows;
+  // Under checkpointing the pre-activation is not kept: the Linear writes
+  // into the activation and the activation is applied in place (the same
+  // operations on the same values as through z).
+  const bool keep_z = !L.hidden || KeepsPreActivation();
+  const TensorId x_id = LayerInput(l, k);
+  LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
+  const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
+            b = g.Add(L.b, Access::kRead);
+  const int z = keep_z ? g.Add(L.z[k], Access::kOverwrite) : -1;
+  const int a = L.hidden ? g.Add(L.a[k], Access::kOverwrite) : -1;
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  float* const out = g.data(keep_z ? z : a);
+  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+      g.data(x), g.data(w), g.data(b), out, rows, L.in, L.out));
+  if (L.hidden) {
+    STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
+        config_.activation, out, g.data(a), rows * L.out));
+  }
+  STRATA_RETURN_IF_ERROR(g.Release());
+  if (keep_z) Produced(L.z[k], rows * L.out * kF);
+  if (L.hidden) Produced(L.a[k], rows * L.out * kF);
+  // Offload: this layer was the kept input's last reader in forward; send it
+  // to the host tier now rather than when device room runs out.
+  if (config_.checkpoint == ActivationCheckpointing::kOffload) {
+    return store_->Evict(x_id, Tier::kHost);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
+  LossResult sum;
+  for (int k = 0; k < used_; ++k) {
+    const MicroBatch& m = micro_[k];
+    const TensorId logits_id = layers_.back().z[k];
+    LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
+    const int logits = g.Add(logits_id, Access::kRead);
+    const int labels = g.Add(m.labels, Access::kRead);
+    const int dlogits =
+        with_gradient ? g.Add(m.dlogits, Access::kOverwrite) : -1;
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    float* const d = with_gradient ? g.data(dlogits) : nullptr;
+    STRATA_ASSIGN_OR_RETURN(
+        LossResult r,
+        compute_->SoftmaxCrossEntropy(
+            g.data(logits), reinterpret_cast<const int32_t*>(g.data(labels)), d,
+            m.rows, config_.classes));
+    // The gradient of the mean over the whole step's rows, not this
+    // micro-batch's (an exact power of two for equal micro-batches of a
+    // power-of-two count).
+    if (d != nullptr && m.rows != total_rows) {
+      STRATA_RETURN_IF_ERROR(compute_->Scale(
+          d, static_cast<float>(static_cast<double>(m.rows) / total_rows),
+          m.rows * config_.classes));
+    }
+    STRATA_RETURN_IF_ERROR(g.Release());
+    if (with_gradient) Produced(m.dlogits, m.rows * config_.classes * kF);
+    STRATA_RETURN_IF_ERROR(Drop(logits_id));
+    STRATA_RETURN_IF_ERROR(Drop(m.labels));
+    sum.loss_sum += r.loss_sum;
+    sum.correct += r.correct;
+  }
+  return sum;
+}
+
+absl::Status Mlp::Backward(const AdamParams& adam) {
   for (int l = layers() - 1; l >= 0; --l) {
     const Layer& L = layers_[l];
-    const TensorId x_id = l > 0 ? layers_[l - 1].a : input_;
-    const TensorId dx_id = dact_[l % 2];  // never dy_id: that is dact_[!(l%2)]
-    {
-      LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
-      const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
-                dy = g.Add(dy_id, Access::kRead),
-                gw = g.Add(L.gw, Access::kOverwrite),
-                gb = g.Add(L.gb, Access::kOverwrite);
-      const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
-      STRATA_RETURN_IF_ERROR(g.Acquire());
-      STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-          g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb),
-          l > 0 ? g.data(dx) : nullptr, rows, L.in, L.out));
-      STRATA_RETURN_IF_ERROR(g.Release());
+    // Micro-batch k's gradient at this layer's output: the loss's for the
+    // last layer, else what the layer above wrote.
+    auto dy = [&](int k) {
+      return l + 1 == layers() ? micro_[k].dlogits
+                               : micro_[k].dact[(l + 1) % 2];
+    };
+    for (int k = 0; k < used_; ++k) {
+      if (L.hidden) STRATA_RETURN_IF_ERROR(ActivationBackward(l, k, dy(k)));
+      STRATA_RETURN_IF_ERROR(LinearBackward(l, k, dy(k), k > 0));
     }
-    STRATA_RETURN_IF_ERROR(store_->Discard(dy_id));
     // The layer's gradients are complete: update it now, so that its
     // optimizer-state traffic (NVMe -> host loads, write-backs) overlaps the
     // backward pass of the layers below, as in ZeRO-Offload. Nothing below
     // reads this layer's weights, so the math is that of a separate step.
     STRATA_RETURN_IF_ERROR(AdamOn(adam, L.w, L.mw, L.vw, L.gw));
     STRATA_RETURN_IF_ERROR(AdamOn(adam, L.b, L.mb, L.vb, L.gb));
-    if (l == 0) return store_->Discard(input_);
-    // dx is the gradient of the previous layer's activation; through the
-    // activation it becomes that layer's dy.
-    const Layer& prev = layers_[l - 1];
-    LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
-    const int z = g.Add(prev.z, Access::kRead);
-    const int dx = g.Add(dx_id, Access::kWrite);
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(
-        compute_->ActivationBackward(config_.activation, g.data(z), g.data(dx),
-                                     g.data(dx), rows * prev.out));
-    STRATA_RETURN_IF_ERROR(g.Release());
-    STRATA_RETURN_IF_ERROR(store_->Discard(prev.z));
-    STRATA_RETURN_IF_ERROR(store_->Discard(x_id));
-    dy_id = dx_id;
   }
   return absl::OkStatus();
+}
+
+absl::Status Mlp::ActivationBackward(int l, int k, TensorId dy_id) {
+  const Layer& L = layers_[l];
+  const int64_t rows = micro_[k].rows;
+  const TensorId z_id = Z(L, k);
+  LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
+  const bool recompute = !KeepsPreActivation();
+  const int x = recompute ? g.Add(LayerInput(l, k), Access::kRead) : -1;
+  const int w = recompute ? g.Add(L.w, Access::kRead) : -1;
+  const int b = recompute ? g.Add(L.b, Access::kRead) : -1;
+  const int z = g.Add(z_id, recompute ? Access::kOverwrite : Access::kRead);
+  const int dy = g.Add(dy_id, Access::kWrite);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  if (recompute) {
+    // The forward pass's LinearForward on the same operands: the same bits.
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+        g.data(x), g.data(w), g.data(b), g.data(z), rows, L.in, L.out));
+    recompute_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    Produced(z_id, rows * L.out * kF);
+  }
+  STRATA_RETURN_IF_ERROR(compute_->ActivationBackward(
+      config_.activation, g.data(z), g.data(dy), g.data(dy), rows * L.out));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  STRATA_RETURN_IF_ERROR(Drop(z_id));
+  // The activation itself was only the next layer's input, dead by now.
+  return Drop(L.a[k]);
+}
+
+absl::Status Mlp::LinearBackward(int l, int k, TensorId dy_id,
+                                 bool accumulate) {
+  const Layer& L = layers_[l];
+  const int64_t rows = micro_[k].rows;
+  const TensorId x_id = LayerInput(l, k);
+  const TensorId dx_id = micro_[k].dact[l % 2];  // never dy: dact[(l+1) % 2]
+  LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
+  const Access grads = accumulate ? Access::kWrite : Access::kOverwrite;
+  const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
+            dy = g.Add(dy_id, Access::kRead), gw = g.Add(L.gw, grads),
+            gb = g.Add(L.gb, grads);
+  const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+      g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb),
+      l > 0 ? g.data(dx) : nullptr, rows, L.in, L.out, accumulate));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  if (l > 0) Produced(dx_id, rows * L.in * kF);
+  STRATA_RETURN_IF_ERROR(Drop(dy_id));
+  // The first layer's input is read by nothing else; a hidden layer's input
+  // (the layer below's activation) is dropped with that layer's z.
+  return l == 0 ? Drop(x_id) : absl::OkStatus();
+}
+
+void Mlp::Produced(TensorId id, uint64_t bytes) {
+  auto [it, inserted] = live_activations_.try_emplace(id, bytes);
+  if (!inserted) return;
+  live_activation_bytes_ += bytes;
+  peak_activation_bytes_ =
+      std::max(peak_activation_bytes_, live_activation_bytes_);
+}
+
+absl::Status Mlp::Drop(TensorId id) {
+  if (auto it = live_activations_.find(id); it != live_activations_.end()) {
+    live_activation_bytes_ -= it->second;
+    live_activations_.erase(it);
+  }
+  return store_->Discard(id);
 }
 
 absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
@@ -281,27 +416,35 @@ AdamParams Mlp::StepAdamParams() const {
 
 absl::Status Mlp::DiscardActivations() {
   for (const Layer& L : layers_) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(L.z));
-    if (L.hidden) STRATA_RETURN_IF_ERROR(store_->Discard(L.a));
+    for (TensorId z : L.z) STRATA_RETURN_IF_ERROR(Drop(z));
+    for (TensorId a : L.a) STRATA_RETURN_IF_ERROR(Drop(a));
   }
-  STRATA_RETURN_IF_ERROR(store_->Discard(input_));
-  return store_->Discard(labels_);
+  for (const MicroBatch& m : micro_) {
+    for (TensorId id : {m.input, m.labels, m.dlogits, m.dact[0], m.dact[1]}) {
+      STRATA_RETURN_IF_ERROR(Drop(id));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
                                           const int32_t* labels, int64_t rows) {
+  const Stats before = store_->GetStats();
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
-    STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows));
-    STRATA_RETURN_IF_ERROR(Forward(rows));
-    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(rows, true));
-    STRATA_RETURN_IF_ERROR(store_->Discard(layers_.back().z));
-    STRATA_RETURN_IF_ERROR(store_->Discard(labels_));
-    STRATA_RETURN_IF_ERROR(Backward(rows, StepAdamParams()));
+    STRATA_RETURN_IF_ERROR(
+        UploadBatch(images, labels, rows, config_.accumulate));
+    STRATA_RETURN_IF_ERROR(Forward());
+    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(true, rows));
+    STRATA_RETURN_IF_ERROR(Backward(StepAdamParams()));
     STRATA_RETURN_IF_ERROR(compute_->Synchronize());
     return loss;
   }();
   store_->EndStep();
+  const Stats after = store_->GetStats();
+  for (int i = 0; i < kNumLinks; ++i) {
+    train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;
+  }
   if (result.ok()) ++steps_;
   return result;
 }
@@ -310,14 +453,20 @@ absl::StatusOr<LossResult> Mlp::Evaluate(const float* images,
                                          const int32_t* labels, int64_t rows) {
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
-    STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows));
-    STRATA_RETURN_IF_ERROR(Forward(rows));
-    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(rows, false));
+    STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows, 1));
+    STRATA_RETURN_IF_ERROR(Forward());
+    STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(false, rows));
     STRATA_RETURN_IF_ERROR(DiscardActivations());
     return loss;
   }();
   store_->EndStep();
   return result;
+}
+
+int64_t Mlp::parameters() const {
+  int64_t n = 0;
+  for (const Layer& L : layers_) n += L.out * L.in + L.out;
+  return n;
 }
 
 std::vector<TensorId> Mlp::StateTensors() const {

@@ -13,19 +13,32 @@
 // prefetches ahead. Activations and gradients are discarded after their last
 // use, so dead bytes are never written back.
 //
+// Gradient accumulation runs the micro-batches of a step layer-major (all of
+// them through a layer before the next, in forward and in backward, their
+// activations kept in the store), so each weight crosses the device link once
+// per step in each direction however many micro-batches there are (GreedySnake,
+// 2025, makes this case for SSD offload). Activation checkpointing
+// (activation_checkpointing.h) keeps only each layer's input and recomputes
+// its pre-activation in backward.
+//
 // The math never depends on where a tensor was: a run with tiny budgets gives
-// the same losses, bit for bit, as a run where everything stays resident.
+// the same losses, bit for bit, as a run where everything stays resident, and
+// a checkpointed run the same as one that keeps every activation.
 #ifndef STRATA_TRAIN_MODEL_H_
 #define STRATA_TRAIN_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "strata/stats.h"
 #include "strata/store.h"
+#include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint, ComputeFootprint
 
@@ -36,7 +49,11 @@ struct ModelConfig {
   int64_t width = 1024;  // units per hidden layer
   int depth = 5;         // hidden layers; the model has depth + 1 Linears
   int64_t classes = 10;  // output units
-  int64_t batch = 256;   // samples per step (the largest batch accepted)
+  int64_t batch = 256;   // samples per micro-batch (the largest accepted)
+  // Micro-batches of `batch` samples per optimizer step (>= 1); their
+  // gradients sum in fp32 before the update.
+  int accumulate = 1;
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   Activation activation = Activation::kRelu;
   uint64_t seed = 1;  // weight initialisation
   AdamParams adam;    // lr, betas, eps (corrections are set per step)
@@ -66,15 +83,17 @@ class Mlp {
   Mlp(const Mlp&) = delete;
   Mlp& operator=(const Mlp&) = delete;
 
-  // One step of Adam on `rows` samples (1 <= rows <= batch): images
-  // [rows x inputs] and labels [rows] in host memory. Returns the batch's
-  // summed loss and correct count. On an error some layers may already have
-  // been updated (each is updated as soon as its gradients are complete):
-  // stop training rather than retry the step.
+  // One step of Adam on `rows` samples (1 <= rows <= batch x accumulate),
+  // cut into micro-batches of `batch` rows (the last may be shorter): images
+  // [rows x inputs] and labels [rows] in host memory. The gradient is that of
+  // the mean loss over all rows. Returns the summed loss and correct count.
+  // On an error some layers may already have been updated (each is updated
+  // as soon as its gradients are complete): stop training rather than retry
+  // the step.
   absl::StatusOr<LossResult> TrainStep(const float* images,
                                        const int32_t* labels, int64_t rows);
 
-  // Forward only, for evaluation; nothing is updated.
+  // Forward only, for evaluation, on 1 <= rows <= batch; nothing is updated.
   absl::StatusOr<LossResult> Evaluate(const float* images,
                                       const int32_t* labels, int64_t rows);
 
@@ -100,6 +119,21 @@ class Mlp {
   // the host time to issue the updates (the update itself on the simulated
   // device, kernel launches on a GPU). Leases and transfers excluded.
   double optimizer_seconds() const { return optimizer_seconds_; }
+  // The most bytes of activation tensors (inputs, labels, saved and
+  // recomputed activations, their gradients) that held contents at once
+  // since creation: what activation checkpointing lowers.
+  uint64_t peak_activation_bytes() const { return peak_activation_bytes_; }
+  // Host seconds spent recomputing activations in backward since creation
+  // (kBlock, kOffload; the CPU's compute time, a GPU's launch time).
+  double recompute_seconds() const { return recompute_seconds_; }
+  // Bytes each store link (Link order: h2d, d2h, nvme_read, nvme_write)
+  // moved during TrainStep calls since creation: training traffic without
+  // evaluation's.
+  const std::array<uint64_t, kNumLinks>& train_link_bytes() const {
+    return train_link_bytes_;
+  }
+  // Weights and biases in the model.
+  int64_t parameters() const;
 
  private:
   // One Linear layer's tensors.
@@ -108,9 +142,17 @@ class Mlp {
     TensorId w, b;            // parameters: [out x in], [out]
     TensorId gw, gb;          // their gradients
     TensorId mw, vw, mb, vb;  // Adam's first and second moments
-    TensorId z;  // pre-activation [batch x out] (the logits if last)
-    TensorId a;  // activation [batch x out]; hidden layers only
+    // Pre-activation [batch x out] (the logits if last), one per micro-batch;
+    // a hidden layer under checkpointing has one, the recompute buffer.
+    std::vector<TensorId> z;
+    std::vector<TensorId> a;  // activation [batch x out] per micro-batch
     bool hidden = true;
+  };
+  // The tensors of one micro-batch that are not a layer's.
+  struct MicroBatch {
+    TensorId input, labels, dlogits;
+    TensorId dact[2];  // activation gradients, ping-pong between layers
+    int64_t first = 0, rows = 0;  // its rows of the step's batch
   };
   Mlp(Store* store, Compute* compute, const ModelConfig& config,
       const ModelFootprint& footprint);
@@ -120,18 +162,42 @@ class Mlp {
   // "layer<l>.*".
   absl::StatusOr<Layer> CreateLayer(size_t l, int64_t in, int64_t out,
                                     bool hidden);
+  absl::StatusOr<MicroBatch> CreateMicroBatch(int k);
+  // Whether hidden layers keep their pre-activation for backward.
+  bool KeepsPreActivation() const {
+    return config_.checkpoint == ActivationCheckpointing::kNone;
+  }
+  // The pre-activation tensor of micro-batch k.
+  TensorId Z(const Layer& L, int k) const {
+    return L.z[L.z.size() == 1 ? 0 : k];
+  }
+  // Micro-batch k's input to layer l.
+  TensorId LayerInput(int l, int k) const {
+    return l == 0 ? micro_[k].input : layers_[l - 1].a[k];
+  }
   // One store tensor of `config_.home`, remembered in created_.
   absl::StatusOr<TensorId> CreateTensor(std::string name, TensorKind kind,
                                         DType dtype,
                                         std::vector<int64_t> shape);
   absl::Status InitWeights();
+  // Cuts `rows` into micro_[0..used_) and uploads each one's samples.
   absl::Status UploadBatch(const float* images, const int32_t* labels,
-                           int64_t rows);
-  absl::Status Forward(int64_t rows);
-  absl::StatusOr<LossResult> Loss(int64_t rows, bool with_gradient);
-  // Backward pass, each layer updated by Adam as soon as its gradients are
-  // complete.
-  absl::Status Backward(int64_t rows, const AdamParams& adam);
+                           int64_t rows, int max_micro_batches);
+  // Layer-major: every micro-batch through layer l, then layer l + 1.
+  absl::Status Forward();
+  absl::Status ForwardLayer(int l, int k);
+  // Sums the micro-batches' losses; `total_rows` scales their gradients.
+  absl::StatusOr<LossResult> Loss(bool with_gradient, int64_t total_rows);
+  // Backward pass, each layer updated by Adam as soon as the gradients of
+  // every micro-batch are summed.
+  absl::Status Backward(const AdamParams& adam);
+  // dy = dy * act'(z) for hidden layer l's micro-batch k, recomputing z
+  // first under checkpointing.
+  absl::Status ActivationBackward(int l, int k, TensorId dy);
+  absl::Status LinearBackward(int l, int k, TensorId dy, bool accumulate);
+  // Bookkeeping for peak_activation_bytes: `id` now holds contents / not.
+  void Produced(TensorId id, uint64_t bytes);
+  absl::Status Drop(TensorId id);
   // Adam's parameters for this step: the learning rate, bias corrections.
   AdamParams StepAdamParams() const;
   absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
@@ -143,11 +209,16 @@ class Mlp {
   const ModelConfig config_;
   const ModelFootprint footprint_;
   std::vector<Layer> layers_;
-  TensorId input_, labels_, dlogits_;
-  TensorId dact_[2];  // activation gradients, ping-pong between layers
+  std::vector<MicroBatch> micro_;  // config_.accumulate of them
+  int used_ = 0;                   // micro-batches in the current step
   std::vector<TensorId> created_;  // every tensor, for the destructor
   int64_t steps_ = 0;
   double optimizer_seconds_ = 0;
+  double recompute_seconds_ = 0;
+  std::array<uint64_t, kNumLinks> train_link_bytes_{};
+  // Activation tensors holding contents, and their bytes.
+  absl::flat_hash_map<TensorId, uint64_t> live_activations_;
+  uint64_t live_activation_bytes_ = 0, peak_activation_bytes_ = 0;
   float lr_;
 };
 

@@ -104,6 +104,7 @@ std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
           {"classes", Dec(m.classes)},
           {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
           {"batch", Dec(m.batch)},
+          {"accumulate", Dec(int64_t{m.accumulate})},
           {"seed", Dec(m.seed)},
           {"shuffle_seed", Dec(o.shuffle_seed)},
           {"lr", Float(m.adam.lr)},

@@ -69,12 +69,13 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   if (options.evaluate) {
     STRATA_RETURN_IF_ERROR(CheckData(test, options, "test"));
   }
-  const int64_t batch = options.model.batch;
+  // Samples per optimizer step: the micro-batches of one step together.
+  const int64_t batch = options.model.batch * options.model.accumulate;
   const int64_t steps_per_epoch = train.count / batch;
   if (steps_per_epoch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--batch=%d is larger than the %d training samples",
-                        batch, train.count));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--batch=%d x --accumulate=%d is larger than the %d training samples",
+        options.model.batch, options.model.accumulate, train.count));
   }
   if (options.epochs < 1) {
     return absl::InvalidArgumentError(
@@ -150,7 +151,8 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     summary.steps_per_second = summary.steps / summary.seconds;
     if (options.evaluate) {
       const auto eval_start = std::chrono::steady_clock::now();
-      STRATA_ASSIGN_OR_RETURN(Evaluation e, Evaluate(model, test, batch));
+      STRATA_ASSIGN_OR_RETURN(Evaluation e,
+                              Evaluate(model, test, options.model.batch));
       result.eval_seconds += Since(eval_start);
       summary.test_accuracy = e.accuracy;
       summary.test_loss = e.mean_loss;

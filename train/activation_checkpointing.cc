@@ -1,0 +1,33 @@
+// activation_checkpointing.cc: names of the checkpointing modes.
+#include "train/activation_checkpointing.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata::train {
+
+const char* ActivationCheckpointingName(ActivationCheckpointing mode) {
+  switch (mode) {
+    case ActivationCheckpointing::kNone:
+      return "none";
+    case ActivationCheckpointing::kBlock:
+      return "block";
+    case ActivationCheckpointing::kOffload:
+      return "offload";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ActivationCheckpointing> ParseActivationCheckpointing(
+    std::string_view name) {
+  for (ActivationCheckpointing mode :
+       {ActivationCheckpointing::kNone, ActivationCheckpointing::kBlock,
+        ActivationCheckpointing::kOffload}) {
+    if (name == ActivationCheckpointingName(mode)) return mode;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--checkpoint=", std::string(name), ": choose none, block or offload"));
+}
+
+}  // namespace strata::train
