@@ -166,6 +166,26 @@ TEST_F(ComputeGpuTest, LinearBackwardWithoutDx) {
   for (float v : d_dw.ToHost()) EXPECT_FALSE(std::isnan(v));
 }
 
+TEST_F(ComputeGpuTest, LinearBackwardAccumulatesAsTheCpu) {
+  const Shape s{17, 33, 9};
+  const auto x = Random(s.batch * s.in, 21);
+  const auto w = Random(s.out * s.in, 22);
+  const auto dy = Random(s.batch * s.out, 23);
+  auto want_dw = Random(s.out * s.in, 24), want_db = Random(s.out, 25);
+  DeviceArray<float> d_x(x), d_w(w), d_dy(dy), d_dw(want_dw), d_db(want_db);
+  ASSERT_TRUE(cpu_->LinearBackward(x.data(), w.data(), dy.data(),
+                                   want_dw.data(), want_db.data(), nullptr,
+                                   s.batch, s.in, s.out, /*accumulate=*/true)
+                  .ok());
+  ASSERT_TRUE(gpu_->LinearBackward(d_x.get(), d_w.get(), d_dy.get(), d_dw.get(),
+                                   d_db.get(), nullptr, s.batch, s.in, s.out,
+                                   /*accumulate=*/true)
+                  .ok());
+  ExpectClose(d_dw.ToHost(), want_dw, 1e-4, 1e-4, "dw");
+  // Both form the column sums in row order, then add them once.
+  EXPECT_TRUE(SameBits(d_db.ToHost(), want_db));
+}
+
 std::vector<float> ActivationInputs() {
   std::vector<float> z = Random(100003, 10, 6.0f);
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, -0.7517916f, -12.0f, -5.5f,

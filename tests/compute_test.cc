@@ -136,6 +136,35 @@ TEST_F(CpuComputeTest, LinearBackwardWithoutDxLeavesNothingElse) {
   EXPECT_TRUE(SameBits(db1, db2));
 }
 
+TEST_F(CpuComputeTest, LinearBackwardAccumulatesIntoTheGradients) {
+  const Shape s{17, 33, 9};
+  const auto x = Random(s.batch * s.in, 21);
+  const auto w = Random(s.out * s.in, 22);
+  const auto dy = Random(s.batch * s.out, 23);
+  const auto dw0 = Random(s.out * s.in, 24);  // what earlier micro-batches
+  const auto db0 = Random(s.out, 25);         // left in the gradients
+  std::vector<float> dw = dw0, db = db0, fresh_dw(dw.size()), fresh_db(s.out);
+  std::vector<float> dx(s.batch * s.in), fresh_dx(dx.size());
+  ASSERT_TRUE(compute_
+                  ->LinearBackward(x.data(), w.data(), dy.data(), dw.data(),
+                                   db.data(), dx.data(), s.batch, s.in, s.out,
+                                   /*accumulate=*/true)
+                  .ok());
+  ASSERT_TRUE(compute_
+                  ->LinearBackward(x.data(), w.data(), dy.data(),
+                                   fresh_dw.data(), fresh_db.data(),
+                                   fresh_dx.data(), s.batch, s.in, s.out,
+                                   /*accumulate=*/false)
+                  .ok());
+  std::vector<double> want_dw(dw.size());
+  std::vector<float> want_db(s.out);
+  for (size_t i = 0; i < dw.size(); ++i) want_dw[i] = dw0[i] + fresh_dw[i];
+  for (int64_t j = 0; j < s.out; ++j) want_db[j] = db0[j] + fresh_db[j];
+  ExpectNearReference(dw, want_dw, 1e-5, 1e-5, "dw");
+  EXPECT_TRUE(SameBits(db, want_db));   // the column sums, then one add
+  EXPECT_TRUE(SameBits(dx, fresh_dx));  // dx is never accumulated
+}
+
 TEST_F(CpuComputeTest, NegativeDimensionIsInvalidArgument) {
   float f = 0;
   EXPECT_EQ(compute_->LinearForward(&f, &f, &f, &f, -1, 1, 1).code(),
