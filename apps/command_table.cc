@@ -66,7 +66,7 @@ std::vector<FlagEntry> TrainFlags() {
       {"cache_dir", "data", "DIR", kGpt},
       {"batch", "training", "N", kAll, "256" + gpt + std::to_string(kGptBatch)},
       {"accumulate", "training", "N", kMlp},
-      {"checkpoint", "training", "none|block|offload", kMlp},
+      {"checkpoint", "training", "none|block|offload"},
       {"epochs", "training", "N", kMlp},
       {"max_steps", "training", "N", kAll,
        "0" + gpt + std::to_string(kGptSteps)},

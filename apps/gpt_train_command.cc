@@ -116,6 +116,8 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   m.seed = absl::GetFlag(FLAGS_seed);
   m.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
   m.grad_clip = static_cast<float>(absl::GetFlag(FLAGS_grad_clip));
+  STRATA_ASSIGN_OR_RETURN(m.checkpoint, train::ParseActivationCheckpointing(
+                                            absl::GetFlag(FLAGS_checkpoint)));
   const double lr = absl::GetFlag(FLAGS_lr);
   if (!(lr >= 1e-30 && lr < 1)) {
     return absl::InvalidArgumentError(
@@ -267,6 +269,8 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
       {"model_state_bytes", f.state_bytes()},
       {"activation_bytes", f.activation_bytes},
       {"rollback_backup_bytes", f.backup_bytes},
+      {"checkpoint", train::ActivationCheckpointingName(m.checkpoint)},
+      {"recompute_seconds", gpt.recompute_seconds()},
       {"clipping",
        {{"max_norm", m.grad_clip},
         {"clipped_steps", clip.clipped},

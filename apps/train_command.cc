@@ -61,9 +61,10 @@ ABSL_FLAG(int32_t, accumulate, 1,
           "link once per step however many micro-batches there are.");
 ABSL_FLAG(std::string, checkpoint, "none",
           "Activation checkpointing: none (keep every activation for "
-          "backward), block (keep each layer's input, recompute the rest in "
-          "backward; the same losses, bit for bit) or offload (block, and "
-          "the kept inputs move to the host tier after forward).");
+          "backward), block (keep each layer's input, a GPT block's "
+          "residual stream, and recompute the rest in backward; the same "
+          "losses, bit for bit) or offload (block, and the kept inputs move "
+          "to the host tier after forward; not with --resident).");
 ABSL_FLAG(int32_t, epochs, 5, "Passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "Stop after this many steps in all (then evaluate); 0 = no limit "

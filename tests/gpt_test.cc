@@ -74,6 +74,7 @@ struct TrainRun {
   ClipStats clip;
   Stats stats;
   uint64_t state_bytes = 0;
+  double recompute_seconds = 0;
 };
 
 // Store options for `where`: offloaded budgets are the footprint's working
@@ -116,6 +117,7 @@ TrainRun Train(Where where, GptConfig c, int steps) {
   run.clip = gpt.clip_stats();
   run.stats = (*setup)->store->GetStats();
   run.state_bytes = gpt.footprint().state_bytes();
+  run.recompute_seconds = gpt.recompute_seconds();
   return run;
 }
 
@@ -142,6 +144,35 @@ TEST(GptTest, OffloadedRunIsBitwiseTheResidentOne) {
   EXPECT_GT(offloaded.state_bytes, 2 * dev.capacity_bytes);
   EXPECT_LE(dev.peak_used_bytes, dev.capacity_bytes);
   EXPECT_GT(offloaded.stats.links[int(Link::kNvmeRead)].bytes, 0u);
+}
+
+TEST(GptTest, CheckpointedBlocksRecomputeTheSameBits) {
+  GptConfig c = Micro();
+  c.grad_clip = 2.0f;  // re-run steps recompute too
+  const TrainRun resident = Train(Where::kResident, c, 4);
+  c.checkpoint = ActivationCheckpointing::kBlock;
+  const TrainRun block = Train(Where::kOffloaded, c, 4);
+  c.checkpoint = ActivationCheckpointing::kOffload;
+  const TrainRun offload = Train(Where::kOffloaded, c, 4);
+  ASSERT_EQ(resident.losses.size(), 4u);
+  EXPECT_EQ(resident.losses, block.losses);
+  EXPECT_EQ(resident.losses, offload.losses);
+  EXPECT_EQ(resident.wte, offload.wte);
+  EXPECT_EQ(resident.qkv, block.qkv);
+  EXPECT_EQ(resident.recompute_seconds, 0);
+  EXPECT_GT(block.recompute_seconds, 0);
+  EXPECT_GT(offload.recompute_seconds, 0);
+  EXPECT_GT(offload.clip.rolled_back + offload.clip.deferred, 0);
+}
+
+TEST(GptTest, OffloadCheckpointingNeedsAnOffloadedRun) {
+  GptConfig c = Micro();
+  c.checkpoint = ActivationCheckpointing::kOffload;
+  c.home = Tier::kDevice;
+  c.classifier_rows = 1;
+  const absl::Status s = ComputeGptFootprint(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--checkpoint=block"), std::string::npos) << s;
 }
 
 TEST(GptTest, HostBudgetDoesNotChangeABit) {

@@ -88,6 +88,9 @@ class Gpt {
   int64_t steps() const { return steps_; }
   const ClipStats& clip_stats() const { return optimizer_.stats(); }
   double rollback_seconds() const { return rollback_seconds_; }
+  // Host seconds spent rerunning blocks' forward passes in backward
+  // (config checkpoint kBlock or kOffload) since creation.
+  double recompute_seconds() const { return recompute_seconds_; }
 
  private:
   struct Param {
@@ -163,6 +166,12 @@ class Gpt {
                       int64_t sequences);
   absl::Status Embed();
   absl::Status BlockForward(const Block& b, TensorId out);
+  // The block's forward up to the MLP's projection: every activation its
+  // backward reads, from b.x (what checkpointing recomputes).
+  absl::Status BlockForwardSaved(const Block& b);
+  // Under checkpointing, after the block's forward: drops what
+  // BlockForwardSaved wrote and, for kOffload, sends b.x to the host tier.
+  absl::Status CheckpointBlock(const Block& b);
   absl::Status FinalNorm();
   absl::Status Forward();
   // The classifier over rows [first_row, first_row + rows) in slices: the
@@ -194,6 +203,7 @@ class Gpt {
   int64_t rows_ = 0;  // token rows of the current pass
   int64_t steps_ = 0;
   double rollback_seconds_ = 0;
+  double recompute_seconds_ = 0;
   float lr_;
 };
 

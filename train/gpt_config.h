@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "strata/stats.h"
 #include "strata/tensor.h"
+#include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint
 
@@ -30,6 +31,9 @@ struct GptConfig {
   int64_t classifier_rows = 0;
   Tier optimizer_tier = Tier::kHost;
   Tier home = Tier::kNvme;
+  // kBlock: each block keeps only its input (the residual stream) and
+  // backward reruns the block's forward up to its last projection first.
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   int64_t tokens() const { return batch * context; }  // N = B x T
 };
 

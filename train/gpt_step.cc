@@ -70,6 +70,39 @@ absl::Status Gpt::Embed() {
 absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
   const int64_t N = rows_, C = config_.embed;
   using B = Block;
+  STRATA_RETURN_IF_ERROR(BlockForwardSaved(b));
+  // The MLP's projection and the second residual add.
+  LeaseGroup g = DeviceGroup();
+  const int gelu = g.Add(b.gelu, kR), w = g.Add(b.p(B::kFcProjW).w, kR),
+            bias = g.Add(b.p(B::kFcProjB).w, kR), mid = g.Add(b.mid, kR),
+            y = g.Add(out, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+      g.data(gelu), g.data(w), g.data(bias), g.data(y), N, 4 * C, C));
+  STRATA_RETURN_IF_ERROR(
+      compute_->Add(g.data(y), g.data(mid), g.data(y), N * C));
+  return g.Release();
+}
+
+absl::Status Gpt::CheckpointBlock(const Block& b) {
+  if (config_.checkpoint == ActivationCheckpointing::kNone) {
+    return absl::OkStatus();
+  }
+  for (TensorId id : {b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid, b.ln2,
+                      b.ln2_stats, b.fc, b.gelu}) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+  }
+  // The block was its input's last reader in forward: off the device now
+  // rather than when room runs out.
+  if (config_.checkpoint == ActivationCheckpointing::kOffload) {
+    return store_->Evict(b.x, Tier::kHost);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::BlockForwardSaved(const Block& b) {
+  const int64_t N = rows_, C = config_.embed;
+  using B = Block;
   {  // LayerNorm 1 and the QKV projection.
     LeaseGroup g = DeviceGroup();
     const int x = g.Add(b.x, kR), w = g.Add(b.p(B::kLn1W).w, kR),
@@ -100,33 +133,21 @@ absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
         compute_->Add(g.data(mid), g.data(x), g.data(mid), N * C));
     STRATA_RETURN_IF_ERROR(g.Release());
   }
-  {  // LayerNorm 2 and the MLP's first layer.
-    LeaseGroup g = DeviceGroup();
-    const int mid = g.Add(b.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
-              bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(b.ln2, kO),
-              st = g.Add(b.ln2_stats, kO), fw = g.Add(b.p(B::kFcW).w, kR),
-              fb = g.Add(b.p(B::kFcB).w, kR), fc = g.Add(b.fc, kO),
-              gelu = g.Add(b.gelu, kO);
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
-        g.data(mid), g.data(w), g.data(bias), g.data(ln), g.data(st),
-        g.data(st) + N, N, C));
-    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-        g.data(ln), g.data(fw), g.data(fb), g.data(fc), N, C, 4 * C));
-    STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
-        Activation::kGeluTanh, g.data(fc), g.data(gelu), N * 4 * C));
-    STRATA_RETURN_IF_ERROR(g.Release());
-  }
-  // The MLP's projection and the second residual add.
+  // LayerNorm 2 and the MLP's first layer.
   LeaseGroup g = DeviceGroup();
-  const int gelu = g.Add(b.gelu, kR), w = g.Add(b.p(B::kFcProjW).w, kR),
-            bias = g.Add(b.p(B::kFcProjB).w, kR), mid = g.Add(b.mid, kR),
-            y = g.Add(out, kO);
+  const int mid = g.Add(b.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
+            bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(b.ln2, kO),
+            st = g.Add(b.ln2_stats, kO), fw = g.Add(b.p(B::kFcW).w, kR),
+            fb = g.Add(b.p(B::kFcB).w, kR), fc = g.Add(b.fc, kO),
+            gelu = g.Add(b.gelu, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-      g.data(gelu), g.data(w), g.data(bias), g.data(y), N, 4 * C, C));
   STRATA_RETURN_IF_ERROR(
-      compute_->Add(g.data(y), g.data(mid), g.data(y), N * C));
+      compute_->LayerNormForward(g.data(mid), g.data(w), g.data(bias),
+                                 g.data(ln), g.data(st), g.data(st) + N, N, C));
+  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
+      g.data(ln), g.data(fw), g.data(fb), g.data(fc), N, C, 4 * C));
+  STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
+      Activation::kGeluTanh, g.data(fc), g.data(gelu), N * 4 * C));
   return g.Release();
 }
 
@@ -231,6 +252,12 @@ absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
 absl::Status Gpt::BlockBackward(const Block& b) {
   const int64_t N = rows_, C = config_.embed;
   using B = Block;
+  if (config_.checkpoint != ActivationCheckpointing::kNone) {
+    // The same operations on the same b.x as in forward: the same bits.
+    const auto start = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(BlockForwardSaved(b));
+    recompute_seconds_ += Since(start);
+  }
   {  // The MLP: projection, GELU, first layer.
     LeaseGroup g = DeviceGroup();
     const int gelu = g.Add(b.gelu, kR), pw = g.Add(b.p(B::kFcProjW).w, kR),
@@ -320,6 +347,7 @@ absl::Status Gpt::Forward() {
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const TensorId out = l + 1 < blocks_.size() ? blocks_[l + 1].x : g_.out;
     STRATA_RETURN_IF_ERROR(BlockForward(blocks_[l], out));
+    STRATA_RETURN_IF_ERROR(CheckpointBlock(blocks_[l]));
   }
   return FinalNorm();
 }
