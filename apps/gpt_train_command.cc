@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "apps/checkpoint_command.h"
+#include "apps/command_table.h"
 #include "apps/config_file.h"
 #include "apps/exit_code.h"
 #include "apps/gnuplot.h"
@@ -396,12 +397,13 @@ absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
 int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                 const std::string& plot_path) {
   ApplyGptDefaults();
-  for (const char* flag :
-       {"width", "depth", "epochs", "activation", "data_dir"}) {
-    if (FlagGiven(flag)) {
+  // The MLP's own flags are named, not silently ignored (as --model=mlp
+  // names the GPT's).
+  for (const FlagEntry& f : FindCommand("train")->flags) {
+    if (f.scope == ModelScope::kMlp && FlagGiven(f.name)) {
       std::fprintf(stderr,
                    "strata train: --%s is the MLP's; --model=gpt ignores it\n",
-                   flag);
+                   Dashed(f.name).c_str());
     }
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
