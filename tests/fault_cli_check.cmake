@@ -24,8 +24,10 @@ set(common train --model=gpt --tokenizer=byte --corpus=${WORK}/corpus.txt
   --host-budget=400KiB --nvme-budget=16MiB --block-size=64KiB --max-steps=6)
 set(env_var STRATA_TEST_BLOCK_IO_FAULTS)
 
-function(run_strata name)
-  execute_process(COMMAND "${STRATA}" ${ARGN} RESULT_VARIABLE rc
+# Runs strata with the environment variable setting `env` (may be "").
+function(run_strata name env)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} "${STRATA}" ${ARGN}
+    RESULT_VARIABLE rc
     OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${name} failed (${rc}):\n${out}\n${err}")
@@ -46,7 +48,7 @@ function(expect_same_losses a b offset what)
   endforeach()
 endfunction()
 
-run_strata("the clean run" ${common} --json=${WORK}/clean.json)
+run_strata("the clean run" "" ${common} --json=${WORK}/clean.json)
 file(READ "${WORK}/clean.json" clean)
 string(JSON clean_retries GET "${clean}" io_retries)
 string(JSON nvme_reads GET "${clean}" nvme_read_bytes)
@@ -55,8 +57,7 @@ if(NOT clean_retries EQUAL 0 OR NOT nvme_reads GREATER 0)
 endif()
 
 # Transient: 3% of requests fail with EIO, and the 3rd surely does.
-run_strata("the faulted run" ${CMAKE_COMMAND} -E env
-  ${env_var}=seed=7,rate=0.03,nth=3 "${STRATA}" ${common}
+run_strata("the faulted run" ${env_var}=seed=7,rate=0.03,nth=3 ${common}
   --json=${WORK}/faulted.json)
 file(READ "${WORK}/faulted.json" faulted)
 string(JSON retries GET "${faulted}" io_retries)
@@ -81,7 +82,7 @@ string(JSON saves LENGTH "${failed}" checkpoints)
 if(NOT error MATCHES "after 4 attempts" OR saves LESS 1)
   message(FATAL_ERROR "lasting fault's report: ${saves} saves, error ${error}")
 endif()
-run_strata("the resumed run" ${common} --resume=${WORK}/ckpt
+run_strata("the resumed run" "" ${common} --resume=${WORK}/ckpt
   --json=${WORK}/resumed.json)
 file(READ "${WORK}/resumed.json" resumed)
 string(JSON from GET "${resumed}" resume_step)
@@ -92,11 +93,11 @@ expect_same_losses("${clean}" "${resumed}" ${from} "resumed run")
 
 # A save that fails: files larger than 256 KiB cannot be written (SIGXFSZ
 # ignored, so write returns EFBIG), and the checkpoint's tensors are larger.
-# No NVMe tier here: its swap file is larger too.
+# No NVMe tier here (--resident): its swap file is larger too.
 execute_process(COMMAND sh -c "trap '' XFSZ; ulimit -f 256; exec \"$0\" \"$@\""
   "${STRATA}" train --model=gpt --tokenizer=byte --corpus=${WORK}/corpus.txt
   --cache-dir=${WORK}/cache --layers=2 --embed=32 --heads=2 --context=16
-  --batch=2 --eval-tokens=256 --max-steps=2 --save-dir=${WORK}/capped
+  --batch=2 --eval-tokens=256 --max-steps=2 --resident --save-dir=${WORK}/capped
   --json=${WORK}/capped.json
   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
 if(NOT rc EQUAL 1)
