@@ -175,6 +175,17 @@ nlohmann::json RunCheckpoints::ReportJson() const {
       {"resume_step", resumed_step_}};
 }
 
+std::string RunCheckpoints::ResumeHint() const {
+  if (save_.dir.empty()) return "";
+  const std::vector<train::CheckpointRef> there =
+      train::ListCheckpoints(save_.dir);
+  if (there.empty()) return "";
+  return absl::StrFormat(
+      "the newest checkpoint, %s (step %d), is intact: continue with "
+      "--resume=%s once the cause is fixed",
+      there.front().path, there.front().step, save_.dir);
+}
+
 int RunExport(const std::string& checkpoint) {
   const std::string out = absl::GetFlag(FLAGS_safetensors);
   if (checkpoint.empty() || out.empty()) {

@@ -38,6 +38,11 @@ class RunCheckpoints {
   // (null for a fresh run), resume_step.
   nlohmann::json ReportJson() const;
 
+  // For a run that failed: where it can go on from ("the newest checkpoint,
+  // DIR/step-N, is intact: continue with --resume=DIR"), or "" when
+  // --save-dir holds none.
+  std::string ResumeHint() const;
+
  private:
   RunCheckpoints() = default;
   static absl::Status PrepareSaveDir(const std::string& dir);

@@ -21,6 +21,7 @@
 #include "apps/command_table.h"
 #include "apps/config_file.h"
 #include "apps/exit_code.h"
+#include "apps/failed_run.h"
 #include "apps/gnuplot.h"
 #include "apps/output_path.h"
 #include "apps/store_flags.h"
@@ -498,9 +499,11 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   };
   const bool tty = isatty(STDERR_FILENO) == 1;
   LinkBytesPerStep moved(st0);
+  std::vector<double> losses;  // for the report of a run that fails
   absl::StatusOr<train::LmTrainResult> result = train::TrainLm(
       gpt, *batches, *windows, run->train,
       [&](const train::LmProgress& p) {
+        losses.push_back(p.loss);
         PrintProgress(p, tty);
         if (!plot_path.empty()) moved.Record(store->GetStats());
       },
@@ -511,7 +514,13 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
         std::fflush(stdout);
       });
   if (tty) std::fputs("\r\x1b[K", stderr);
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) {
+    const int code = Fail(result.status());
+    ReportFailedRun(result.status(), json_path, store->GetStats(), losses,
+                    *checkpoints,
+                    {{"config", EffectiveConfig(*FindCommand("train"))}});
+    return code;
+  }
   const Stats st = store->GetStats();
   PrintTable(gpt, *result, *baseline, st);
   nlohmann::json report = ReportJson(*run, s, gpt, *result, *baseline, *corpus,

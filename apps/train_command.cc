@@ -20,6 +20,7 @@
 #include "apps/command_table.h"
 #include "apps/config_file.h"
 #include "apps/exit_code.h"
+#include "apps/failed_run.h"
 #include "apps/gnuplot.h"
 #include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
@@ -424,9 +425,11 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   };
   ProgressLine progress;
   LinkBytesPerStep moved(st0);
+  std::vector<double> losses;  // for the report of a run that fails
   absl::StatusOr<train::TrainResult> result = train::Train(
       *model, data->train, data->test, t,
       [&](const train::Progress& p) {
+        losses.push_back(p.loss);
         progress.Update(p);
         if (!plot_path.empty()) moved.Record(store->GetStats());
       },
@@ -439,7 +442,13 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
         std::fflush(stdout);
       });
   progress.Clear();
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) {
+    const int code = Fail(result.status());
+    ReportFailedRun(result.status(), json_path, store->GetStats(), losses,
+                    *checkpoints,
+                    {{"config", EffectiveConfig(*FindCommand("train"))}});
+    return code;
+  }
   const Stats st = store->GetStats();
   PrintTable(f, *result, st, *model, t);
   if (!json_path.empty()) {

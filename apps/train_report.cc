@@ -2,6 +2,8 @@
 // train_report.h).
 #include "apps/train_report.h"
 
+#include <cerrno>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -60,11 +62,40 @@ nlohmann::json StoreReportJson(const Stats& st) {
       {"stalled_acquires", st.stalled_acquires},
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
+      // Transient NVMe errors survived: requests run again, and reads whose
+      // checksum did not match that were read once more.
+      {"io_retries", st.io_retries},
+      {"checksum_rereads", st.checksum_rereads},
+      {"checksum_failures", st.checksum_failures},
       {"device", st.device_backend},
       {"device_memory", st.device_memory},
       {"unified", UnifiedJson(st.unified)},
       {"io_engine", st.io_engine},
   };
+}
+
+nlohmann::json FailedRunJson(const absl::Status& error, const Stats& st,
+                             absl::Span<const double> losses) {
+  nlohmann::json report = {
+      {"error", error.ToString()},
+      {"steps", losses.size()},
+      {"losses", std::vector<double>(losses.begin(), losses.end())},
+  };
+  report.update(StoreReportJson(st));
+  return report;
+}
+
+absl::Status WriteReportJson(const std::string& path,
+                             const nlohmann::json& report) {
+  std::ofstream out(path);
+  out << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+      << "\n";
+  out.close();
+  if (!out) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrFormat("cannot write --json=%s", path));
+  }
+  return absl::OkStatus();
 }
 
 void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
@@ -89,6 +120,12 @@ void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
                gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
   absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
   absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  if (st.io_retries > 0 || st.checksum_rereads > 0) {
+    absl::PrintF(
+        "%-22s %d NVMe requests retried, %d reads re-read after a "
+        "checksum mismatch\n",
+        "I/O faults survived", st.io_retries, st.checksum_rereads);
+  }
   if (st.device_memory != "copies") {
     absl::PrintF(
         "%-22s %s: %d prefetches, %d evictions, %d discards, %d read-mostly, "

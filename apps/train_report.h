@@ -7,13 +7,17 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 
+#include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "strata/stats.h"
 
 namespace strata {
 
 // device/host/nvme budget and peak bytes, h2d/d2h/nvme read/write bytes,
 // prefetch hit rate and counts, acquires, stalls, lease-group retries, the
+// NVMe faults survived (io_retries, checksum_rereads, checksum_failures), the
 // device, its memory mode, unified-memory counters and the I/O engine.
 nlohmann::json StoreReportJson(const Stats& st);
 
@@ -23,6 +27,18 @@ nlohmann::json StoreReportJson(const Stats& st);
 nlohmann::json BytesPerParamStepJson(
     const std::array<uint64_t, kNumLinks>& link_bytes, int64_t steps,
     int64_t parameters);
+
+// The report of a run that failed after it began, so that what it did is
+// not lost with it: "error" (the status as text), "steps" done and their
+// "losses", and the store's keys (StoreReportJson: the counters of a failing
+// disk).
+nlohmann::json FailedRunJson(const absl::Status& error, const Stats& st,
+                             absl::Span<const double> losses);
+
+// Writes `report` to `path` (invalid UTF-8, e.g. in a GPT's sample, is
+// replaced). Errno codes naming --json.
+absl::Status WriteReportJson(const std::string& path,
+                             const nlohmann::json& report);
 
 // The table rows for the same: peaks against budgets, bytes moved, prefetch
 // hit rate, stall time, unified-memory counters. `state_bytes` is the

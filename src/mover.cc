@@ -172,12 +172,16 @@ absl::Status Mover::NvmeToHost(const Place& src, const Place& dst,
                                uint64_t bytes, uint64_t checksum) {
   std::byte* buf = Pointer(dst);
   if (host_managed_) {
-    return StagedRead(src, buf, bytes, checksum, CpuCopy);
+    return RereadOnMismatch(
+        [&] { return StagedRead(src, buf, bytes, checksum, CpuCopy); });
   }
-  STRATA_RETURN_IF_ERROR(
-      nvme_->Read(src.extent.offset, buf, RoundUpDirect(bytes)));
-  if (XXH3_64bits(buf, bytes) != checksum) return ChecksumMismatch(src, bytes);
-  return absl::OkStatus();
+  const auto read = [&] {
+    STRATA_RETURN_IF_ERROR(
+        nvme_->Read(src.extent.offset, buf, RoundUpDirect(bytes)));
+    return XXH3_64bits(buf, bytes) == checksum ? absl::OkStatus()
+                                               : ChecksumMismatch(src, bytes);
+  };
+  return RereadOnMismatch(read);
 }
 
 absl::Status Mover::HostToNvme(const Place& src, const Place& dst,
@@ -192,11 +196,12 @@ absl::Status Mover::HostToNvme(const Place& src, const Place& dst,
 
 absl::Status Mover::NvmeToDevice(const Place& src, const Place& dst,
                                  uint64_t bytes, uint64_t checksum) {
-  return StagedRead(
-      src, Pointer(dst), bytes, checksum,
-      [this](std::byte* to, const std::byte* from, uint64_t n, bool /*first*/) {
-        return device_->Copy(CopyKind::kH2D, to, from, n);
-      });
+  const ChunkCopy copy = [this](std::byte* to, const std::byte* from,
+                                uint64_t n, bool /*first*/) {
+    return device_->Copy(CopyKind::kH2D, to, from, n);
+  };
+  return RereadOnMismatch(
+      [&] { return StagedRead(src, Pointer(dst), bytes, checksum, copy); });
 }
 
 absl::Status Mover::DeviceToNvme(const Place& src, const Place& dst,
@@ -306,11 +311,31 @@ absl::Status Mover::Zero(const Place& place, uint64_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status Mover::ChecksumMismatch(const Place& src, uint64_t bytes) {
+absl::Status Mover::RereadOnMismatch(
+    const std::function<absl::Status()>& read) {
+  absl::Status status = read();
+  if (!absl::IsDataLoss(status) || !nvme_->retries_enabled()) {
+    return CountFailure(status);
+  }
+  // A bit flipped in the controller, the link or a buffer reads right the
+  // second time; one flipped on the disk does not, and only then is the
+  // copy lost. The destination is not yet valid, so it may be overwritten.
   {
+    MutexLock lock(&mu_);
+    ++checksum_rereads_;
+  }
+  return CountFailure(read());
+}
+
+absl::Status Mover::CountFailure(absl::Status status) {
+  if (absl::IsDataLoss(status)) {
     MutexLock lock(&mu_);
     ++checksum_failures_;
   }
+  return status;
+}
+
+absl::Status Mover::ChecksumMismatch(const Place& src, uint64_t bytes) {
   return absl::DataLossError(absl::StrFormat(
       "checksum mismatch reading %d bytes from NVMe address %d: the swap "
       "file's data is corrupt (the copy on disk was not used)",
@@ -333,6 +358,8 @@ void Mover::AddTo(Stats* stats) const {
   MutexLock lock(&mu_);
   stats->links = links_;
   stats->checksum_failures = checksum_failures_;
+  stats->checksum_rereads = checksum_rereads_;
+  if (nvme_ != nullptr) stats->io_retries = nvme_->io_retries();
 }
 
 }  // namespace strata

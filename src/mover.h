@@ -6,8 +6,10 @@
 // extent is 4 KiB-rounded, so the O_DIRECT length always fits);
 // NVMe<->device pipelined through BouncePool chunk pairs (chunk k+1 is read
 // while chunk k is copied). Every NVMe write computes an XXH3-64 checksum of
-// the logical bytes; every NVMe read verifies it (DataLoss on mismatch) before
-// the destination can be marked valid. When the host tier is managed memory
+// the logical bytes; every NVMe read verifies it before the destination can
+// be marked valid, reads once more on a mismatch (while the NVMe tier
+// retries, NvmeOptions::io_attempts > 1), and returns DataLoss when the
+// second read does not match either. When the host tier is managed memory
 // (unified-memory mode), host<->NVMe runs through the bounce chunks too: the
 // driver migrates managed pages, so they cannot be pinned for O_DIRECT.
 // Unified memory also moves bytes by hints (Migrate, ServeFault), counted on
@@ -138,7 +140,13 @@ class Mover {
                            const ChunkCopy& copy);
   void Span(std::string_view label, std::string_view lane, absl::Time start,
             bool ok);
+  // DataLoss naming the NVMe address (counted by CountFailure).
   absl::Status ChecksumMismatch(const Place& src, uint64_t bytes);
+  // Runs the NVMe read `read`; on a checksum mismatch, when the tier
+  // retries, runs it once more. Counts rereads and the failures that stay.
+  absl::Status RereadOnMismatch(const std::function<absl::Status()>& read);
+  // Counts `status` in checksum_failures_ when it is DataLoss; returns it.
+  absl::Status CountFailure(absl::Status status);
   void Count(Link link, uint64_t bytes, double seconds, bool ok);
   // Whether a transfer src -> dst uses `link` (NVMe <-> device: two).
   static bool Uses(Link link, Tier src, Tier dst);
@@ -163,6 +171,7 @@ class Mover {
   std::array<int, kNumLinks> in_flight_ ABSL_GUARDED_BY(mu_) = {};
   std::array<absl::Time, kNumLinks> active_since_ ABSL_GUARDED_BY(mu_) = {};
   uint64_t checksum_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checksum_rereads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata

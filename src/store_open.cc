@@ -4,6 +4,7 @@
 #include "src/store_open.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -14,6 +15,8 @@
 #include "base/system_info.h"
 #include "src/store_core.h"
 #include "strata/status.h"
+#include "tiers/fault/fault_env.h"
+#include "tiers/fault/faulty_block_io.h"
 #include "tiers/nvme/request_shape.h"
 
 namespace strata {
@@ -241,7 +244,17 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(
     const StoreOptions& options) {
-  return OpenStore(options, {});
+  StoreSeams seams;
+  // The test-only switch (tiers/fault/fault_env.h): a real run, e.g.
+  // `strata train`, on a disk that fails as the variable says.
+  STRATA_ASSIGN_OR_RETURN(std::optional<FaultSpec> faults,
+                          BlockIoFaultsFromEnv());
+  if (faults.has_value()) {
+    seams.wrap_block_io = [spec = *faults](std::unique_ptr<BlockIo> io) {
+      return std::make_unique<FaultyBlockIo>(std::move(io), spec);
+    };
+  }
+  return OpenStore(options, seams);
 }
 
 }  // namespace strata

@@ -65,6 +65,9 @@ BreakEnv::BreakEnv(uint64_t device_bytes, uint64_t host_bytes,
                    const std::function<void(StoreOptions&)>& tweak) {
   StoreOptions o =
       SmallStoreOptions(dir.path(), device_bytes, host_bytes, nvme_bytes);
+  // The breakers drive the store's own error paths: each injected fault
+  // must reach it, not be retried away below it.
+  o.nvme.io_attempts = 1;
   if (tweak) tweak(o);
   StoreSeams seams;
   seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {

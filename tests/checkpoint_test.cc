@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -394,6 +395,73 @@ TEST(CheckpointTest, SafetensorsExportFollowsTheFormat) {
     EXPECT_EQ(t["shape"][1], l == 0 ? 32 : 48);
   }
   EXPECT_FALSE(h.contains("layer0.weight.adam_m"));
+}
+
+TEST(CheckpointTest, ExportRefusesAnOutputInsideTheCheckpoint) {
+  TempDir dir;
+  Fixture fx;
+  auto saved = fx.Save(dir.path(), 12);
+  ASSERT_TRUE(saved.ok());
+  const std::string data = saved->path + "/tensors.bin";
+  const auto size = fs::file_size(data);
+  for (const std::string& out :
+       {data, saved->path + "/manifest.json", saved->path + "/model.st"}) {
+    const absl::Status st = ExportSafetensors(dir.path(), out).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << out;
+    EXPECT_THAT(st.message(), HasSubstr("is inside checkpoint"));
+  }
+  EXPECT_EQ(fs::file_size(data), size);
+  EXPECT_FALSE(fs::exists(saved->path + "/model.st"));
+  Fixture fresh;  // the checkpoint still resumes
+  TrainOptions job = fresh.job;
+  EXPECT_TRUE(ResumeMlp(dir.path(), *fresh.store, *fresh.model, job).ok());
+  // Beside the step directories is fine.
+  EXPECT_TRUE(ExportSafetensors(dir.path(), dir.path() + "/m.st").ok());
+}
+
+// A manifest re-signed after its first tensor's shape was made 2^62 + 1 by
+// 1 floats: 4 * (2^62 + 1) wraps to 4 bytes, which would pass a size check.
+TEST(CheckpointTest, CraftedHugeShapeIsRefusedNamingTheTensor) {
+  TempDir dir;
+  Fixture fx;
+  auto saved = fx.Save(dir.path(), 12);
+  ASSERT_TRUE(saved.ok());
+  const std::string path = saved->path + "/manifest.json";
+  auto text = ReadWholeFile(path);
+  ASSERT_TRUE(text.ok());
+  nlohmann::json j = nlohmann::json::parse(*text);
+  const std::string name = j["tensors"][0]["name"];
+  j["tensors"][0]["shape"] = {(uint64_t{1} << 62) + 1, 1};
+  j.erase("xxh3");
+  const std::string body = j.dump();
+  j["xxh3"] = absl::StrFormat("%016x", XXH3_64bits(body.data(), body.size()));
+  std::ofstream(path, std::ios::trunc) << j.dump(1);
+  auto done = ExportSafetensors(dir.path(), dir.path() + "/m.st");
+  ASSERT_FALSE(done.ok());
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(done.status().message(), HasSubstr("'" + name + "'"));
+  EXPECT_THAT(done.status().message(), HasSubstr("larger than any file"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/m.st"));
+}
+
+// kill -9 during an older strata's pruning left step directories without a
+// manifest (often empty); the next save removes them, and nothing else.
+TEST(CheckpointTest, LeftoverStepDirectoriesAreRemoved) {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/step-00000001");
+  fs::create_directories(dir.path() + "/step-00000002");
+  std::ofstream(dir.path() + "/step-00000002/tensors.bin") << "half";
+  fs::create_directories(dir.path() + "/notes");
+  Fixture fx;
+  ASSERT_TRUE(fx.Save(dir.path(), 3).ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/step-00000001"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/step-00000002"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/notes"));
+  ASSERT_TRUE(fx.Save(dir.path(), 4, /*keep=*/1).ok());
+  std::vector<CheckpointRef> all = ListCheckpoints(dir.path());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].step, 4);
+  EXPECT_FALSE(fs::exists(dir.path() + "/step-00000003.old"));
 }
 
 }  // namespace

@@ -91,11 +91,11 @@ TEST_F(FaultyBlockIoTest, EnospcIsResourceExhaustedNamingAFullDisk) {
   EXPECT_EQ(faulty_->injected(), 1u);
 }
 
-TEST_F(FaultyBlockIoTest, ShortReadIsDataLossAfterReadingHalf) {
+TEST_F(FaultyBlockIoTest, ShortReadIsUnavailableAfterReadingHalf) {
   ASSERT_TRUE(Write(0).ok());
   faulty_->set_spec(FaultSpec{.rate = 1.0, .kind = FaultKind::kShortRead});
   const absl::Status status = Read(0);
-  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;  // transient: retry
   EXPECT_NE(status.message().find("short read"), std::string::npos);
   EXPECT_TRUE(MatchesPattern(back_.data(), kRequest / 2, 1));
   EXPECT_EQ(back_[kRequest - 1], 0);  // the second half never arrived
@@ -226,7 +226,7 @@ TEST_F(FaultyBlockIoTest, InjectedCodeIsWhatRunReturns) {
     EXPECT_EQ(status.code(), FaultyBlockIo::InjectedCode(c.kind)) << status;
   }
   EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kShortRead),
-            absl::StatusCode::kDataLoss);
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kEnospc),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(FaultyBlockIo::InjectedCode(FaultKind::kShortWrite),

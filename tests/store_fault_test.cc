@@ -29,6 +29,10 @@ using State = Residency::State;
 
 class StoreFaultTest : public ::testing::Test {
  protected:
+  // The store's own error paths: retries off, so each injected fault
+  // reaches the store (StoreRetryTest below has them on).
+  virtual uint32_t IoAttempts() const { return 1; }
+
   void SetUp() override {
     StoreSeams seams;
     seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
@@ -41,9 +45,11 @@ class StoreFaultTest : public ::testing::Test {
       io_ = f.get();
       return f;
     };
-    auto s = OpenStore(::strata::testing::SmallStoreOptions(
-                           dir_.path(), 4 * kMiB, 4 * kMiB, 32 * kMiB),
-                       seams);
+    StoreOptions options = ::strata::testing::SmallStoreOptions(
+        dir_.path(), 4 * kMiB, 4 * kMiB, 32 * kMiB);
+    options.nvme.io_attempts = IoAttempts();
+    options.nvme.io_retry_backoff_seconds = 0;  // no sleeping in tests
+    auto s = OpenStore(options, seams);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
     id_ = *store_->Create({.name = "w", .size_bytes = kSize});
@@ -120,9 +126,8 @@ TEST_F(StoreFaultTest, ReadErrorsLeaveNvmeCopyIntact) {
   for (FaultKind kind : {FaultKind::kEio, FaultKind::kShortRead}) {
     io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = kind});
     auto lease = store_->Acquire(id_, Tier::kHost, Access::kRead);
-    EXPECT_EQ(lease.status().code(), kind == FaultKind::kEio
-                                         ? absl::StatusCode::kUnavailable
-                                         : absl::StatusCode::kDataLoss)
+    // Both are transient: Unavailable, the caller may retry.
+    EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable)
         << lease.status();
     EXPECT_EQ(StateOn(Tier::kHost), State::kAbsent);
     EXPECT_EQ(StateOn(Tier::kNvme), State::kClean);
@@ -255,6 +260,67 @@ TEST_F(StoreFaultTest, FailedWriteLeavesPreviousContents) {
   io_->set_spec({.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kEio});
   EXPECT_FALSE(
       store_->Write(id_, in.data(), 100, 50).ok());  // partial: load fails
+  ExpectIntact(1);
+}
+
+// With the default retries (4 attempts): transient faults below the store
+// are survived and counted, lasting ones still fail with the copy intact.
+class StoreRetryTest : public StoreFaultTest {
+ protected:
+  uint32_t IoAttempts() const override { return 4; }
+  // NVMe requests in one read of the tensor (64 KiB blocks).
+  static constexpr uint64_t kRequests = (kSize + 64 * 1024 - 1) / (64 * 1024);
+};
+
+TEST_F(StoreRetryTest, TransientReadAndWriteErrorsAreSurvived) {
+  for (FaultKind kind :
+       {FaultKind::kEio, FaultKind::kShortRead, FaultKind::kShortWrite}) {
+    io_->set_spec({.nth = 1, .kind = kind});
+    // A write reaching NVMe, then a read back from it.
+    ASSERT_TRUE(store_->Write(id_, Pattern(kSize, 1).data(), kSize).ok());
+    ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+    auto lease = store_->Acquire(id_, Tier::kHost, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(MatchesPattern(lease->data(), kSize, 1));
+  }
+  EXPECT_EQ(io_->injected(), 3u);
+  // Each failed transfer ran its requests again, one by one.
+  EXPECT_EQ(store_->GetStats().io_retries, 3 * kRequests);
+  EXPECT_EQ(store_->GetStats().checksum_failures, 0u);
+}
+
+TEST_F(StoreRetryTest, FlippedBitIsReadAgainOnce) {
+  ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+  for (Tier tier : {Tier::kHost, Tier::kDevice}) {
+    io_->set_spec(
+        {.nth = 1, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
+    auto lease = store_->Acquire(id_, tier, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    std::vector<std::byte> out(kSize);
+    ASSERT_TRUE(lease->Release().ok());
+    ASSERT_TRUE(store_->Read(id_, out.data(), kSize).ok());
+    EXPECT_TRUE(MatchesPattern(out.data(), kSize, 1));
+    ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+  }
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.checksum_rereads, 2u);
+  EXPECT_EQ(stats.checksum_failures, 0u);
+}
+
+TEST_F(StoreRetryTest, LastingFaultsStillFailWithTheCopyIntact) {
+  ASSERT_TRUE(store_->Evict(id_, Tier::kNvme).ok());
+  io_->set_spec({.from = 1, .ops = FaultOps::kReads});
+  auto lease = store_->Acquire(id_, Tier::kHost, Access::kRead);
+  EXPECT_TRUE(absl::IsUnavailable(lease.status())) << lease.status();
+  EXPECT_THAT(lease.status().message(), HasSubstr("after 4 attempts"));
+  EXPECT_EQ(store_->GetStats().io_retries, 3u);  // the first request, 3 more
+  io_->set_spec(
+      {.rate = 1.0, .ops = FaultOps::kReads, .kind = FaultKind::kBitFlip});
+  lease = store_->Acquire(id_, Tier::kHost, Access::kRead);
+  EXPECT_TRUE(absl::IsDataLoss(lease.status())) << lease.status();
+  EXPECT_EQ(store_->GetStats().checksum_rereads, 1u);
+  EXPECT_EQ(store_->GetStats().checksum_failures, 1u);
+  EXPECT_EQ(StateOn(Tier::kHost), State::kAbsent);
   ExpectIntact(1);
 }
 

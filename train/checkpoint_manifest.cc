@@ -4,8 +4,11 @@
 #include <xxhash.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "strata/status.h"
 
 namespace strata::train {
 namespace {
@@ -33,6 +36,30 @@ std::string ManifestChecksum(json j) {
   j.erase("xxh3");
   const std::string text = j.dump();
   return absl::StrFormat("%016x", XXH3_64bits(text.data(), text.size()));
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (int64_t d : shape) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
+// A shape's dimensions are >= 0 and its byte size fits in 64 bits, so no
+// reader of the manifest computes a size that wrapped (a crafted manifest
+// would otherwise describe a tensor of 2^62 elements in 4 bytes).
+absl::Status CheckShape(const std::string& path,
+                        const CheckpointTensorEntry& e) {
+  uint64_t bytes = DTypeSize(e.dtype);
+  for (int64_t d : e.shape) {
+    if (d < 0 ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return Bad(path,
+                 absl::StrFormat("tensor '%s': shape %s is negative or larger "
+                                 "than any file",
+                                 e.name, ShapeText(e.shape)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -128,6 +155,7 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
       e.offset = t.at("offset").get<uint64_t>();
       e.bytes = t.at("bytes").get<uint64_t>();
       e.xxh3 = std::stoull(t.at("xxh3").get<std::string>(), nullptr, 16);
+      STRATA_RETURN_IF_ERROR(CheckShape(path, e));
       uint64_t elements = 1;
       for (int64_t d : e.shape) elements *= static_cast<uint64_t>(d);
       if (e.offset != end || elements * DTypeSize(e.dtype) != e.bytes) {

@@ -124,15 +124,47 @@ absl::Status CheckpointReader::ReadTensor(const CheckpointTensorEntry& e,
     }
     done += static_cast<uint64_t>(n);
   }
-  const uint64_t sum = XXH3_64bits(dst, e.bytes);
-  if (sum != e.xxh3) {
-    return absl::DataLossError(absl::StrFormat(
-        "tensor '%s' in %s/%s does not match its checksum (xxh3 %016x, "
-        "manifest %016x): the checkpoint is corrupted; delete it and resume "
-        "from an older one",
-        e.name, path_, kTensorsFile, sum, e.xxh3));
+  return CheckSum(e, XXH3_64bits(dst, e.bytes));
+}
+
+absl::Status CheckpointReader::ReadTensorChunks(
+    const CheckpointTensorEntry& e,
+    const std::function<absl::Status(std::string_view)>& sink) const {
+  constexpr uint64_t kChunkBytes = uint64_t{1} << 20;
+  std::vector<char> chunk(std::min(kChunkBytes, e.bytes));
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  absl::Status status;
+  for (uint64_t done = 0; status.ok() && done < e.bytes;) {
+    const uint64_t want = std::min<uint64_t>(chunk.size(), e.bytes - done);
+    const ssize_t n =
+        pread(fd_, chunk.data(), want, static_cast<off_t>(e.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      status = absl::ErrnoToStatus(
+          err, absl::StrFormat("cannot read tensor '%s' from %s/%s", e.name,
+                               path_, kTensorsFile));
+      break;
+    }
+    XXH3_64bits_update(state, chunk.data(), static_cast<size_t>(n));
+    status = sink(std::string_view(chunk.data(), static_cast<size_t>(n)));
+    done += static_cast<uint64_t>(n);
   }
-  return absl::OkStatus();
+  const uint64_t sum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  STRATA_RETURN_IF_ERROR(status);
+  return CheckSum(e, sum);
+}
+
+absl::Status CheckpointReader::CheckSum(const CheckpointTensorEntry& e,
+                                        uint64_t sum) const {
+  if (sum == e.xxh3) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "tensor '%s' in %s/%s does not match its checksum (xxh3 %016x, "
+      "manifest %016x): the checkpoint is corrupted; delete it and resume "
+      "from an older one",
+      e.name, path_, kTensorsFile, sum, e.xxh3));
 }
 
 absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,

@@ -10,9 +10,11 @@
 #define STRATA_TRAIN_CHECKPOINT_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,8 +58,19 @@ class CheckpointReader {
   // their checksum. DataLoss naming tensors.bin and the tensor on a
   // mismatch; errno codes on a failed read.
   absl::Status ReadTensor(const CheckpointTensorEntry& entry, void* dst) const;
+  // As ReadTensor, in chunks of at most 1 MiB handed to `sink` as they are
+  // read (memory stays bounded whatever the manifest says the tensor's size
+  // is). The checksum is known only after the last chunk: a caller must not
+  // publish what it sank before this returns OK. Stops at the first error
+  // of `sink`, and returns it.
+  absl::Status ReadTensorChunks(
+      const CheckpointTensorEntry& entry,
+      const std::function<absl::Status(std::string_view)>& sink) const;
 
  private:
+  // DataLoss naming the tensor unless `sum` is its checksum.
+  absl::Status CheckSum(const CheckpointTensorEntry& entry, uint64_t sum) const;
+
   CheckpointReader(std::string path, CheckpointManifest manifest, int fd)
       : path_(std::move(path)), manifest_(std::move(manifest)), fd_(fd) {}
 

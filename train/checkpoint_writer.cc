@@ -140,20 +140,35 @@ absl::Status WriteContents(Store& store, const CheckpointContent& content,
   return SyncDirectory(temp);
 }
 
-// Removes leftover temporaries (a crashed save's .tmp, a replaced .old) and
-// all but the newest `keep` checkpoints.
+// Whether `entry` is what a save or a removal killed midway leaves: a
+// step-* temporary (.tmp, .old), or a step-NNNNNNNN directory without its
+// manifest (the rename publishes a checkpoint whole, so only an interrupted
+// removal by an older strata leaves one, often empty). Never a checkpoint.
+bool IsLeftover(const fs::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  if (!name.starts_with("step-")) return false;
+  if (name.ends_with(".tmp") || name.ends_with(".old")) return true;
+  std::error_code ec;
+  return name.find('.') == std::string::npos && entry.is_directory(ec) &&
+         !fs::exists(entry.path() / kManifestFile, ec);
+}
+
+// Removes leftovers (IsLeftover) and all but the newest `keep` checkpoints.
+// Safe only for the directory's one writer: strata train holds its lock
+// (DIR/.lock) for the whole run. A checkpoint is renamed aside to *.old
+// before it is removed, so a kill during the removal leaves a leftover, not
+// a checkpoint with half its files that a resume would pick.
 void Prune(const std::string& dir, int keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("step-") &&
-        (name.ends_with(".tmp") || name.ends_with(".old"))) {
-      fs::remove_all(entry.path(), ec);
-    }
+    if (IsLeftover(entry)) fs::remove_all(entry.path(), ec);
   }
   std::vector<CheckpointRef> all = ListCheckpoints(dir);
   for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
-    fs::remove_all(all[i].path, ec);
+    const std::string aside = all[i].path + ".old";
+    fs::remove_all(aside, ec);
+    fs::rename(all[i].path, aside, ec);
+    fs::remove_all(ec ? all[i].path : aside, ec);
   }
 }
 

@@ -11,7 +11,10 @@
 // Crash safety: DIR/step-NNNNNNNN.tmp is written (tensors.bin, then
 // manifest.json, each fsync'd), the directory is fsync'd, renamed to
 // DIR/step-NNNNNNNN, and DIR is fsync'd. A kill at any point leaves the
-// previous checkpoints whole; a leftover *.tmp is removed by the next save.
+// previous checkpoints whole; a leftover *.tmp, *.old, or step directory
+// without a manifest (a removal killed midway) is removed by the next save.
+// Old checkpoints are renamed aside before they are removed, so a kill
+// during pruning never leaves a half-removed one that looks complete.
 //
 // Call between steps (outside Store::BeginStep/EndStep): the predictor sees
 // the save's host-tier reads as a step of their own shape, recorded beside the

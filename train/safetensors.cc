@@ -2,9 +2,11 @@
 #include "train/safetensors.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -15,13 +17,42 @@
 namespace strata::train {
 namespace {
 
-constexpr uint64_t kChunkBytes = uint64_t{1} << 20;
+namespace fs = std::filesystem;
+
+// Whether `inner` is `outer` or lies under it (both canonical).
+bool IsWithin(const fs::path& inner, const fs::path& outer) {
+  auto [o, i] =
+      std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return o == outer.end();
+}
+
+// The export is published by rename: inside the checkpoint it would replace
+// the checkpoint's own files (--safetensors=CKPT/tensors.bin) or leave a
+// stranger among them; a link to one of them would be written through.
+absl::Status CheckOutsideCheckpoint(const std::string& checkpoint,
+                                    const std::string& out_path) {
+  std::error_code ec;
+  const fs::path dir = fs::canonical(checkpoint, ec);
+  if (ec) return absl::OkStatus();  // Open names a missing checkpoint
+  const fs::path out = fs::weakly_canonical(fs::absolute(out_path), ec);
+  bool inside = !ec && IsWithin(out.parent_path(), dir);
+  for (const char* file : {kTensorsFile, kManifestFile}) {
+    inside = inside || fs::equivalent(out_path, dir / file, ec);
+  }
+  if (!inside) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--safetensors=%s is inside checkpoint %s (or one of its files): the "
+      "export would replace or sit among the checkpoint's own files; write "
+      "it outside the checkpoint directory",
+      out_path, dir.string()));
+}
 
 }  // namespace
 
 absl::StatusOr<SafetensorsExport> ExportSafetensors(
     const std::string& checkpoint, const std::string& out_path) {
   STRATA_ASSIGN_OR_RETURN(std::string path, ResolveCheckpoint(checkpoint));
+  STRATA_RETURN_IF_ERROR(CheckOutsideCheckpoint(path, out_path));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
                           CheckpointReader::Open(path));
   const CheckpointManifest& m = reader->manifest();
@@ -49,15 +80,12 @@ absl::StatusOr<SafetensorsExport> ExportSafetensors(
                           AtomicFileWriter::Create(out_path));
   STRATA_RETURN_IF_ERROR(out->Append(std::string_view(length, 8)));
   STRATA_RETURN_IF_ERROR(out->Append(text));
-  std::vector<char> bytes;
+  // Chunk by chunk, never the whole tensor in memory (its size is the
+  // manifest's word); a tensor whose checksum fails stops the export before
+  // Commit, so no file appears.
   for (const CheckpointTensorEntry* e : params) {
-    bytes.resize(e->bytes);
-    STRATA_RETURN_IF_ERROR(reader->ReadTensor(*e, bytes.data()));
-    for (uint64_t at = 0; at < e->bytes; at += kChunkBytes) {  // bounded
-      const uint64_t len = std::min(kChunkBytes, e->bytes - at);
-      STRATA_RETURN_IF_ERROR(
-          out->Append(std::string_view(bytes.data() + at, len)));
-    }
+    STRATA_RETURN_IF_ERROR(reader->ReadTensorChunks(
+        *e, [&out](std::string_view chunk) { return out->Append(chunk); }));
   }
   STRATA_RETURN_IF_ERROR(out->Commit());
   return SafetensorsExport{.tensors = static_cast<int>(params.size()),

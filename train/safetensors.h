@@ -26,11 +26,14 @@ struct SafetensorsExport {
 // Writes the parameters (kind "parameter") of the checkpoint at
 // `checkpoint` (a step directory, or a --save-dir: its newest) to
 // `out_path`, named as in the manifest, in its dtype (fp32 today), with
-// metadata "format": "pt", "strata.model" and "strata.step". Streams one
-// tensor at a time, each verified against its checksum first; the file
-// appears atomically (temporary + rename). Errors: those of
-// ResolveCheckpoint and CheckpointReader (NotFound, DataLoss naming the file
-// and tensor); errno codes naming `out_path`.
+// metadata "format": "pt", "strata.model" and "strata.step". Streams each
+// tensor in 1 MiB chunks (memory stays bounded whatever size a manifest
+// claims), each verified against its checksum before the file appears
+// atomically (temporary + rename). Errors: InvalidArgument when `out_path`
+// is inside the checkpoint directory or one of its files; those of
+// ResolveCheckpoint and CheckpointReader (NotFound; DataLoss naming the file
+// and tensor, e.g. for a shape that is negative or overflows); errno codes
+// naming `out_path`.
 absl::StatusOr<SafetensorsExport> ExportSafetensors(
     const std::string& checkpoint, const std::string& out_path);
 

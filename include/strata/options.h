@@ -108,6 +108,15 @@ struct NvmeOptions {
   // Default: kAuto. Under kAuto, the environment variable
   // STRATA_IO_ENGINE=io_uring|threads picks instead; an explicit choice wins.
   IoEngine engine = IoEngine::kAuto;
+  // Tries per NVMe request before a transient error (EIO, EAGAIN, a short
+  // read or write) reaches the store, with a bounded backoff between them
+  // (tiers/nvme/retrying_block_io.h); while > 1, a read whose checksum does
+  // not match is also read once more before it counts as DataLoss. 1: no
+  // retries (tests of the store's own error paths). Default: 4.
+  uint32_t io_attempts = 4;
+  // Sleep before the first retry, doubled before each later one (1, 2, 4 ms
+  // with the defaults). Default: 0.001 s.
+  double io_retry_backoff_seconds = 0.001;
 };
 
 enum class EvictionPolicy : uint8_t {

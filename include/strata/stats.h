@@ -88,7 +88,14 @@ struct Stats {
   // Acquires that waited for or made a transfer; the rest found their data
   // in place (acquires - stalled_acquires = hits, prefetched or resident).
   uint64_t stalled_acquires = 0;
+  // NVMe reads whose checksum did not match, after the one re-read below.
   uint64_t checksum_failures = 0;
+  // NVMe reads whose checksum did not match and that were read once more
+  // (a bit flipped on the way, not on the disk, is then survived).
+  uint64_t checksum_rereads = 0;
+  // NVMe requests run again after a transient error (EIO, EAGAIN, short
+  // I/O); the run goes on unless one fails on every attempt.
+  uint64_t io_retries = 0;
   uint64_t tensors = 0;  // current live tensors
   UnifiedStats unified;
   std::string device_backend;  // "cuda:<name>" or "simulated"

@@ -16,7 +16,8 @@ uint64_t FaultDraws::Next() { return SplitMix64Next(state_); }
 bool FaultDraws::NextFails(const FaultSpec& spec) {
   ++matched_;
   const double unit = static_cast<double>(Next() >> 11) * 0x1.0p-53;
-  return unit < spec.rate || matched_ == spec.nth;
+  return unit < spec.rate || matched_ == spec.nth ||
+         (spec.from != 0 && matched_ >= spec.from);
 }
 
 }  // namespace strata

@@ -7,9 +7,10 @@
 // it; each wrapper's header says which operations and kinds it sees (a kind
 // a wrapper does not apply matches none of its operations). Each matching
 // operation draws one number from a SplitMix64 stream seeded by `seed` and
-// fails if the draw falls below `rate`, or if it is the `nth` matching one
-// since the spec was set. The same seed and the same sequence of operations
-// give the same faults.
+// fails if the draw falls below `rate`, if it is the `nth` matching one
+// since the spec was set, or if it is the `from`th or any later one (a
+// persistent fault: a disk that has died). The same seed and the same
+// sequence of operations give the same faults.
 #ifndef STRATA_TIERS_FAULT_FAULT_SPEC_H_
 #define STRATA_TIERS_FAULT_FAULT_SPEC_H_
 
@@ -27,7 +28,9 @@ enum class FaultKind : uint8_t {
   // Block I/O: fails with ENOSPC, nothing moves (ResourceExhausted, naming
   // a full disk).
   kEnospc,
-  // Block I/O reads: half the bytes are read, then DataLoss "short read".
+  // Block I/O reads: half the bytes are read, then Unavailable "short read"
+  // (transient, as an engine that gave up resubmitting would say; nothing is
+  // known to be corrupt).
   kShortRead,
   // Block I/O writes: half the bytes are written, then EIO (as kEio).
   kShortWrite,
@@ -56,6 +59,10 @@ struct FaultSpec {
   // The nth matching operation (1-based, counted from set_spec) fails as
   // well; 0: off. Default: 0.
   uint64_t nth = 0;
+  // Every matching operation from the `from`th on (1-based, counted from
+  // set_spec) fails: a fault that lasts, which no retry gets past; 0: off.
+  // Default: 0.
+  uint64_t from = 0;
   // Default: kAll.
   FaultOps ops = FaultOps::kAll;
   // Default: kEio.
@@ -69,7 +76,7 @@ class FaultDraws {
   void Reset(const FaultSpec& spec);
   // Counts one matching operation and says whether it fails: one draw
   // against `rate` (drawn for every match, so the stream does not depend
-  // on `nth`), or it is the `nth`.
+  // on `nth` or `from`), or it is the `nth`, or the `from`th or later.
   bool NextFails(const FaultSpec& spec);
   // The next raw 64-bit draw (e.g. where a bit flip lands).
   uint64_t Next();

@@ -36,9 +36,9 @@ absl::Status FaultStatus(FaultKind kind, const IoRequest& request) {
     case FaultKind::kEnospc:
       return Injected(IoErrnoStatus(request, ENOSPC));
     case FaultKind::kShortRead:
-      return Injected(absl::DataLossError(absl::StrCat(
+      return Injected(absl::UnavailableError(absl::StrCat(
           "nvme read file ", request.file_index, " offset ", request.offset,
-          ": short read, ", prefix, " of ", request.bytes, " bytes")));
+          ": short read, ", prefix, " of ", request.bytes, " bytes: retry")));
     case FaultKind::kShortWrite:
       return Injected(IoErrnoToStatus(
           EIO, absl::StrCat("nvme write file ", request.file_index, " offset ",

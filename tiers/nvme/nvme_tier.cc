@@ -50,6 +50,16 @@ absl::Status CheckOptions(const NvmeOptions& options) {
   if (options.queue_depth == 0) {
     return absl::InvalidArgumentError("NVMe queue depth is 0");
   }
+  if (options.io_attempts == 0) {
+    return absl::InvalidArgumentError(
+        "NVMe io_attempts is 0: use 1 (no retries) or more");
+  }
+  if (!(options.io_retry_backoff_seconds >= 0 &&
+        options.io_retry_backoff_seconds <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("NVMe retry backoff %g s: use 0 to 1 s",
+                        options.io_retry_backoff_seconds));
+  }
   return absl::OkStatus();
 }
 
@@ -230,6 +240,14 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(
   STRATA_ASSIGN_OR_RETURN(tier->io_, OpenEngine(options, tier->fds_, buffers,
                                                 &tier->fallback_reason_));
   if (wrapper) tier->io_ = wrapper(std::move(tier->io_));
+  // Outermost, so retries also cover what a wrapper injects.
+  auto retrying = std::make_unique<RetryingBlockIo>(
+      std::move(tier->io_),
+      RetryPolicy{.attempts = options.io_attempts,
+                  .backoff_seconds = options.io_retry_backoff_seconds});
+  tier->retrying_ = retrying.get();
+  tier->attempts_ = options.io_attempts;
+  tier->io_ = std::move(retrying);
   return tier;
 }
 

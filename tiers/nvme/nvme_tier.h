@@ -24,12 +24,14 @@
 #include "absl/status/statusor.h"
 #include "strata/options.h"
 #include "tiers/nvme/block_io.h"
+#include "tiers/nvme/retrying_block_io.h"
 
 namespace strata {
 
 class NvmeTier {
  public:
-  // Wraps the engine NvmeTier opened (tests put a fault injector here).
+  // Wraps the engine NvmeTier opened (tests put a fault injector here); the
+  // retries (NvmeOptions::io_attempts) run in front of what it returns.
   using BlockIoWrapper =
       std::function<std::unique_ptr<BlockIo>(std::unique_ptr<BlockIo>)>;
 
@@ -49,11 +51,17 @@ class NvmeTier {
   // Moves `bytes` between the tier address `address` and host memory `buf`.
   // address, buf and bytes must be multiples of kDirectIoAlignment
   // (InvalidArgument otherwise; OutOfRange past capacity). Blocks until done.
-  // I/O errors as tiers/nvme/io_error.h maps them: Unavailable for EIO,
-  // ResourceExhausted naming the directory when its disk is full. A failed
+  // I/O errors as tiers/nvme/io_error.h maps them, once the retries are
+  // spent: Unavailable for EIO, ResourceExhausted naming the directory when
+  // its disk is full. A failed
   // read leaves `buf` undefined; a failed write, the bytes at `address`.
   absl::Status Read(uint64_t address, void* buf, uint64_t bytes);
   absl::Status Write(uint64_t address, const void* buf, uint64_t bytes);
+
+  // Requests run again after a transient error (RetryingBlockIo::retries).
+  uint64_t io_retries() const { return retrying_->retries(); }
+  // Whether failed reads are tried again (NvmeOptions::io_attempts > 1).
+  bool retries_enabled() const { return attempts_ > 1; }
 
   uint64_t capacity_bytes() const { return capacity_; }
   uint64_t block_size_bytes() const { return block_; }
@@ -74,7 +82,9 @@ class NvmeTier {
   uint64_t per_file_bytes_ = 0;
   uint64_t capacity_ = 0;
   uint64_t block_ = 0;
+  uint32_t attempts_ = 1;
   std::unique_ptr<BlockIo> io_;
+  RetryingBlockIo* retrying_ = nullptr;  // io_ itself
   std::string fallback_reason_;
 };
 
