@@ -11,6 +11,7 @@
 #include "strata/status.h"
 #include "train/compute.h"
 #include "train/half_cast.h"
+#include "train/host_pool.h"
 #include "train/vector_path.h"
 
 namespace strata::train {
@@ -55,10 +56,39 @@ void LoadTile(Precision type, const Operand& op, int64_t r0, int64_t rows,
   }
 }
 
+// One tile of c: c[i0.., j0..] (mi x nj) (= or +=) the sum over the
+// inner dimension's tiles, in order, of op(A) op(B) on 16-bit values.
+void GemmTile(Precision type, bool trans_a, bool trans_b, int64_t i0,
+              int64_t mi, int64_t j0, int64_t nj, int64_t k, const Operand& a,
+              const Operand& b, float* c, int64_t ldc, bool accumulate) {
+  Scratch& s = ThreadScratch();
+  constexpr int64_t T = kLinear16Tile;
+  for (int64_t p0 = 0; p0 < k; p0 += T) {
+    const int64_t kp = std::min(T, k - p0);
+    if (trans_a) {
+      LoadTile(type, a, p0, kp, i0, mi, s.a.data(), s.row.data());
+    } else {
+      LoadTile(type, a, i0, mi, p0, kp, s.a.data(), s.row.data());
+    }
+    if (trans_b) {
+      LoadTile(type, b, j0, nj, p0, kp, s.b.data(), s.row.data());
+    } else {
+      LoadTile(type, b, p0, kp, j0, nj, s.b.data(), s.row.data());
+    }
+    const float beta = (p0 == 0 && !accumulate) ? 0.0f : 1.0f;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(mi),
+                static_cast<int>(nj), static_cast<int>(kp), 1.0f, s.a.data(),
+                static_cast<int>(trans_a ? mi : kp), s.b.data(),
+                static_cast<int>(trans_b ? kp : nj), beta, c + i0 * ldc + j0,
+                static_cast<int>(ldc));
+  }
+}
+
 // c[m x n] (ldc) (= or +=) op(A)[m x k] op(B)[k x n] in fp32, with A and B
-// row-major as stored (A is [k x m] when trans_a, B [n x k] when trans_b),
-// tile by tile: for each block of rows of c and each block of the inner
-// dimension in order, every block of columns.
+// row-major as stored (A is [k x m] when trans_a, B [n x k] when trans_b).
+// The tiles of c are spread over the shared HostPool; each is computed by
+// one thread, the same way whichever thread runs it.
 void TiledGemm(Precision type, bool trans_a, bool trans_b, int64_t m, int64_t n,
                int64_t k, const Operand& a, const Operand& b, float* c,
                int64_t ldc, bool accumulate) {
@@ -69,34 +99,17 @@ void TiledGemm(Precision type, bool trans_a, bool trans_b, int64_t m, int64_t n,
     }
     return;
   }
-  Scratch& s = ThreadScratch();
   constexpr int64_t T = kLinear16Tile;
-  for (int64_t i0 = 0; i0 < m; i0 += T) {
-    const int64_t mi = std::min(T, m - i0);
-    for (int64_t p0 = 0; p0 < k; p0 += T) {
-      const int64_t kp = std::min(T, k - p0);
-      if (trans_a) {
-        LoadTile(type, a, p0, kp, i0, mi, s.a.data(), s.row.data());
-      } else {
-        LoadTile(type, a, i0, mi, p0, kp, s.a.data(), s.row.data());
-      }
-      for (int64_t j0 = 0; j0 < n; j0 += T) {
-        const int64_t nj = std::min(T, n - j0);
-        if (trans_b) {
-          LoadTile(type, b, j0, nj, p0, kp, s.b.data(), s.row.data());
-        } else {
-          LoadTile(type, b, p0, kp, j0, nj, s.b.data(), s.row.data());
+  const int64_t tiles_n = (n + T - 1) / T;
+  const int64_t tiles = (m + T - 1) / T * tiles_n;
+  HostPool::Shared().ParallelFor(
+      tiles, kLinear16MinTilesPerThread, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t i0 = t / tiles_n * T, j0 = t % tiles_n * T;
+          GemmTile(type, trans_a, trans_b, i0, std::min(T, m - i0), j0,
+                   std::min(T, n - j0), k, a, b, c, ldc, accumulate);
         }
-        const float beta = (p0 == 0 && !accumulate) ? 0.0f : 1.0f;
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(mi),
-                    static_cast<int>(nj), static_cast<int>(kp), 1.0f,
-                    s.a.data(), static_cast<int>(trans_a ? mi : kp), s.b.data(),
-                    static_cast<int>(trans_b ? kp : nj), beta,
-                    c + i0 * ldc + j0, static_cast<int>(ldc));
-      }
-    }
-  }
+      });
 }
 
 // db[j] (= or +=) dy[0][j] + dy[1][j] + ... in row order, in float.

@@ -6,11 +6,18 @@
 // kLinear16Tile of each operand are rounded to 16 bits (fp32 activations
 // and gradients) or widened from them (weights) into per-thread scratch and
 // multiplied with sgemm, the tiles of the inner dimension accumulated in
-// order. The scratch is two tiles (2 x 256 KiB) per calling thread, never a
-// whole-tensor fp32 copy. Widening is exact and sgemm sums in fp32, so the
-// result is the fp32 product of the 16-bit values. The tiling depends on
-// the shapes alone, so a result's bits do too (for a fixed OpenBLAS, which
-// splits an sgemm by output blocks, not the inner dimension).
+// order. The scratch is two 16 KiB tiles per thread, never a whole-tensor
+// fp32 copy. Widening is exact and sgemm sums in fp32, so the result is
+// the fp32 product of the 16-bit values.
+//
+// Determinism at any thread count: the output tiles are spread over the
+// shared HostPool, and each tile's sgemm is small enough (64^3 = 2^18
+// multiply-adds) that OpenBLAS 0.3.21 runs it on the calling thread alone
+// (it threads a GEMM only above SMP_THRESHOLD_MIN x
+// GEMM_MULTITHREAD_THRESHOLD = 2^18), so every tile is computed the same
+// way whichever thread runs it and however many OpenBLAS or pool threads
+// there are (linear16_test checks 1 against 2). The cost: tiles are
+// converted once per use, about 1/32 of a conversion per multiply-add.
 #ifndef STRATA_TRAIN_CPU_LINEAR16_H_
 #define STRATA_TRAIN_CPU_LINEAR16_H_
 
@@ -21,8 +28,13 @@
 
 namespace strata::train {
 
-// Rows, columns and inner-dimension length of one tile.
-inline constexpr int64_t kLinear16Tile = 256;
+// Rows, columns and inner-dimension length of one tile: 64^3 multiply-adds
+// at most, OpenBLAS's single-thread limit (above).
+inline constexpr int64_t kLinear16Tile = 64;
+// A product is split over the pool's threads only in runs of this many
+// output tiles (about 50 us of sgemm each): a split's wake-up costs a few
+// microseconds (cpu_adam.h).
+inline constexpr int64_t kLinear16MinTilesPerThread = 2;
 
 // Compute::LinearForward16 and LinearBackward16 on host memory; the same
 // contract and errors.
