@@ -4,12 +4,13 @@
 // function carries the target attribute of its path, so it inlines into
 // kernels built for that path and never runs on a CPU without it.
 //
-// Same bits as half.h, by construction: narrowing spells RoundShifted's
+// Same bits as half.h: fp16 stochastic narrowing spells RoundShifted's
 // integer steps lane by lane (vpsrlvd/vpsllvd give 0 for shifts of 32 or
-// more, as half.h's ShiftRight/ShiftLeft do), except fp16 round to nearest
-// even, which is one F16C/AVX-512 vcvtps2ph; that instruction's NaN and
-// overflow handling is what half.h copies, and the tests check it on every
-// path. Widening is exact everywhere (fp16: vcvtph2ps; bf16: a shift).
+// more, as half.h's ShiftRight/ShiftLeft do); bf16 uses its one-add form
+// (FloatToBf16x8 says why it is the same); fp16 round to nearest even is
+// one F16C/AVX-512 vcvtps2ph, whose NaN and overflow handling is what
+// half.h copies. The tests check every path against half.h. Widening is exact
+// everywhere (fp16: vcvtph2ps; bf16: a shift).
 #ifndef STRATA_TRAIN_HALF_SIMD_H_
 #define STRATA_TRAIN_HALF_SIMD_H_
 
@@ -53,13 +54,23 @@ STRATA_AVX2 __m128i Pack16x8(__m256i r) {
       _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
 }
 
+// bf16's fixed shift of 16 lets RoundShifted shrink to one add: nearest
+// even adds 0x7fff plus the kept value's low bit, stochastic adds the top
+// 16 random bits, and the carry out of the low half is the rounding (the
+// same carries as RoundShifted's: its fraction is the low half times 2^16,
+// and the random bits' low half cannot change the carry of a sum whose
+// other low half is zero). Applied to the signed bits: no finite value
+// carries into the sign.
 STRATA_AVX2 __m128i FloatToBf16x8(__m256 x, bool stochastic, __m256i random) {
   const __m256i u = _mm256_castps_si256(x);
-  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   const __m256i high = _mm256_srli_epi32(u, 16);
-  const __m256i sign = _mm256_and_si256(high, _mm256_set1_epi32(0x8000));
-  __m256i r = _mm256_or_si256(
-      sign, RoundShifted8(mag, _mm256_set1_epi32(16), stochastic, random));
+  const __m256i add =
+      stochastic
+          ? _mm256_srli_epi32(random, 16)
+          : _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                             _mm256_and_si256(high, _mm256_set1_epi32(1)));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, add), 16);
+  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
   r = _mm256_blendv_epi8(r, _mm256_or_si256(high, _mm256_set1_epi32(0x40)),
                          nan);
@@ -139,14 +150,18 @@ STRATA_AVX512 __m512i RoundShifted16(__m512i mag, __m512i shift,
   return _mm512_mask_add_epi32(kept, up, kept, _mm512_set1_epi32(1));
 }
 
+// As FloatToBf16x8.
 STRATA_AVX512 __m256i FloatToBf16x16(__m512 x, bool stochastic,
                                      __m512i random) {
   const __m512i u = _mm512_castps_si512(x);
-  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __m512i high = _mm512_srli_epi32(u, 16);
-  const __m512i sign = _mm512_and_si512(high, _mm512_set1_epi32(0x8000));
-  __m512i r = _mm512_or_si512(
-      sign, RoundShifted16(mag, _mm512_set1_epi32(16), stochastic, random));
+  const __m512i add =
+      stochastic
+          ? _mm512_srli_epi32(random, 16)
+          : _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                             _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, add), 16);
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan =
       _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
   r = _mm512_mask_blend_epi32(nan, r,
