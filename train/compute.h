@@ -3,7 +3,9 @@
 // Two implementations: CpuCompute (OpenBLAS; for the simulated device, whose
 // "device memory" is host memory) and CudaCompute (cuBLAS plus small kernels;
 // pointers are CUDA device memory from device-tier leases). Every matrix is
-// float32, row-major, dense. Work is issued on stream() and is ordered on it;
+// row-major and dense, float32 except where an operation says 16-bit (the
+// mixed-precision ones: uint16_t bf16/fp16 bits, precision.h). Work is
+// issued on stream() and is ordered on it;
 // results a caller reads on the host (loss, correct count) are synchronised.
 //
 // Determinism: each operation gives the same bits for the same inputs on the
