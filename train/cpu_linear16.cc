@@ -102,8 +102,16 @@ void TiledGemm(Precision type, bool trans_a, bool trans_b, int64_t m, int64_t n,
   constexpr int64_t T = kLinear16Tile;
   const int64_t tiles_n = (n + T - 1) / T;
   const int64_t tiles = (m + T - 1) / T * tiles_n;
+#if defined(STRATA_TSAN)
+  // OpenBLAS (not instrumented) hands its per-call buffers between threads
+  // through spin locks ThreadSanitizer cannot see (cpu_compute.cc runs it
+  // on one thread for the same reason), so the tiles stay on the caller.
+  constexpr int64_t kMinTiles = int64_t{1} << 62;
+#else
+  constexpr int64_t kMinTiles = kLinear16MinTilesPerThread;
+#endif
   HostPool::Shared().ParallelFor(
-      tiles, kLinear16MinTilesPerThread, 1, [&](int64_t begin, int64_t end) {
+      tiles, kMinTiles, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t i0 = t / tiles_n * T, j0 = t % tiles_n * T;
           GemmTile(type, trans_a, trans_b, i0, std::min(T, m - i0), j0,
