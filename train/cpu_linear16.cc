@@ -106,7 +106,7 @@ void TiledGemm(Precision type, bool trans_a, bool trans_b, int64_t m, int64_t n,
   // OpenBLAS (not instrumented) hands its per-call buffers between threads
   // through spin locks ThreadSanitizer cannot see (cpu_compute.cc runs it
   // on one thread for the same reason), so the tiles stay on the caller.
-  constexpr int64_t kMinTiles = int64_t{1} << 62;
+  constexpr int64_t kMinTiles = int64_t{1} << 40;  // never split
 #else
   constexpr int64_t kMinTiles = kLinear16MinTilesPerThread;
 #endif
