@@ -9,7 +9,12 @@
 //    own access pattern with trivial arithmetic (read four arrays, write three
 //    in place);
 //  - the implementation before issue 18 (bench/cpu_adam_baseline.cc), so the
-//    speedup is measured in the same run.
+//    speedup is measured in the same run;
+//  - the fused mixed-precision pass (AdamMixedUpdateCpu: bf16 and fp16
+//    gradient in, 16-bit parameter copy out; "bf16 sr" with stochastic
+//    rounding) per path on the pool. It touches 28 bytes per element too
+//    (read g16, w, m, v: 14; write w, m, v, w16: 14), so its bound is the
+//    same best stream over 28 B.
 // Cases of one size run interleaved (one sample of each in turn, so drift on
 // a shared machine hits all alike); a sample repeats its case until it lasts
 // --min_sample_ms, and the median of --samples is reported. A split sweep
@@ -31,6 +36,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/splitmix64.h"
@@ -38,6 +44,7 @@
 #include "bench/cpu_adam_baseline.h"
 #include "bench/cpu_adam_ceilings.h"
 #include "train/cpu_adam.h"
+#include "train/half.h"
 #include "train/host_pool.h"
 #include "train/vector_path.h"
 
@@ -49,6 +56,8 @@ using train::HostPool;
 using train::VectorPath;
 
 constexpr double kBytesPerElement = 28;  // 4 arrays read, 3 written, fp32
+// The fused mixed pass: g16, w, m, v read (2 + 12), w, m, v, w16 written.
+constexpr double kMixedBytesPerElement = 28;
 
 struct Args {
   int64_t min_elements = int64_t{256} << 10;
@@ -104,9 +113,11 @@ struct Case {
   std::string name;  // "old", "avx2 x1", "avx2 pool", "copy", ...
   std::string path;  // the vector path, "" for streams
   int threads = 1;
+  // Per element: a stream's bytes; for an update, 0 means kBytesPerElement.
   bool stream = false;
   double stream_bytes_per_element = 0;
   std::function<void()> run;
+  std::string precision = "fp32";  // of the gradient, for updates
   int reps = 1;
   std::vector<double> seconds;  // per pass, one per sample
   double median() const {
@@ -135,14 +146,23 @@ void TimeInterleaved(std::vector<Case>& cases, const Args& a) {
   }
 }
 
-// The four arrays of an update, 2 MiB aligned and pre-faulted.
+// The four arrays of an update and the mixed pass's two 16-bit ones, 2 MiB
+// aligned and pre-faulted.
 struct State {
   explicit State(int64_t n)
-      : bw(n * 4), bm(n * 4), bv(n * 4), bg(n * 4), n(n) {}
+      : bw(n * 4),
+        bm(n * 4),
+        bv(n * 4),
+        bg(n * 4),
+        bg16(n * 2),
+        bw16(n * 2),
+        n(n) {}
   float* w() { return reinterpret_cast<float*>(bw.data); }
   float* m() { return reinterpret_cast<float*>(bm.data); }
   float* v() { return reinterpret_cast<float*>(bv.data); }
   float* g() { return reinterpret_cast<float*>(bg.data); }
+  uint16_t* g16() { return reinterpret_cast<uint16_t*>(bg16.data); }
+  uint16_t* w16() { return reinterpret_cast<uint16_t*>(bw16.data); }
   // Weights and moments of a few steps in: w, m, g in [-1, 1), v in [0, 1e-2).
   void Fill(int64_t count, uint64_t seed) {
     uint64_t rng = seed;
@@ -155,9 +175,11 @@ struct State {
       m()[i] = unit() * 0.1f;
       v()[i] = std::abs(unit()) * 1e-2f;
       g()[i] = unit();
+      // bf16 bits of g; fp16 cases read them as fp16, which is as finite.
+      g16()[i] = train::FloatToBf16(g()[i]);
     }
   }
-  AlignedBuffer bw, bm, bv, bg;
+  AlignedBuffer bw, bm, bv, bg, bg16, bw16;
   int64_t n;
 };
 
@@ -167,6 +189,18 @@ AdamParams BenchParams() {
   p.correction1 = float(1.0 / (1.0 - std::pow(0.9, 10)));
   p.correction2 = float(1.0 / (1.0 - std::pow(0.999, 10)));
   return p;
+}
+
+// The mixed-precision passes measured: nearest even for both formats, and
+// bf16 with stochastic rounding; a clip of 0.5 and AdamW decay folded in.
+std::vector<std::pair<std::string, train::MixedAdamParams>> MixedVariants() {
+  using train::Precision;
+  using train::Rounding;
+  return {
+      {"bf16", {Precision::kBf16, 0.5f, 1.0f - 1e-5f, {}}},
+      {"fp16", {Precision::kFp16, 0.5f / 65536, 1.0f - 1e-5f, {}}},
+      {"bf16 sr",
+       {Precision::kBf16, 0.5f, 1.0f - 1e-5f, {Rounding::kStochastic, 7, 0}}}};
 }
 
 std::vector<VectorPath> SupportedPaths() {
@@ -206,6 +240,23 @@ std::vector<Case> CasesFor(State& st, int64_t n, HostPool& pool,
     cases.push_back({name + " pool", name, t, false, 0, [=, &pool] {
                        train::AdamUpdateCpuWith(path, pool, p, w, m, v, g, n);
                      }});
+  }
+  uint16_t *g16 = st.g16(), *w16 = st.w16();
+  for (VectorPath path : SupportedPaths()) {
+    const std::string name = train::VectorPathName(path);
+    for (const auto& [label, mp] : MixedVariants()) {
+      Case c{name + " " + label + " pool",
+             name,
+             t,
+             false,
+             kMixedBytesPerElement,
+             [=, &pool] {
+               train::AdamMixedUpdateCpuWith(path, pool, p, mp, w, m, v, g16,
+                                             w16, n);
+             }};
+      c.precision = label;
+      cases.push_back(c);
+    }
   }
   return cases;
 }
@@ -254,6 +305,37 @@ bool VerifyBits(int64_t count, HostPool& pool) {
   return ok;
 }
 
+// The mixed passes of every path, on one thread and on the pool, against
+// the baseline path's on the same inputs: bitwise equal?
+bool VerifyMixedBits(int64_t count, HostPool& pool) {
+  const AdamParams p = BenchParams();
+  bool ok = true;
+  for (const auto& [label, mp] : MixedVariants()) {
+    State ref(count);
+    ref.Fill(count, 98);
+    train::AdamMixedRange(VectorPath::kBaseline, p, mp, ref.w(), ref.m(),
+                          ref.v(), ref.g16(), ref.w16(), count);
+    for (VectorPath path : SupportedPaths()) {
+      State s(count);
+      s.Fill(count, 98);
+      train::AdamMixedUpdateCpuWith(path, pool, p, mp, s.w(), s.m(), s.v(),
+                                    s.g16(), s.w16(), count);
+      const size_t bytes = count * sizeof(float);
+      if (std::memcmp(s.w(), ref.w(), bytes) != 0 ||
+          std::memcmp(s.m(), ref.m(), bytes) != 0 ||
+          std::memcmp(s.v(), ref.v(), bytes) != 0 ||
+          std::memcmp(s.w16(), ref.w16(), count * 2) != 0) {
+        std::fprintf(stderr,
+                     "cpu_adam_bench: %s %s pool differs from the baseline "
+                     "path's bits\n",
+                     train::VectorPathName(path), label.c_str());
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
 // Which rows the targets are judged on: the chosen path on the pool.
 struct Targets {
   std::string row;          // e.g. "avx2 pool"
@@ -269,7 +351,8 @@ void PrintHeader(const Args& a, const HostPool& pool, VectorPath chosen,
         std::string(paths.empty() ? "" : ", ") + train::VectorPathName(path);
   }
   std::printf(
-      "cpu_adam_bench: fp32, %d threads in the pool, paths here: %s (chosen: "
+      "cpu_adam_bench: fp32 and mixed precision, %d threads in the pool, paths "
+      "here: %s (chosen: "
       "%s); L2 %ld KiB per core, LLC %ld MiB; median of %d interleaved "
       "samples\n",
       pool.threads(), paths.c_str(), train::VectorPathName(chosen),
@@ -315,9 +398,10 @@ void ReportSize(int64_t n, const std::vector<Case>& cases, int threads,
                          {"bound_gbps", bound_gbps},
                          {"bound_elements_per_second", bound_eps}};
   for (const Case& c : cases) {
-    const double gbps =
-        (c.stream ? c.stream_bytes_per_element : kBytesPerElement) * n /
-        c.median() / 1e9;
+    const double bytes_per_element = c.stream_bytes_per_element > 0
+                                         ? c.stream_bytes_per_element
+                                         : kBytesPerElement;
+    const double gbps = bytes_per_element * n / c.median() / 1e9;
     const int case_threads = c.name == "old" ? OldThreads(n) : c.threads;
     if (c.stream) {
       std::printf("%10lld %5s %-14s %3d %9s %8.2f\n", (long long)n,
@@ -326,15 +410,20 @@ void ReportSize(int64_t n, const std::vector<Case>& cases, int threads,
       continue;
     }
     const double eps = n / c.median();
+    // The case's own bound: the best stream over the bytes it touches.
+    const double case_bound_eps = bound_gbps * 1e9 / bytes_per_element;
     std::printf("%10lld %5s %-14s %3d %9.3f %8.2f %8.3f %8.2f\n", (long long)n,
                 level.c_str(), c.name.c_str(), case_threads, eps / 1e9, gbps,
-                eps / bound_eps, eps / old_eps);
+                eps / case_bound_eps, eps / old_eps);
     size["cases"].push_back({{"name", c.name},
                              {"path", c.path},
+                             {"precision", c.precision},
                              {"threads", case_threads},
+                             {"bytes_per_element", bytes_per_element},
                              {"elements_per_second", eps},
                              {"gbps", gbps},
-                             {"ratio_to_bound", eps / bound_eps},
+                             {"bound_elements_per_second", case_bound_eps},
+                             {"ratio_to_bound", eps / case_bound_eps},
                              {"ratio_to_old", eps / old_eps}});
     if (c.name != t->row) continue;
     if (level == "DRAM") {
@@ -432,16 +521,21 @@ int main(int argc, char** argv) {
   RunDivider(a, pool, chosen, &j);
   RunSplitSweep(a, st, pool, chosen, &j);
 
-  const bool ok = VerifyBits((int64_t{4} << 20) + 13, pool);
+  const bool fp32_ok = VerifyBits((int64_t{4} << 20) + 13, pool);
+  const bool mixed_ok = VerifyMixedBits((int64_t{1} << 20) + 13, pool);
+  const bool ok = fp32_ok && mixed_ok;
   const double dram = t.dram_bound < 1e9 ? t.dram_bound : NAN;
   const double cache = t.cache_old < 1e9 ? t.cache_old : NAN;
   std::printf("\nbits: every path %s the old kernel's\n",
-              ok ? "matches" : "DIFFERS FROM");
+              fp32_ok ? "matches" : "DIFFERS FROM");
+  std::printf("bits: every path's mixed pass %s the baseline path's\n",
+              mixed_ok ? "matches" : "DIFFERS FROM");
   std::printf(
       "targets (%s): beyond the LLC >= 0.90x the bound: worst %.3f; "
       "cache-resident >= 4x the old kernel: worst %.2f\n",
       t.row.c_str(), dram, cache);
-  j["bits_match"] = ok;
+  j["bits_match"] = fp32_ok;
+  j["mixed_bits_match"] = mixed_ok;
   j["worst_dram_ratio_to_bound"] = std::isnan(dram) ? 0.0 : dram;
   j["worst_cache_ratio_to_old"] = std::isnan(cache) ? 0.0 : cache;
   if (!a.json.empty()) {

@@ -26,7 +26,8 @@ mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
 bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_test
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
-      tests/transformer_gpu_test tests/compute_test bench/device_link_bench
+      tests/transformer_gpu_test tests/compute_test tests/precision_gpu_test
+      tests/half_cast_test tests/mixed_adam_test bench/device_link_bench
       bench/train_bench bench/cpu_adam_bench)
 
 build() {
@@ -106,6 +107,11 @@ run_step transformer_gpu_test "$(bin tests/transformer_gpu_test)"
 # path the CPU lacks is reported SKIPPED in the log, not passed).
 run_step cpu_adam_paths "$(bin tests/compute_test)" \
   --gtest_filter='*AdamVectorPath*:*VectorPathTest*:*AdamUpdateCpu*'
+# Mixed precision: CUDA casts, fused Adam and 16-bit linear layers against
+# the CPU; the host casts and fused pass on every vector path (AVX-512 too).
+run_step precision_gpu_test "$(bin tests/precision_gpu_test)"
+run_step half_cast_paths "$(bin tests/half_cast_test)"
+run_step mixed_adam_paths "$(bin tests/mixed_adam_test)"
 run_step cpu_adam_bench "$(bin bench/cpu_adam_bench)" --samples=3 \
   --json="$out/cpu_adam_bench.json"
 run_step bench_link "$(bin apps/strata)" bench -t link --device=cuda \

@@ -45,4 +45,11 @@ absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n,
   return absl::OkStatus();
 }
 
+absl::Status CheckHalfArgs(Precision type, int64_t n, const char* op) {
+  if (absl::Status s = CheckHalfPrecision(type, op); !s.ok()) return s;
+  if (n >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s of a negative count %d", op, n));
+}
+
 }  // namespace strata::train

@@ -3,7 +3,9 @@
 // Two implementations: CpuCompute (OpenBLAS; for the simulated device, whose
 // "device memory" is host memory) and CudaCompute (cuBLAS plus small kernels;
 // pointers are CUDA device memory from device-tier leases). Every matrix is
-// float32, row-major, dense. Work is issued on stream() and is ordered on it;
+// row-major and dense, float32 except where an operation says 16-bit (the
+// mixed-precision ones: uint16_t bf16/fp16 bits, precision.h). Work is
+// issued on stream() and is ordered on it;
 // results a caller reads on the host (loss, correct count) are synchronised.
 //
 // Determinism: each operation gives the same bits for the same inputs on the
@@ -20,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "train/precision.h"
 
 namespace strata::train {
 
@@ -57,6 +60,36 @@ struct AdamParams {
 // HostPool's threads (host_pool.h); neither changes a bit (cpu_adam.h).
 void AdamUpdateCpu(const AdamParams& p, float* w, float* m, float* v,
                    const float* g, int64_t n);
+
+// The fused mixed-precision AdamW pass (issue 18's "fused passes";
+// ZeRO-Offload's host step for 16-bit training, Ren et al. 2021): per
+// element, in one pass over memory,
+//   g = widen(g16) * grad_scale    (the loss scale's unscale times the
+//                                   clipping coefficient, folded: exact
+//                                   when the loss scale is a power of two)
+//   w = w * decay                  (AdamW's decoupled decay, Loshchilov &
+//                                   Hutter 2019; 1 for none)
+//   m, v, w updated with g as AdamParams says
+//   w16 = w rounded to `type` as `rounding` says
+// so its fp32 results are bit for bit those of ScaleCpu(w, decay) and
+// AdamUpdateCpu on the widened, scaled gradient (the fp32 flow's order).
+struct MixedAdamParams {
+  Precision type = Precision::kBf16;  // of g16 and w16: kBf16 or kFp16
+  float grad_scale = 1.0f;            // Default: 1 (no unscale, no clip)
+  float decay = 1.0f;                 // 1 - lr * weight_decay. Default: 1
+  RoundingMode rounding;              // of w16. Default: nearest even
+};
+
+// The fused pass above on n host elements: w, m, v fp32 (updated), g16 the
+// 16-bit gradient, w16 the 16-bit parameter copy (written). Runs the
+// widest vector path and splits over the shared HostPool as
+// AdamUpdateCpu does; neither changes a bit. Returns how many scaled
+// gradients were infinity or NaN: the caller should have skipped the step
+// on the cast's count (half_cast.h) before; the update does not skip them.
+// mp.type must be kBf16 or kFp16 (Compute::AdamMixed checks).
+int64_t AdamMixedUpdateCpu(const AdamParams& p, const MixedAdamParams& mp,
+                           float* w, float* m, float* v, const uint16_t* g16,
+                           uint16_t* w16, int64_t n);
 
 // x[i] *= s for n elements on the host (the host optimizer's gradient
 // clipping and AdamW decay; what CpuCompute::Scale runs). Exact IEEE
@@ -223,6 +256,59 @@ class Compute {
   // (the same bits every call); synchronises.
   virtual absl::StatusOr<double> SumOfSquares(const float* x, int64_t n) = 0;
 
+  // ---- Mixed precision (precision.h, half.h). A 16-bit array holds bf16
+  // or fp16 bits as `type` says; every one of these returns
+  // InvalidArgument for type kFp32 (use the float operations) and for a
+  // negative count or a dimension outside [0, INT_MAX].
+
+  // dst[i] = src[i] rounded to `type` as `rounding` says (bitwise as
+  // half.h, on every Compute), for n elements. Adds the results that are
+  // infinity or NaN (a non-finite input, or an fp16 overflow: the loss
+  // scale's check, Micikevicius et al. 2018) to the non-finite count, in
+  // the same pass; on the device without synchronising.
+  virtual absl::Status CastToHalf(Precision type, const RoundingMode& rounding,
+                                  const float* src, uint16_t* dst,
+                                  int64_t n) = 0;
+
+  // dst[i] = src[i] widened exactly (fp16 NaNs quieted) for n elements.
+  virtual absl::Status CastToFloat(Precision type, const uint16_t* src,
+                                   float* dst, int64_t n) = 0;
+
+  // The non-finite count added since the last call (CastToHalf, AdamMixed),
+  // which resets it to 0; synchronises. Read once per step to decide
+  // whether to skip it (DynamicLossScale::Update, loss_scale.h).
+  virtual absl::StatusOr<int64_t> TakeNonFinite() = 0;
+
+  // LinearForward with 16-bit w[out x in] and bias[out]:
+  //   y[batch x out] = r(x) w^T + bias,
+  // r(x) = x rounded to nearest even in `type`; the products of the 16-bit
+  // values are summed in fp32 (cuBLAS GemmEx with CUBLAS_COMPUTE_32F; on
+  // the CPU, slices of the operands widened into bounded scratch for
+  // sgemm, never a whole-tensor fp32 copy). x and y are fp32.
+  virtual absl::Status LinearForward16(Precision type, const float* x,
+                                       const uint16_t* w, const uint16_t* bias,
+                                       float* y, int64_t batch, int64_t in,
+                                       int64_t out) = 0;
+
+  // Gradients of LinearForward16 given fp32 dy[batch x out], in fp32:
+  //   dw[out x in] = r(dy)^T r(x),  db[out] = column sums of dy (rows in
+  //   order),  dx[batch x in] = r(dy) w  (skipped when dx is null).
+  // accumulate: dw += and db += (micro-batches of one step; the caller
+  // zeroes them first); else they are overwritten (may hold garbage).
+  virtual absl::Status LinearBackward16(Precision type, const float* x,
+                                        const uint16_t* w, const float* dy,
+                                        float* dw, float* db, float* dx,
+                                        int64_t batch, int64_t in, int64_t out,
+                                        bool accumulate) = 0;
+
+  // AdamMixedUpdateCpu's fused pass on this compute's memory (the device
+  // optimizer's, bit for bit the host's); the non-finite gradients it sees
+  // join the non-finite count.
+  virtual absl::Status AdamMixed(const AdamParams& p, const MixedAdamParams& mp,
+                                 float* w, float* m, float* v,
+                                 const uint16_t* g16, uint16_t* w16,
+                                 int64_t n) = 0;
+
   // Waits until all issued work has finished; reports an asynchronous error.
   virtual absl::Status Synchronize() = 0;
 };
@@ -238,6 +324,10 @@ absl::Status CheckLinearDims(int64_t batch, int64_t in, int64_t out);
 absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n,
                            int64_t k, int64_t lda, int64_t ldb, float beta,
                            int64_t ldc);
+
+// The mixed-precision operations' common errors, for every implementation:
+// InvalidArgument unless `type` is kBf16 or kFp16 and n >= 0.
+absl::Status CheckHalfArgs(Precision type, int64_t n, const char* op);
 
 // OpenBLAS on host memory. `threads` bounds OpenBLAS's threads (0: its
 // default).

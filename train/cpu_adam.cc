@@ -13,6 +13,7 @@
 // any thread split and the GPU all give the same bits.
 #include "train/cpu_adam.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -20,19 +21,16 @@
 #include <immintrin.h>
 #endif
 
+#include "train/cpu_adam_kernels.h"
+
 namespace strata::train {
 namespace {
 
-// The per-call scalars, computed in float exactly as the formula reads; the
-// CUDA path hoists the same ones on the host the same way.
-struct AdamScalars {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, lr, eps, c1, c2;
-};
-
-AdamScalars Hoist(const AdamParams& p) {
-  return {p.beta1, p.beta2, 1.0f - p.beta1, 1.0f - p.beta2,
-          p.lr,    p.eps,   p.correction1,  p.correction2};
-}
+using adam_kernels::AdamScalars;
+using adam_kernels::Hoist;
+using adam_kernels::MixedKernel;
+using adam_kernels::MixedKernels;
+using adam_kernels::MixedScalars;
 
 // The baseline kernel, and every path's tail: the formula of compute.h one
 // element at a time, which the compiler vectorises for the build's baseline
@@ -128,27 +126,42 @@ __attribute__((target("avx512f"))) void AdamAvx512(const AdamScalars& s,
 using AdamKernel = void (*)(const AdamScalars& s, float* w, float* m, float* v,
                             const float* g, int64_t n);
 
-// One vector path's host Adam kernels. The fused mixed-precision pass joins
-// here as a second member when the precision issue lands (cpu_adam.h).
+// One vector path's host Adam kernels: the fp32 update and the fused
+// mixed-precision pass (cpu_adam_mixed.cc), by format and rounding.
 struct AdamKernels {
   AdamKernel fp32;
+  MixedKernels mixed;
 };
 
 AdamKernels KernelsFor(VectorPath path) {
   switch (path) {
     case VectorPath::kBaseline:
-      return {AdamBaseline};
+      return {AdamBaseline, adam_kernels::MixedBaseline()};
 #if defined(__x86_64__)
     case VectorPath::kAvx2:
-      return {AdamAvx2};
+      return {AdamAvx2, adam_kernels::MixedAvx2()};
     case VectorPath::kAvx512:
-      return {AdamAvx512};
+      return {AdamAvx512, adam_kernels::MixedAvx512()};
 #else
     default:
-      return {AdamBaseline};
+      break;
 #endif
   }
-  return {AdamBaseline};
+  return {AdamBaseline, adam_kernels::MixedBaseline()};
+}
+
+MixedKernel MixedKernelFor(VectorPath path, const MixedAdamParams& mp) {
+  const MixedKernels k = KernelsFor(path).mixed;
+  const bool sr = mp.rounding.rounding == Rounding::kStochastic;
+  if (mp.type == Precision::kFp16) {
+    return sr ? k.fp16_stochastic : k.fp16_nearest;
+  }
+  return sr ? k.bf16_stochastic : k.bf16_nearest;
+}
+
+MixedScalars MixedHoist(const MixedAdamParams& mp) {
+  return {mp.grad_scale, mp.decay, mp.rounding.seed,
+          static_cast<uint64_t>(mp.rounding.first_index)};
 }
 
 }  // namespace
@@ -177,6 +190,44 @@ void AdamUpdateCpu(const AdamParams& p, float* w, float* m, float* v,
                    const float* g, int64_t n) {
   static const VectorPath path = ChosenVectorPath();
   AdamUpdateCpuWith(path, HostPool::Shared(), p, w, m, v, g, n);
+}
+
+int64_t AdamMixedRange(VectorPath path, const AdamParams& p,
+                       const MixedAdamParams& mp, float* w, float* m, float* v,
+                       const uint16_t* g, uint16_t* w16, int64_t n) {
+  if (n <= 0) return 0;
+  return MixedKernelFor(path, mp)(Hoist(p), MixedHoist(mp), w, m, v, g, w16, n);
+}
+
+int64_t AdamMixedUpdateCpuWith(VectorPath path, HostPool& pool,
+                               const AdamParams& p, const MixedAdamParams& mp,
+                               float* w, float* m, float* v, const uint16_t* g,
+                               uint16_t* w16, int64_t n) {
+  if (n <= 0) return 0;
+  const MixedKernel kernel = MixedKernelFor(path, mp);
+  const AdamScalars s = Hoist(p);
+  const MixedScalars ms = MixedHoist(mp);
+  std::atomic<int64_t> bad{0};
+  // Elementwise, and each element's stochastic bits depend on its index
+  // alone, so the split cannot change a bit.
+  pool.ParallelFor(n, kAdamMinElementsPerThread, kAdamSplitAlignElements,
+                   [&](int64_t begin, int64_t end) {
+                     MixedScalars range = ms;
+                     range.first += static_cast<uint64_t>(begin);
+                     bad.fetch_add(
+                         kernel(s, range, w + begin, m + begin, v + begin,
+                                g + begin, w16 + begin, end - begin),
+                         std::memory_order_relaxed);
+                   });
+  return bad.load(std::memory_order_relaxed);
+}
+
+int64_t AdamMixedUpdateCpu(const AdamParams& p, const MixedAdamParams& mp,
+                           float* w, float* m, float* v, const uint16_t* g,
+                           uint16_t* w16, int64_t n) {
+  static const VectorPath path = ChosenVectorPath();
+  return AdamMixedUpdateCpuWith(path, HostPool::Shared(), p, mp, w, m, v, g,
+                                w16, n);
 }
 
 }  // namespace strata::train

@@ -4,10 +4,10 @@
 //
 // Each path's kernels sit in one table entry (AdamKernels in cpu_adam.cc),
 // selected by the path; AdamUpdateCpu uses ChosenVectorPath() and
-// HostPool::Shared(). The fused mixed-precision pass (16-bit gradient in,
-// fp32 master weight and moments, 16-bit parameter copy out, unscale and
-// clipping folded in; issue 18, with the precision issue) is meant as a
-// second entry beside the fp32 one, built per path the same way and
+// HostPool::Shared(). The fused mixed-precision pass (AdamMixedUpdateCpu,
+// compute.h: 16-bit gradient in, fp32 master weight and moments, 16-bit
+// parameter copy out, unscale and clipping folded in; cpu_adam_mixed.cc)
+// is the second entry beside the fp32 one, built per path the same way and
 // dispatched by the same path and split.
 #ifndef STRATA_TRAIN_CPU_ADAM_H_
 #define STRATA_TRAIN_CPU_ADAM_H_
@@ -42,6 +42,20 @@ void AdamRange(VectorPath path, const AdamParams& p, float* w, float* m,
 // kAdamMinElementsPerThread elements, with `path`'s kernel.
 void AdamUpdateCpuWith(VectorPath path, HostPool& pool, const AdamParams& p,
                        float* w, float* m, float* v, const float* g, int64_t n);
+
+// AdamMixedUpdateCpu (compute.h) over [0, n) with `path`'s kernel on the
+// calling thread; returns the non-finite gradients seen. `path` must be
+// supported here; mp.type must be kBf16 or kFp16.
+int64_t AdamMixedRange(VectorPath path, const AdamParams& p,
+                       const MixedAdamParams& mp, float* w, float* m, float* v,
+                       const uint16_t* g, uint16_t* w16, int64_t n);
+
+// AdamMixedUpdateCpu with the path and the pool given, split as
+// AdamUpdateCpuWith splits.
+int64_t AdamMixedUpdateCpuWith(VectorPath path, HostPool& pool,
+                               const AdamParams& p, const MixedAdamParams& mp,
+                               float* w, float* m, float* v, const uint16_t* g,
+                               uint16_t* w16, int64_t n);
 
 }  // namespace strata::train
 

@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,7 +21,9 @@
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
 #include "train/compute.h"
+#include "train/cpu_linear16.h"
 #include "train/cpu_transformer.h"
+#include "train/half_cast.h"
 
 namespace strata::train {
 namespace {
@@ -267,9 +270,53 @@ class CpuCompute final : public Compute {
     return SumOfSquaresCpu(x, n);
   }
 
+  // ---- Mixed precision: the host casts (half_cast.h), the tiled 16-bit
+  // linear layers (cpu_linear16.h) and the fused Adam pass (cpu_adam.h).
+  absl::Status CastToHalf(Precision type, const RoundingMode& rounding,
+                          const float* src, uint16_t* dst, int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, n, "CastToHalf"));
+    nonfinite_.fetch_add(CastToHalfCpu(type, rounding, src, dst, n),
+                         std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  absl::Status CastToFloat(Precision type, const uint16_t* src, float* dst,
+                           int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, n, "CastToFloat"));
+    CastToFloatCpu(type, src, dst, n);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> TakeNonFinite() override {
+    return nonfinite_.exchange(0, std::memory_order_relaxed);
+  }
+  absl::Status LinearForward16(Precision type, const float* x,
+                               const uint16_t* w, const uint16_t* bias,
+                               float* y, int64_t batch, int64_t in,
+                               int64_t out) override {
+    return Linear16ForwardCpu(type, x, w, bias, y, batch, in, out);
+  }
+  absl::Status LinearBackward16(Precision type, const float* x,
+                                const uint16_t* w, const float* dy, float* dw,
+                                float* db, float* dx, int64_t batch, int64_t in,
+                                int64_t out, bool accumulate) override {
+    return Linear16BackwardCpu(type, x, w, dy, dw, db, dx, batch, in, out,
+                               accumulate);
+  }
+  absl::Status AdamMixed(const AdamParams& p, const MixedAdamParams& mp,
+                         float* w, float* m, float* v, const uint16_t* g16,
+                         uint16_t* w16, int64_t n) override {
+    STRATA_RETURN_IF_ERROR(CheckHalfArgs(mp.type, n, "AdamMixed"));
+    nonfinite_.fetch_add(AdamMixedUpdateCpu(p, mp, w, m, v, g16, w16, n),
+                         std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
+  // Non-finite results of CastToHalf and gradients of AdamMixed since the
+  // last TakeNonFinite; atomic so an optimizer thread may add to it.
+  std::atomic<int64_t> nonfinite_{0};
+
   // db[j] = sum over rows i, in order, of dy[i][j], in float.
   // db[j] = dy[0][j] + dy[1][j] + ... in row order; with `accumulate`,
   // db[j] += that sum (formed first, as the CUDA kernel does).

@@ -36,6 +36,8 @@ CudaCompute::~CudaCompute() {
   cudaFree(scratch_);
   cudaFree(result_device_);
   cudaFreeHost(result_host_);
+  cudaFree(nonfinite_device_);
+  cudaFreeHost(nonfinite_host_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -52,6 +54,12 @@ absl::Status CudaCompute::Init() {
   STRATA_CUDA_RETURN_IF_ERROR(cudaMalloc(&result_device_, sizeof(BatchResult)));
   STRATA_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(&result_host_, sizeof(BatchResult)));
+  STRATA_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(&nonfinite_device_, sizeof(*nonfinite_device_)));
+  STRATA_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(&nonfinite_host_, sizeof(*nonfinite_host_)));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      nonfinite_device_, 0, sizeof(*nonfinite_device_), stream_));
   return absl::OkStatus();
 }
 

@@ -106,6 +106,23 @@ class CudaCompute final : public Compute {
                    int64_t n) override;
   absl::Status Scale(float* x, float s, int64_t n) override;
   absl::StatusOr<double> SumOfSquares(const float* x, int64_t n) override;
+  // Mixed precision (cuda_precision_compute.cc, cuda_half_kernels.h).
+  absl::Status CastToHalf(Precision type, const RoundingMode& rounding,
+                          const float* src, uint16_t* dst, int64_t n) override;
+  absl::Status CastToFloat(Precision type, const uint16_t* src, float* dst,
+                           int64_t n) override;
+  absl::StatusOr<int64_t> TakeNonFinite() override;
+  absl::Status LinearForward16(Precision type, const float* x,
+                               const uint16_t* w, const uint16_t* bias,
+                               float* y, int64_t batch, int64_t in,
+                               int64_t out) override;
+  absl::Status LinearBackward16(Precision type, const float* x,
+                                const uint16_t* w, const float* dy, float* dw,
+                                float* db, float* dx, int64_t batch, int64_t in,
+                                int64_t out, bool accumulate) override;
+  absl::Status AdamMixed(const AdamParams& p, const MixedAdamParams& mp,
+                         float* w, float* m, float* v, const uint16_t* g16,
+                         uint16_t* w16, int64_t n) override;
 
   absl::Status Synchronize() override;
 
@@ -120,6 +137,18 @@ class CudaCompute final : public Compute {
                                int64_t m, int64_t n, int64_t k, const float* a,
                                int64_t lda, const float* b, int64_t ldb,
                                float beta, float* c, int64_t ldc);
+  // ColumnMajorGemm with 16-bit a and b of `type` (CUDA_R_16BF or
+  // CUDA_R_16F) and fp32 c, summed in fp32 (cublasGemmEx,
+  // CUBLAS_COMPUTE_32F).
+  absl::Status ColumnMajorGemm16(cublasOperation_t ta, cublasOperation_t tb,
+                                 int64_t m, int64_t n, int64_t k,
+                                 cudaDataType type, const uint16_t* a,
+                                 int64_t lda, const uint16_t* b, int64_t ldb,
+                                 float beta, float* c, int64_t ldc);
+  // Rounds x[rows x cols] to nearest even in `type` into scratch at byte
+  // `offset` (the operand of a 16-bit GEMM; no non-finite count).
+  absl::StatusOr<uint16_t*> RoundIntoScratch(Precision type, const float* x,
+                                             int64_t count, size_t offset);
   // Makes scratch_ at least `bytes` long.
   absl::Status EnsureScratch(size_t bytes);
   absl::StatusOr<int32_t> FetchLabel(const int32_t* labels, int64_t row);
@@ -131,6 +160,10 @@ class CudaCompute final : public Compute {
   cublasHandle_t blas_ = nullptr;
   kernels::BatchResult* result_device_ = nullptr;
   kernels::BatchResult* result_host_ = nullptr;  // pinned
+  // The non-finite count of CastToHalf and AdamMixed, on the device so
+  // adding to it never synchronises; read back by TakeNonFinite.
+  unsigned long long* nonfinite_device_ = nullptr;
+  unsigned long long* nonfinite_host_ = nullptr;  // pinned
   // Grown by EnsureScratch; one operation's use at a time (the stream
   // orders them).
   void* scratch_ = nullptr;

@@ -67,7 +67,9 @@ bool VectorPathSupported(VectorPath path) {
       return true;
 #if defined(__x86_64__)
     case VectorPath::kAvx2:
-      return __builtin_cpu_supports("avx2");
+      // F16C converts fp16 on this path (half_cast.h); every AVX2 CPU
+      // has it, but it is its own cpuid bit.
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case VectorPath::kAvx512:
       return __builtin_cpu_supports("avx512f");
 #else

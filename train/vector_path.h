@@ -19,7 +19,7 @@ namespace strata::train {
 
 enum class VectorPath : uint8_t {
   kBaseline,  // what the build targets (x86-64: SSE2, 4 floats)
-  kAvx2,      // 256-bit AVX2, 8 floats
+  kAvx2,      // 256-bit AVX2 (with F16C), 8 floats
   kAvx512,    // 512-bit AVX-512F, 16 floats
 };
 
