@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -380,19 +378,6 @@ int FailBeforeRun(const absl::Status& status) {
   return ExitCodeBeforeRun(status);
 }
 
-absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  // replace: a sample from a byte model may hold invalid UTF-8.
-  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-      << "\n";
-  out.close();
-  if (!out) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrFormat("cannot write --json=%s", path));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
@@ -539,7 +524,8 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
     report["sample"] = {{"prompt", prompt}, {"text", *text}};
   }
   if (!json_path.empty()) {
-    if (absl::Status w = WriteJson(json_path, report); !w.ok()) return Fail(w);
+    if (absl::Status w = WriteReportJson(json_path, report); !w.ok())
+      return Fail(w);
   }
   if (!timeline_path.empty()) {
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {

@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -452,15 +450,11 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   const Stats st = store->GetStats();
   PrintTable(f, *result, st, *model, t);
   if (!json_path.empty()) {
-    std::ofstream out(json_path);
     nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
     report.update(TrainingModesJson(*model, t, *result));
     report.update(checkpoints->ReportJson());
-    out << report.dump(2) << "\n";
-    out.close();
-    if (!out) {
-      return Fail(absl::ErrnoToStatus(
-          errno, absl::StrFormat("cannot write --json=%s", json_path)));
+    if (absl::Status w = WriteReportJson(json_path, report); !w.ok()) {
+      return Fail(w);
     }
   }
   if (!timeline_path.empty()) {

@@ -30,4 +30,13 @@ absl::StatusOr<ActivationCheckpointing> ParseActivationCheckpointing(
       "--checkpoint=", std::string(name), ": choose none, block or offload"));
 }
 
+absl::Status CheckCheckpointingHome(ActivationCheckpointing mode, Tier home) {
+  if (mode != ActivationCheckpointing::kOffload || home != Tier::kDevice) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "--checkpoint=offload moves kept activations to the host tier, which a "
+      "resident run does not use: use --checkpoint=block with --resident");
+}
+
 }  // namespace strata::train

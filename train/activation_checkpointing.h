@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "strata/tensor.h"
 
 namespace strata::train {
 
@@ -32,6 +33,11 @@ const char* ActivationCheckpointingName(ActivationCheckpointing mode);
 // naming the choices otherwise.
 absl::StatusOr<ActivationCheckpointing> ParseActivationCheckpointing(
     std::string_view name);
+
+// OK unless `mode` is kOffload and the model's tensors live on the device
+// (`home` kDevice: a resident run, with no host tier to offload to);
+// InvalidArgument naming the flags then.
+absl::Status CheckCheckpointingHome(ActivationCheckpointing mode, Tier home);
 
 }  // namespace strata::train
 

@@ -42,13 +42,7 @@ absl::Status CheckConfig(const ModelConfig& c) {
         "--accumulate=%d: micro-batches per step must be 1..4096",
         c.accumulate));
   }
-  if (c.checkpoint == ActivationCheckpointing::kOffload &&
-      c.home == Tier::kDevice) {
-    return absl::InvalidArgumentError(
-        "--checkpoint=offload moves kept activations to the host tier, which "
-        "a resident run does not use: use --checkpoint=block with "
-        "--resident");
-  }
+  STRATA_RETURN_IF_ERROR(CheckCheckpointingHome(c.checkpoint, c.home));
   constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
   if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
       c.batch > kMaxElements / std::max(c.width, c.inputs) ||

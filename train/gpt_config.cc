@@ -64,13 +64,7 @@ absl::Status CheckGptConfig(const GptConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
   }
-  if (c.checkpoint == ActivationCheckpointing::kOffload &&
-      c.home == Tier::kDevice) {
-    return absl::InvalidArgumentError(
-        "--checkpoint=offload moves kept activations to the host tier, which "
-        "a resident run does not use: use --checkpoint=block with "
-        "--resident");
-  }
+  STRATA_RETURN_IF_ERROR(CheckCheckpointingHome(c.checkpoint, c.home));
   if (!(c.grad_clip >= 0) || !std::isfinite(c.grad_clip)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--grad-clip=%g: must be >= 0 (0 turns clipping off)", c.grad_clip));
