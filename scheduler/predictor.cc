@@ -190,8 +190,10 @@ std::optional<uint64_t> Predictor::NextUse(TensorId id, uint64_t skip) const {
   const Slot* slot = current_;
   size_t from = cursor_;
   uint64_t distance = 0;
-  // Whole steps, then part of one, are skipped first.
-  while (skip > 0) {
+  // Whole steps, then part of one, are skipped first; past the chain's
+  // repeat (slots_.size() hops) nothing new comes.
+  for (size_t hop = 0; skip > 0; ++hop) {
+    if (hop > slots_.size()) return std::nullopt;
     const uint64_t left =
         slot->trace.size() - std::min(from, slot->trace.size());
     if (skip < left) {

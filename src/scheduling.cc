@@ -198,6 +198,8 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
 // caller waits (a prefetch is dropped and planned again later).
 bool StoreCore::OnDemandWouldKeep(const CopyView& victim,
                                   const EvictionQuery& query) const {
+  // A copy with no predicted use is never needed sooner than any other.
+  if (query.protect_within == kNoPredictedUse) return false;
   EvictionQuery later = query;
   later.protect_within = 0;
   for (const CopyView& z : victim_views_) {

@@ -465,6 +465,18 @@ TEST(PredictorTest, UpcomingSecondsFollowTheLastReplaysTimes) {
   EXPECT_EQ(p.UpcomingSeconds(2), (std::vector<double>{0.5, 1}));
 }
 
+// Skipping past the end of the trace chain finds nothing, at once.
+TEST(PredictorTest, NextUseSkippingBeyondEveryTraceIsNone) {
+  Predictor p;
+  RunStep(p, Train());
+  p.BeginStep();
+  p.Observe(Train()[0]);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 0), 0u);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 1), 3u);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 4), 6u);  // next step's forward
+  EXPECT_EQ(p.NextUse(TensorId{2}, ~uint64_t{0}), std::nullopt);
+}
+
 // Without a clock every access is predicted now.
 TEST(PredictorTest, UpcomingSecondsWithoutTimesAreZero) {
   Predictor p;
