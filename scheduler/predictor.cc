@@ -24,9 +24,10 @@ Predictor::Predictor(const PredictorOptions& options)
 
 Predictor::~Predictor() = default;
 
-void Predictor::Observe(const AccessEvent& event) {
+void Predictor::Observe(const AccessEvent& event, double at_seconds) {
   ++stats_.events;
-  switch (Advance(event)) {
+  const Outcome outcome = Advance(event);
+  switch (outcome) {
     case Outcome::kHit:
       ++stats_.hits;
       break;
@@ -37,7 +38,16 @@ void Predictor::Observe(const AccessEvent& event) {
       ++stats_.misses;
       break;
   }
-  AppendToStep(event);
+  RecordTime(outcome, at_seconds);
+  AppendToStep(event, at_seconds);
+}
+
+// The matched position's time is this replay's: the trace's times follow the
+// step's as it speeds up (prefetches land) or slows down.
+void Predictor::RecordTime(Outcome outcome, double at_seconds) {
+  if (outcome == Outcome::kMiss || current_ == nullptr || cursor_ == 0) return;
+  const double start = step_seconds_.empty() ? at_seconds : step_seconds_[0];
+  current_->offsets[cursor_ - 1] = std::max(0.0, at_seconds - start);
 }
 
 // Moves the cursor for `event`, which is not yet in step_.
@@ -151,11 +161,51 @@ std::vector<AccessEvent> Predictor::Upcoming(size_t n) const {
   return upcoming;
 }
 
-std::optional<uint64_t> Predictor::NextUse(TensorId id) const {
+std::vector<double> Predictor::UpcomingSeconds(size_t n) const {
+  std::vector<double> seconds;
+  if (current_ == nullptr) return seconds;
+  seconds.reserve(std::min<size_t>(n, 4096));
+  const Slot* slot = current_;
+  size_t position = cursor_;
+  // Times relative to the start of `slot`'s step, then shifted to "now": the
+  // last observed event's time in the current trace.
+  const double now = cursor_ > 0 ? slot->offsets[cursor_ - 1] : 0;
+  double start = 0;
+  double latest = 0;
+  while (seconds.size() < n) {
+    const std::vector<double>& offsets = slot->offsets;
+    for (; position < offsets.size() && seconds.size() < n; ++position) {
+      latest = std::max(latest, start + offsets[position] - now);
+      seconds.push_back(latest);
+    }
+    start += slot->length_seconds > 0 ? slot->length_seconds : offsets.back();
+    slot = NextStepSlot(slot);  // traces are never empty: this terminates
+    position = 0;
+  }
+  return seconds;
+}
+
+std::optional<uint64_t> Predictor::NextUse(TensorId id, uint64_t skip) const {
   if (current_ == nullptr) return std::nullopt;
   const Slot* slot = current_;
   size_t from = cursor_;
   uint64_t distance = 0;
+  // Whole steps, then part of one, are skipped first; past the chain's
+  // repeat (slots_.size() hops) nothing new comes.
+  for (size_t hop = 0; skip > 0; ++hop) {
+    if (hop > slots_.size()) return std::nullopt;
+    const uint64_t left =
+        slot->trace.size() - std::min(from, slot->trace.size());
+    if (skip < left) {
+      from += skip;
+      distance += skip;
+      break;
+    }
+    skip -= left;
+    distance += left;
+    slot = NextStepSlot(slot);
+    from = 0;
+  }
   // The chain of following steps revisits a trace after slots_.size() hops.
   for (size_t hop = 0; hop <= slots_.size(); ++hop) {
     std::optional<size_t> position = slot->trace.NextUse(id, from);

@@ -25,6 +25,12 @@
 //   and an eval step sharing their first layers each find their own trace);
 //   while nothing matched yet, to the most recent trace holding the event
 //   within the window.
+// - Times. Each acquire comes with the caller's clock (seconds, any origin);
+//   a trace keeps, per position, the seconds from its step's first event at
+//   its last replay (positions a step skipped keep older times) and the
+//   seconds from its first event to the next step's, so UpcomingSeconds can
+//   say how soon each predicted access comes. Without a clock (all 0) every
+//   access is predicted now.
 // - Recording, at each boundary, for the step's sequence S against the trace T
 //   it ended on: nothing matched -> S is stored as a new shape; with explicit
 //   boundaries, S and T one a prefix of the other and their lengths differing
@@ -92,18 +98,27 @@ class Predictor {
   void BeginStep();
   void EndStep();
 
-  // Records one acquire and advances the cursor (hit, resync or miss).
-  void Observe(const AccessEvent& event);
+  // Records one acquire at `at_seconds` on the caller's clock (any origin,
+  // never decreasing; 0 throughout: no times) and advances the cursor (hit,
+  // resync or miss).
+  void Observe(const AccessEvent& event, double at_seconds = 0);
 
   // The next `n` predicted events after the cursor, continuing into the step
   // predicted to follow; fewer (none) only without a prediction.
   std::vector<AccessEvent> Upcoming(size_t n) const;
 
+  // For each of Upcoming(n)'s events, the predicted seconds from the last
+  // observed acquire until it (>= 0, non-decreasing), from the times the
+  // traces were last replayed with.
+  std::vector<double> UpcomingSeconds(size_t n) const;
+
   // Distance in events from the cursor to the next predicted use of `id` (0:
   // it is the next predicted event), looking through the rest of this step and
   // the steps predicted to follow; nullopt when no trace predicts it. Any tier
   // and access count as a use: whatever copy is evicted, a use needs the bytes.
-  std::optional<uint64_t> NextUse(TensorId id) const;
+  std::optional<uint64_t> NextUse(TensorId id) const { return NextUse(id, 0); }
+  // The same, for the first use at least `skip` events from the cursor.
+  std::optional<uint64_t> NextUse(TensorId id, uint64_t skip) const;
 
   bool has_prediction() const { return current_ != nullptr; }
   const PredictorStats& stats() const { return stats_; }
@@ -116,6 +131,10 @@ class Predictor {
     Trace trace;             // never empty
     uint64_t last_used = 0;  // use_clock_ when a step last ended on it
     uint64_t successor = 0;  // serial of the trace that followed it; 0: none
+    // Per position, seconds from the step's first event; trace.size() long.
+    std::vector<double> offsets;
+    // Seconds from the step's first event to the next step's; 0: unknown.
+    double length_seconds = 0;
   };
   enum class Outcome { kHit, kResync, kMiss };
 
@@ -123,7 +142,9 @@ class Predictor {
   bool SwitchToPrefixMatch(const AccessEvent& event);
   bool SwitchToLookahead(const AccessEvent& event);
   std::optional<Outcome> CrossDetectedBoundary(const AccessEvent& event);
-  void AppendToStep(const AccessEvent& event);
+  void AppendToStep(const AccessEvent& event, double at_seconds);
+  void RecordTime(Outcome outcome, double at_seconds);
+  void SetTrace(Slot* slot);
   void DetectRepetition();
   void FinishStep();
   Slot* RecordStep();
@@ -146,7 +167,9 @@ class Predictor {
   bool exact_prefix_ = true;       // every event of the step so far was a hit
   size_t step_matched_ = 0;        // hits and resyncs in the step so far
   std::vector<AccessEvent> step_;  // the step's events so far
-  Slot* previous_ = nullptr;       // trace of the previous step
+  std::vector<double> step_seconds_;   // when each of step_ was observed
+  double previous_start_seconds_ = 0;  // the previous step's first event
+  Slot* previous_ = nullptr;           // trace of the previous step
 
   PredictorStats stats_;
 };

@@ -18,12 +18,18 @@ void Predictor::EndStep() {
   FinishStep();
 }
 
-void Predictor::AppendToStep(const AccessEvent& event) {
+void Predictor::AppendToStep(const AccessEvent& event, double at_seconds) {
   if (step_.size() >= options_.max_trace_events) {
     if (explicit_steps_) return;  // truncated; the step goes on unrecorded
     FinishStep();
   }
+  // The first event of a step ends the previous step's period.
+  if (step_.empty() && previous_ != nullptr) {
+    previous_->length_seconds =
+        std::max(0.0, at_seconds - previous_start_seconds_);
+  }
   step_.push_back(event);
+  step_seconds_.push_back(at_seconds);
   if (!explicit_steps_) DetectRepetition();
 }
 
@@ -38,11 +44,19 @@ void Predictor::DetectRepetition() {
     return;
   }
   std::vector<AccessEvent> repeat(step_.begin() + boundary, step_.end());
+  std::vector<double> times(step_seconds_.begin() + boundary,
+                            step_seconds_.end());
   step_.resize(boundary);
+  step_seconds_.resize(boundary);
   FinishStep();
-  for (const AccessEvent& event : repeat) {
-    Advance(event);
-    step_.push_back(event);
+  for (size_t i = 0; i < repeat.size(); ++i) {
+    RecordTime(Advance(repeat[i]), times[i]);
+    if (step_.empty() && previous_ != nullptr) {
+      previous_->length_seconds =
+          std::max(0.0, times[i] - previous_start_seconds_);
+    }
+    step_.push_back(repeat[i]);
+    step_seconds_.push_back(times[i]);
   }
 }
 
@@ -57,7 +71,9 @@ void Predictor::FinishStep() {
   cursor_ = 0;
   exact_prefix_ = true;
   step_matched_ = 0;
+  previous_start_seconds_ = step_seconds_.front();
   step_.clear();
+  step_seconds_.clear();
 }
 
 // Decides what the finished step_ leaves behind: a new trace, a re-recorded
@@ -75,7 +91,7 @@ Predictor::Slot* Predictor::RecordStep() {
   if (static_cast<double>(fit.misses) >
           options_.rerecord_miss_fraction * static_cast<double>(step_.size()) ||
       fit.longest_miss_run > options_.resync_window_events) {
-    current_->trace = Trace(step_);
+    SetTrace(current_);
     ++stats_.rerecords;
     ++stats_.traces_recorded;
   }
@@ -100,7 +116,7 @@ bool Predictor::IsDistinctShape(const Trace& trace) const {
 Predictor::Slot* Predictor::AddSlot() {
   auto slot = std::make_unique<Slot>();
   slot->serial = next_serial_++;
-  slot->trace = Trace(step_);
+  SetTrace(slot.get());
   ++stats_.traces_recorded;
   if (slots_.size() >= options_.max_traces) {
     auto oldest = std::min_element(slots_.begin(), slots_.end(),
@@ -113,6 +129,16 @@ Predictor::Slot* Predictor::AddSlot() {
   }
   slots_.push_back(std::move(slot));
   return slots_.back().get();
+}
+
+// The finished step becomes `slot`'s trace, with its times.
+void Predictor::SetTrace(Slot* slot) {
+  slot->trace = Trace(step_);
+  slot->offsets.resize(step_seconds_.size());
+  for (size_t i = 0; i < step_seconds_.size(); ++i) {
+    slot->offsets[i] = std::max(0.0, step_seconds_[i] - step_seconds_[0]);
+  }
+  slot->length_seconds = 0;
 }
 
 Predictor::Slot* Predictor::FindSlot(uint64_t serial) const {

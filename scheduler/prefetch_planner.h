@@ -14,6 +14,19 @@
 // is slower than the tensor's home (no such copy exists), or the copy is
 // already there or coming. NVMe accesses are never prefetched (home copies).
 //
+// Timing: with the predicted seconds until each access, a load in the window
+// is planned only once it cannot wait: loads on one link run one after
+// another in trace order (those already in flight included), so each has a
+// latest start — its access's time, or the next load's latest start if
+// sooner, less its own transfer time, less the transfer times of the loads
+// already in flight on the link (they go first) — and a load is planned
+// when that latest start comes before the next access (the next chance to
+// plan). A far
+// load then starts as late as the link allows and holds no room while the
+// copies needed before it come and go (an early load makes the tier evict
+// copies that are read again before the load is used). Without times every
+// load in the window is planned at once.
+//
 // Thread safety: a pure function; `lookup` is called on the calling thread.
 #ifndef STRATA_SCHEDULER_PREFETCH_PLANNER_H_
 #define STRATA_SCHEDULER_PREFETCH_PLANNER_H_
@@ -37,6 +50,15 @@ struct PrefetchFacts {
   // The copy on the tier is absent and no prefetch of it is pending: a load
   // would bring it.
   bool loadable = false;
+  // A load of the copy is queued or running: it takes its turn on `link`
+  // but is not planned again.
+  bool in_flight = false;
+  // The queue a load of the copy joins (the link from its nearest source);
+  // loads on different links do not wait for each other.
+  int link = 0;
+  // Seconds a load of the copy takes on `link` (may be +infinity: unknown,
+  // which makes it and every load queued before it urgent).
+  double transfer_seconds = 0;
 };
 
 // Facts about tensor `id` on `tier`; nullopt when the store has no such
@@ -54,10 +76,13 @@ struct PrefetchRequest {
 
 // The copies to prefetch for `upcoming` (the predicted accesses, nearest
 // first), nearest first, each once. `lookahead_bytes[t]` bounds tier t's
-// window (the NVMe entry is unused).
+// window (the NVMe entry is unused). `seconds[i]`, when given (as many as
+// `upcoming`, non-decreasing), is the predicted seconds from now until
+// upcoming[i]; empty: every access is predicted now (no timing rule).
 std::vector<PrefetchRequest> PlanPrefetch(
     absl::Span<const AccessEvent> upcoming,
-    const uint64_t (&lookahead_bytes)[kNumTiers], PrefetchLookup lookup);
+    const uint64_t (&lookahead_bytes)[kNumTiers], PrefetchLookup lookup,
+    absl::Span<const double> seconds = {});
 
 }  // namespace strata
 

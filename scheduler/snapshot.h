@@ -36,7 +36,8 @@ struct PeerView {
 struct CopyView {
   TensorId id{};
   Tier tier = Tier::kDevice;
-  uint64_t bytes = 0;  // the extent the copy holds on its tier
+  uint64_t bytes = 0;   // the extent the copy holds on its tier
+  uint64_t offset = 0;  // where that extent starts, bytes from the arena base
   CopyState state = CopyState::kAbsent;
   bool leased = false;           // a read or write lease holds it
   bool transfer_pinned = false;  // a transfer is reading it

@@ -89,6 +89,20 @@ uint64_t ExtentAllocator::largest_free_bytes() const {
   return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
 }
 
+uint64_t ExtentAllocator::FreeBytesAround(const Extent& extent) const {
+  uint64_t bytes = extent.bytes;
+  auto next = free_by_offset_.lower_bound(extent.offset);
+  if (next != free_by_offset_.end() &&
+      next->first == extent.offset + extent.bytes) {
+    bytes += next->second;
+  }
+  if (next != free_by_offset_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == extent.offset) bytes += prev->second;
+  }
+  return bytes;
+}
+
 void ExtentAllocator::InsertFree(uint64_t offset, uint64_t bytes) {
   free_by_offset_.emplace(offset, bytes);
   free_by_size_.emplace(bytes, offset);

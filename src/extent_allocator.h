@@ -54,6 +54,13 @@ class ExtentAllocator {
   uint64_t used_bytes() const { return used_; }
   uint64_t peak_used_bytes() const { return peak_; }
   uint64_t largest_free_bytes() const;
+  // Bytes of the free range that freeing `extent` (allocated) would leave:
+  // its own and its free neighbours'.
+  uint64_t FreeBytesAround(const Extent& extent) const;
+  // The free ranges, (offset, bytes) in offset order.
+  const std::map<uint64_t, uint64_t>& free_ranges() const {
+    return free_by_offset_;
+  }
   uint64_t allocations() const { return allocations_; }
   uint64_t frees() const { return frees_; }
 

@@ -354,6 +354,13 @@ void Mover::Count(Link link, uint64_t bytes, double seconds, bool ok) {
   s.busy_seconds += seconds;
 }
 
+std::array<double, kNumLinks> Mover::Gbps() const {
+  MutexLock lock(&mu_);
+  std::array<double, kNumLinks> gbps{};
+  for (int l = 0; l < kNumLinks; ++l) gbps[l] = links_[l].gbps();
+  return gbps;
+}
+
 void Mover::AddTo(Stats* stats) const {
   MutexLock lock(&mu_);
   stats->links = links_;

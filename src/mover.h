@@ -113,6 +113,9 @@ class Mover {
 
   // Adds link counters and checksum failures to `stats`.
   void AddTo(Stats* stats) const;
+  // Each link's throughput so far (LinkStats::gbps, GB/s); 0 before any
+  // transfer on it ended.
+  std::array<double, kNumLinks> Gbps() const;
 
  private:
   absl::Status Dispatch(const Place& src, const Place& dst, uint64_t bytes,

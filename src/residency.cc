@@ -169,12 +169,16 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
     // Write-backs in flight (WriteBackMore's) will leave room enough: wait
     // for them rather than evict one more. (With none in flight the trial is
     // the allocator that just failed: not copied.)
-    if (HasEvictingCopy(tier) &&
-        TrialAfterEvictions(tier).largest_free_bytes() >=
-            alloc(tier).RoundUp(bytes)) {
-      return {.kind = Room::kWait};
+    std::optional<ExtentAllocator> trial;
+    if (HasEvictingCopy(tier)) {
+      trial.emplace(TrialAfterEvictions(tier));
+      if (trial->largest_free_bytes() >= alloc(tier).RoundUp(bytes)) {
+        return {.kind = Room::kWait};
+      }
     }
-    if (TensorRecord* victim = PickVictim(tier, protect_within)) {
+    if (TensorRecord* victim =
+            PickRoomVictim(tier, trial.has_value() ? *trial : alloc(tier),
+                           bytes, protect_within)) {
       // Unified memory: a device victim ends its residency; a host victim
       // first takes its pages off the device.
       if (unified() &&
@@ -277,7 +281,7 @@ void StoreCore::WriteBackMore(Tier tier, uint64_t bytes,
   ExtentAllocator trial = TrialAfterEvictions(tier);
   const uint64_t want = trial.RoundUp(bytes);
   while (trial.largest_free_bytes() < want) {
-    TensorRecord* victim = PickVictim(tier, protect_within);
+    TensorRecord* victim = PickRoomVictim(tier, trial, bytes, protect_within);
     // Unified residency ends by hints, one at a time, in MakeRoom's loop.
     if (victim == nullptr ||
         (unified() &&

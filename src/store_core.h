@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
+#include "scheduler/eviction.h"
 #include "scheduler/predictor.h"
 #include "scheduler/prefetch_planner.h"
 #include "scheduler/snapshot.h"
@@ -371,9 +372,14 @@ class StoreCore : public internal::LeaseReleaser,
   // Records the acquire and queues the prefetches PlanPrefetch returns.
   void ObserveAndPrefetch(TensorId id, Tier tier, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the prefetch planner knows of tensor `id` on `tier`.
-  std::optional<PrefetchFacts> PrefetchFactsOf(TensorId id, Tier tier) const
+  // What the prefetch planner knows of tensor `id` on `tier`, a load's time
+  // taken from `gbps` (each link's throughput so far, GB/s).
+  std::optional<PrefetchFacts> PrefetchFactsOf(
+      TensorId id, Tier tier, const std::array<double, kNumLinks>& gbps) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seconds on the store's clock less the time acquires stalled: the step's
+  // own pace, which the trace records so that prefetches aim at it.
+  double ComputeSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // rec's copy on `tier` as the eviction policy sees it; `with_next_use`:
   // look up its predicted next use (else kNoPredictedUse).
   CopyView ViewOf(const TensorRecord& rec, Tier tier, bool with_next_use) const
@@ -381,6 +387,23 @@ class StoreCore : public internal::LeaseReleaser,
   // The copy on `tier` to evict next (scheduler/eviction.h over a snapshot
   // of the copies on `tier`), or null.
   TensorRecord* PickVictim(Tier tier, uint64_t protect_within = 0) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a copy used before query.protect_within would be a better victim
+  // than `victim` once used (scheduling.cc).
+  bool OnDemandWouldKeep(const CopyView& victim,
+                         const EvictionQuery& query) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills victim_views_ with the copies on `tier` and returns the eviction
+  // query for them.
+  EvictionQuery SnapshotVictims(Tier tier, uint64_t protect_within) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy to evict next to make a free range of `bytes` in `arena` (the
+  // tier's allocator, or a trial of it): PickVictim's when freeing it would
+  // leave such a range, else one of the contiguous range PickVictimRange
+  // (scheduler/eviction_range.h) picks, clean copies first; null when
+  // nothing may be evicted.
+  TensorRecord* PickRoomVictim(Tier tier, const ExtentAllocator& arena,
+                               uint64_t bytes, uint64_t protect_within) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Predicted distance to rec's next use; no prediction = furthest.
@@ -445,7 +468,8 @@ class StoreCore : public internal::LeaseReleaser,
   const StoreOptions options_;
   const TierSet tiers_;
   uint64_t capacity_[kNumTiers] = {0, 0, 0};
-  std::unique_ptr<Timeline> timeline_;  // null unless options_.timeline
+  std::unique_ptr<Timeline> timeline_;        // null unless options_.timeline
+  const absl::Time opened_at_ = absl::Now();  // ComputeSeconds' origin
   // The executor: runs prefetch jobs' steps and transfer completions. Declared
   // before mover_ so that it outlives the transfer threads, which post to it
   // (a post may still be returning when its handler has run).

@@ -1,6 +1,7 @@
 // Unit tests for the scheduler's Predictor (trace and replay) and Trace:
 // exact replay, a skipped layer, a branch, unknown tensors, two step shapes,
-// re-recording, next-use distances and boundary detection without BeginStep.
+// re-recording, next-use distances, boundary detection without BeginStep, and
+// the predicted seconds until each upcoming access.
 #include "scheduler/predictor.h"
 
 #include <gtest/gtest.h>
@@ -439,6 +440,50 @@ TEST(PredictorTest, RandomizedNextUseAgreesWithUpcoming) {
     EXPECT_EQ(s.hits + s.resyncs + s.misses, observed);
     EXPECT_LE(p.trace_count(), options.max_traces);
   }
+}
+
+// The times of the last replay predict the next: a step observed at 0, 1 and
+// 3 s whose successor starts at 10 s predicts, after its first event, the
+// next two accesses 1 and 3 s away and the next step's first 10 s away.
+TEST(PredictorTest, UpcomingSecondsFollowTheLastReplaysTimes) {
+  Predictor p;
+  const std::vector<AccessEvent> step = {Fwd(1), Fwd(2), Fwd(3)};
+  const double times[] = {0, 1, 3};
+  p.BeginStep();
+  for (size_t i = 0; i < step.size(); ++i) p.Observe(step[i], times[i]);
+  p.EndStep();
+  p.BeginStep();
+  p.Observe(step[0], 10);
+  EXPECT_EQ(p.Upcoming(3), (std::vector<AccessEvent>{Fwd(2), Fwd(3), Fwd(1)}));
+  EXPECT_EQ(p.UpcomingSeconds(3), (std::vector<double>{1, 3, 10}));
+  // This step runs faster: its times replace the trace's as they come.
+  p.Observe(step[1], 10.5);
+  p.Observe(step[2], 11);
+  p.EndStep();
+  p.BeginStep();
+  p.Observe(step[0], 12);
+  EXPECT_EQ(p.UpcomingSeconds(2), (std::vector<double>{0.5, 1}));
+}
+
+// Skipping past the end of the trace chain finds nothing, at once.
+TEST(PredictorTest, NextUseSkippingBeyondEveryTraceIsNone) {
+  Predictor p;
+  RunStep(p, Train());
+  p.BeginStep();
+  p.Observe(Train()[0]);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 0), 0u);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 1), 3u);
+  EXPECT_EQ(p.NextUse(TensorId{2}, 4), 6u);  // next step's forward
+  EXPECT_EQ(p.NextUse(TensorId{2}, ~uint64_t{0}), std::nullopt);
+}
+
+// Without a clock every access is predicted now.
+TEST(PredictorTest, UpcomingSecondsWithoutTimesAreZero) {
+  Predictor p;
+  RunStep(p, Train());
+  p.BeginStep();
+  p.Observe(Train()[0]);
+  EXPECT_EQ(p.UpcomingSeconds(7), std::vector<double>(7, 0));
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // Unit tests for the scheduler's prefetch planner
 // (scheduler/prefetch_planner.h) on hand-built predictions and tensor facts,
 // with no Store: trace order, the byte window per tier (copies already there
-// count; a tier stops at the first access that does not fit), and each rule
-// that skips a load.
+// count; a tier stops at the first access that does not fit), each rule
+// that skips a load, and the timing rule (a load starts as late as its link
+// allows, given the loads queued before it).
 #include "scheduler/prefetch_planner.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -183,6 +185,77 @@ TEST(PrefetchPlannerTest, WritesBeyondAFullTierStillMakeLoadsStale) {
   f[2];
   EXPECT_EQ(Plan({Read(1), Write(2), Read(2, Tier::kHost)}, f, kMiB),
             (std::vector<PrefetchRequest>{}));
+}
+
+// The timing rule on one link of 1 MiB per second: every test tensor's load
+// takes one second.
+std::vector<PrefetchRequest> PlanTimed(const std::vector<AccessEvent>& upcoming,
+                                       const std::vector<double>& seconds,
+                                       Facts& facts) {
+  for (const AccessEvent& e : upcoming) facts[e.id.value].transfer_seconds = 1;
+  const uint64_t limits[kNumTiers] = {64 * kMiB, 64 * kMiB, 0};
+  return PlanPrefetch(
+      upcoming, limits,
+      [&facts](TensorId id, Tier tier) { return facts.Lookup(id, tier); },
+      seconds);
+}
+
+// Tensor 2's access is 5 s away and its load takes 1 s: with the next access
+// (the next chance to plan) 1 s away it waits, and it starts once the time
+// left reaches its transfer time.
+TEST(PrefetchPlannerTest, AFarLoadWaitsUntilTheTimeLeftIsItsTransferTime) {
+  Facts f;
+  f.Present(1, Tier::kDevice);
+  EXPECT_EQ(PlanTimed({Read(1), Read(2)}, {1, 5}, f),
+            (std::vector<PrefetchRequest>{}));
+  EXPECT_EQ(PlanTimed({Read(1), Read(2)}, {1, 2.5}, f),
+            (std::vector<PrefetchRequest>{}));
+  EXPECT_EQ(PlanTimed({Read(1), Read(2)}, {1, 2}, f),
+            (std::vector<PrefetchRequest>{Load(2)}));
+}
+
+// Loads on one link queue. Alone, tensor 2 (needed at 3.5 s) could start by
+// 2.5 s and wait; tensor 3 behind it (needed at 4 s) must start by 3 s, so
+// tensor 2 must start by 2 s: at the next chance to plan, so now. Tensor 3
+// itself still waits.
+TEST(PrefetchPlannerTest, ALaterLoadOnTheLinkPullsTheNearerOneForward) {
+  Facts f;
+  f.Present(1, Tier::kDevice);
+  EXPECT_EQ(PlanTimed({Read(1), Read(2), Read(3)}, {2, 3.5, 4}, f),
+            (std::vector<PrefetchRequest>{Load(2)}));
+  // On another link tensor 3 leaves tensor 2 alone.
+  f[3].link = 1;
+  EXPECT_EQ(PlanTimed({Read(1), Read(2), Read(3)}, {2, 3.5, 4}, f),
+            (std::vector<PrefetchRequest>{}));
+}
+
+// A load in flight goes first on its link: tensor 3 (latest start 2 s, next
+// chance 1 s) would wait, but behind a second of tensor 2's load it starts
+// now; tensor 2 is not planned again.
+TEST(PrefetchPlannerTest, ALoadInFlightMakesTheLoadsOnItsLinkStartSooner) {
+  Facts f;
+  f.Present(1, Tier::kDevice);
+  f[2].loadable = false;
+  f[2].in_flight = true;
+  EXPECT_EQ(PlanTimed({Read(1), Read(2), Read(3)}, {1, 3, 3}, f),
+            (std::vector<PrefetchRequest>{Load(3)}));
+  f[2].in_flight = false;  // there already: tensor 3 can wait
+  EXPECT_EQ(PlanTimed({Read(1), Read(2), Read(3)}, {1, 3, 3}, f),
+            (std::vector<PrefetchRequest>{}));
+}
+
+// A link whose throughput is not known yet makes its loads urgent.
+TEST(PrefetchPlannerTest, AnUnknownTransferTimeStartsTheLoadAtOnce) {
+  Facts f;
+  f.Present(1, Tier::kDevice);
+  f[2];
+  const uint64_t limits[kNumTiers] = {64 * kMiB, 64 * kMiB, 0};
+  f[2].transfer_seconds = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(PlanPrefetch(
+                {Read(1), Read(2)}, limits,
+                [&f](TensorId id, Tier tier) { return f.Lookup(id, tier); },
+                std::vector<double>{1, 100}),
+            (std::vector<PrefetchRequest>{Load(2)}));
 }
 
 }  // namespace
