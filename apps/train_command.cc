@@ -383,10 +383,12 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
   if (!data.ok()) return FailBeforeRun(data.status());
-  if (t.model.batch > data->train.count) {
-    return FailBeforeRun(absl::InvalidArgumentError(
-        absl::StrFormat("--batch=%d is larger than the %d training images",
-                        t.model.batch, data->train.count)));
+  // Before the budgets: a step larger than the data set is the error to
+  // name, not the bytes its micro-batches would take.
+  if (t.model.batch * t.model.accumulate > data->train.count) {
+    return FailBeforeRun(absl::InvalidArgumentError(absl::StrFormat(
+        "--batch=%d x --accumulate=%d is larger than the %d training images",
+        t.model.batch, t.model.accumulate, data->train.count)));
   }
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
       train::OpenTrainSetup(s, t);

@@ -167,6 +167,36 @@ TEST(CheckpointResumeTest, ResidentMlpResumesBitwise) {
   EXPECT_EQ(resumed.weights, plain.weights);
 }
 
+// A resume with another step size (a warned --batch / --accumulate change)
+// weighs each saved step's loss as one of its own steps, so the epoch's
+// mean loss stays a mean of step losses.
+TEST(CheckpointResumeTest, ResumeWithAnotherStepSizeRescalesTheEpochSum) {
+  TempDir saves;
+  RunMlp(saves.path(), 3, "");
+  const std::string path = saves.path() + "/" + CheckpointDirName(3);
+  auto sum_for = [&](int64_t batch, int accumulate) -> double {
+    TempDir nvme;
+    StoreOptions so =
+        SmallStoreOptions(nvme.path(), 80 * 1024, kMlpHostBudget, 8 * kMiB);
+    TrainOptions job = MlpJob();
+    job.model.batch = batch;
+    job.model.accumulate = accumulate;
+    auto store = Store::Open(so);
+    EXPECT_TRUE(store.ok()) << store.status();
+    std::unique_ptr<Compute> compute = MakeCpuCompute(1);
+    auto model = Mlp::Create(store->get(), compute.get(), job.model);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!store.ok() || !model.ok()) return -1;
+    auto resumed = ResumeMlp(path, **store, **model, job);
+    EXPECT_TRUE(resumed.ok()) << resumed.status();
+    return job.start_epoch_loss_sum;
+  };
+  const double same = sum_for(16, 1);
+  ASSERT_GT(same, 0);
+  EXPECT_EQ(sum_for(8, 2), same);  // 16 samples a step either way
+  EXPECT_DOUBLE_EQ(sum_for(4, 1), same * 4 / 16);
+}
+
 TEST(CheckpointResumeTest, MlpResumeFromSaveDirTakesTheNewest) {
   TempDir saves;
   const MlpRun plain = RunMlp("", 0, "");

@@ -414,12 +414,15 @@ AdamParams Mlp::StepAdamParams() const {
   return p;
 }
 
+// The micro-batches the pass used, only: an evaluation batch touches one,
+// however many a training step has.
 absl::Status Mlp::DiscardActivations() {
-  for (const Layer& L : layers_) {
-    for (TensorId z : L.z) STRATA_RETURN_IF_ERROR(Drop(z));
-    for (TensorId a : L.a) STRATA_RETURN_IF_ERROR(Drop(a));
-  }
-  for (const MicroBatch& m : micro_) {
+  for (int k = 0; k < used_; ++k) {
+    for (const Layer& L : layers_) {
+      STRATA_RETURN_IF_ERROR(Drop(Z(L, k)));
+      if (L.hidden) STRATA_RETURN_IF_ERROR(Drop(L.a[k]));
+    }
+    const MicroBatch& m = micro_[k];
     for (TensorId id : {m.input, m.labels, m.dlogits, m.dact[0], m.dact[1]}) {
       STRATA_RETURN_IF_ERROR(Drop(id));
     }

@@ -93,6 +93,19 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenAndRestore(
   return reader;
 }
 
+// batch x accumulate of a saved MLP run (accumulate 1 when the checkpoint
+// predates it); 0 when unreadable (the caller keeps the sum as it is).
+double SavedSamplesPerStep(const std::map<std::string, std::string>& config) {
+  auto number = [&](const char* key, double fallback) {
+    auto it = config.find(key);
+    if (it == config.end()) return fallback;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return end != it->second.c_str() && *end == '\0' ? v : 0.0;
+  };
+  return number("batch", 0) * number("accumulate", 1);
+}
+
 }  // namespace
 
 std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
@@ -136,6 +149,13 @@ absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
   STRATA_ASSIGN_OR_RETURN(int64_t adam_steps, state.Int("adam_steps"));
   STRATA_ASSIGN_OR_RETURN(options.start_epoch_loss_sum,
                           state.Double("epoch_loss_sum"));
+  // The sum is over the saved run's samples; a run with another step size
+  // (a warned --batch or --accumulate change) weighs each saved step as one
+  // of its own, so the epoch's mean loss stays a mean of step losses.
+  const double saved = SavedSamplesPerStep(reader->manifest().config);
+  const double now =
+      static_cast<double>(options.model.batch) * options.model.accumulate;
+  if (saved > 0 && saved != now) options.start_epoch_loss_sum *= now / saved;
   model.RestoreSteps(adam_steps);
   options.start_step = resumed.step;
   return resumed;
