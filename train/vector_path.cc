@@ -1,6 +1,10 @@
 // vector_path.cc: which vector path this CPU runs (see vector_path.h).
 #include "train/vector_path.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -61,6 +65,17 @@ absl::StatusOr<VectorPath> ParseVectorPath(std::string_view name) {
       "unknown vector path '%s' (baseline, avx2 or avx512)", name));
 }
 
+#if defined(__x86_64__)
+namespace {
+// cpuid leaf 1's F16C bit, read directly: clang's __builtin_cpu_supports does
+// not know "f16c" (GCC's does), and the thread-safety build is clang's.
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+}  // namespace
+#endif
+
 bool VectorPathSupported(VectorPath path) {
   switch (path) {
     case VectorPath::kBaseline:
@@ -69,7 +84,7 @@ bool VectorPathSupported(VectorPath path) {
     case VectorPath::kAvx2:
       // F16C converts fp16 on this path (half_cast.h); every AVX2 CPU
       // has it, but it is its own cpuid bit.
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && CpuHasF16c();
     case VectorPath::kAvx512:
       return __builtin_cpu_supports("avx512f");
 #else
