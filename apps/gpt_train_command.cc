@@ -392,6 +392,13 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                    Dashed(f.name).c_str());
     }
   }
+  // Ignoring a 16-bit request would train another model than asked for.
+  if (const std::string p = absl::GetFlag(FLAGS_precision); p != "fp32") {
+    return FailBeforeRun(absl::InvalidArgumentError(absl::StrFormat(
+        "--precision=%s: mixed precision is built for --model=mlp only so "
+        "far; the GPT trains in fp32",
+        p)));
+  }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();

@@ -70,6 +70,7 @@ constexpr uint64_t kMlpHostBudget = 96 * 1024;
 struct MlpRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
+  int64_t skipped_steps = 0;
   uint64_t rerecords = 0;
   uint64_t nvme_read_bytes = 0;
 };
@@ -78,11 +79,12 @@ struct MlpRun {
 // resident (device home, Adam on the device), resuming from `resume` when
 // set and saving every `save_every` steps to `save_dir` when set.
 MlpRun RunMlp(const std::string& save_dir, int64_t save_every,
-              const std::string& resume, bool resident = false) {
+              const std::string& resume, bool resident = false,
+              const TrainOptions& base = MlpJob()) {
   TempDir nvme;
   StoreOptions so =
       SmallStoreOptions(nvme.path(), 80 * 1024, kMlpHostBudget, 8 * kMiB);
-  TrainOptions job = MlpJob();
+  TrainOptions job = base;
   if (resident) {
     EXPECT_TRUE(MakeResident(job, so).ok());
   }
@@ -113,6 +115,7 @@ MlpRun RunMlp(const std::string& save_dir, int64_t save_every,
   if (!result.ok()) return {};
   const Stats stats = (*store)->GetStats();
   MlpRun run{.losses = result->losses,
+             .skipped_steps = (*model)->skipped_steps(),
              .rerecords = stats.scheduler.rerecords,
              .nvme_read_bytes = stats.links[int(Link::kNvmeRead)].bytes};
   for (int l = 0; l < (*model)->layers(); ++l) {
@@ -147,6 +150,42 @@ TEST(CheckpointResumeTest, MlpResumesBitwiseMidEpochAndAtEpochEnd) {
     EXPECT_EQ(resumed.losses, Tail(plain.losses, k)) << "resumed at " << k;
     EXPECT_EQ(resumed.weights, plain.weights) << "resumed at " << k;
   }
+}
+
+// fp16: the checkpoint carries the master weights, the 16-bit parameters
+// and the loss scale's state. A loss scale too large for the first steps
+// makes some of them skip, before and after the resume points.
+TEST(CheckpointResumeTest, Fp16MlpResumesWithItsLossScale) {
+  TrainOptions job = MlpJob();
+  job.model.precision = Precision::kFp16;
+  job.model.loss_scale.initial_scale = 16777216.0f;  // 2^24
+  TempDir saves;
+  const MlpRun plain = RunMlp("", 0, "", false, job);
+  const MlpRun saved = RunMlp(saves.path(), 2, "", false, job);
+  ASSERT_EQ(plain.losses.size(), 12u);
+  EXPECT_EQ(saved.losses, plain.losses);
+  EXPECT_GT(plain.skipped_steps, 0);
+  for (int64_t k : {2, 6}) {
+    const MlpRun resumed =
+        RunMlp("", 0, saves.path() + "/" + CheckpointDirName(k), false, job);
+    EXPECT_EQ(resumed.losses, Tail(plain.losses, k)) << "resumed at " << k;
+    EXPECT_EQ(resumed.weights, plain.weights) << "resumed at " << k;
+    EXPECT_EQ(resumed.skipped_steps, plain.skipped_steps) << "at " << k;
+  }
+  // Another precision cannot take these tensors.
+  TempDir nvme;
+  StoreOptions so =
+      SmallStoreOptions(nvme.path(), 80 * 1024, kMlpHostBudget, 8 * kMiB);
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
+  TrainOptions fp32 = MlpJob();
+  auto model = Mlp::Create(store->get(), compute.get(), fp32.model);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Resumed> r = ResumeMlp(saves.path(), **store, **model, fp32);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--precision"), std::string::npos)
+      << r.status();
 }
 
 // Device-homed tensors are saved through Store::Read and restored through

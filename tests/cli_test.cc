@@ -269,6 +269,39 @@ TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
   EXPECT_NE(jc["losses"][0], ja["losses"][0]);
 }
 
+// --precision: the report says what the run did; nonsense combinations are
+// bad input (exit 2) with the flag to change.
+TEST(CliPrecisionTest, Fp16ReportsItsLossScaleAndBadCombinationsExit2) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> args = TinyTrain(dir.path());
+  args.push_back("--precision=fp16");
+  args.push_back("--json=" + dir.path() + "/r.json");
+  const Result r = Strata(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = ReadJson(dir.path() + "/r.json");
+  EXPECT_EQ(j["precision"], "fp16");
+  EXPECT_EQ(j["rounding"], "nearest");
+  EXPECT_GE(j["skipped_steps"].get<int64_t>(), 0);
+  ASSERT_GE(j["loss_scale_history"].size(), 1u);
+  EXPECT_EQ(j["loss_scale_history"][0]["scale"], 65536.0);
+  EXPECT_GT(j["h2d_bytes_per_param_step"].get<double>(), 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--rounding=stochastic"}, "--rounding=stochastic"},
+      {{"--loss-scale=1024"}, "--precision=fp16"},
+      {{"--precision=fp16", "--loss-scale=1000"}, "power of two"},
+      {{"--precision=bf17"}, "bf17"},
+      {{"--model=gpt", "--precision=bf16"}, "--precision"},
+  };
+  for (const auto& [flags, message] : bad) {
+    std::vector<std::string> line = {"train", "--max-steps=1"};
+    line.insert(line.end(), flags.begin(), flags.end());
+    const Result e = Strata(line);
+    EXPECT_EQ(e.rc, 2) << flags[0] << ": " << e.err;
+    EXPECT_NE(e.err.find(message), std::string::npos) << e.err;
+  }
+}
+
 TEST(CliConfigTest, BenchReportCarriesItsConfig) {
   ::strata::testing::TempDir dir;
   const Result a =

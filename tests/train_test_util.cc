@@ -97,7 +97,12 @@ RunResult TrainWith(const Budgets& b, train::TrainOptions job,
                 .stats = (*store)->GetStats(),
                 .peak_activation_bytes = (*model)->peak_activation_bytes(),
                 .recompute_seconds = (*model)->recompute_seconds(),
-                .train_link_bytes = (*model)->train_link_bytes()};
+                .train_link_bytes = (*model)->train_link_bytes(),
+                .adam_steps = (*model)->steps(),
+                .skipped_steps = (*model)->skipped_steps()};
+  if (const train::DynamicLossScale* ls = (*model)->loss_scale()) {
+    run.loss_scale_history = ls->history();
+  }
   for (int l = 0; l < (*model)->layers(); ++l) {
     run.weights.emplace_back();
     EXPECT_TRUE((*model)->ReadWeights(l, &run.weights.back()).ok());

@@ -11,6 +11,7 @@
 #include "strata/options.h"
 #include "strata/stats.h"
 #include "train/dataset.h"
+#include "train/loss_scale.h"
 #include "train/trainer.h"
 
 namespace strata::testing {
@@ -48,6 +49,9 @@ struct RunResult {
   uint64_t peak_activation_bytes = 0;       // Mlp's, after training
   double recompute_seconds = 0;
   std::array<uint64_t, kNumLinks> train_link_bytes{};
+  int64_t adam_steps = 0;     // updates applied
+  int64_t skipped_steps = 0;  // mixed precision's skipped steps
+  std::vector<train::LossScaleChange> loss_scale_history;  // fp16 only
 };
 
 // Trains `job` with `b` on a fresh store and CPU compute; failures are

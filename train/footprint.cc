@@ -56,6 +56,11 @@ absl::Status CheckConfig(const ModelConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
   }
+  if (c.precision == Precision::kFp32 && c.rounding != Rounding::kNearestEven) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--rounding=%s rounds to 16 bits: it needs --precision=bf16 or fp16",
+        RoundingName(c.rounding)));
+  }
   if (c.optimizer_tier == Tier::kNvme) {
     return absl::InvalidArgumentError(
         "the optimizer runs on the host or the device tier, not on NVMe");
@@ -80,14 +85,19 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   const uint64_t g = kDeviceGranule;
   // The two activation-gradient tensors hold batch x max(width, classes).
   const uint64_t dact = RoundUp(batch * std::max(c.width, c.classes) * kF, g);
+  // Mixed precision: 16-bit parameters and gradients beside the fp32
+  // gradient sums and master weights (model.h).
+  const bool mixed = c.precision != Precision::kFp32;
+  const uint64_t pb = PrecisionBytes(c.precision);
   const auto shapes = LayerShapes(c);
   for (size_t l = 0; l < shapes.size(); ++l) {
     const auto [in, out] = shapes[l];
     const bool hidden = l + 1 < shapes.size();
     const uint64_t w = in * out * kF, b = out * kF;
-    f.parameter_bytes += w + b;
-    f.gradient_bytes += w + b;
-    f.optimizer_bytes += 2 * (w + b);
+    const uint64_t w16 = in * out * pb, b16 = out * pb;  // w, b when fp32
+    f.parameter_bytes += w16 + b16;
+    f.gradient_bytes += w + b + (mixed ? w16 + b16 : 0);
+    f.optimizer_bytes += (mixed ? 3 : 2) * (w + b);
     // Per micro-batch: the activation, and the pre-activation unless it is
     // recomputed (then one buffer for all); the logits of the last layer.
     const uint64_t y = batch * out * kF;
@@ -98,19 +108,25 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
     // (model.cc) for this layer.
     const uint64_t x_b = RoundUp(batch * in * kF, g);
     const uint64_t y_b = RoundUp(y, g);
-    const uint64_t params = RoundUp(w, g) + RoundUp(b, g);
+    const uint64_t params = RoundUp(w16, g) + RoundUp(b16, g);
+    const uint64_t grads = RoundUp(w, g) + RoundUp(b, g) + (mixed ? params : 0);
     const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
     const uint64_t dx = l > 0 ? dact : 0;
     const uint64_t forward = x_b + params + (hidden && keep_z ? 2 : 1) * y_b;
-    const uint64_t backward = x_b + 2 * params + dy + dx;
+    const uint64_t backward = x_b + params + grads + dy + dx;
     const uint64_t activation_backward =
         hidden ? (keep_z ? 0 : x_b + params) + y_b + dact : 0;
     f.device_working_set_bytes = std::max(
         {f.device_working_set_bytes, forward, backward, activation_backward});
     const uint64_t granule =
         c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
+    // Weight, gradient and both moments; mixed: master, moments, the 16-bit
+    // gradient and the 16-bit weight it writes.
+    const uint64_t update =
+        mixed ? 3 * RoundUp(w, granule) + 2 * RoundUp(w16, granule)
+              : 4 * RoundUp(w, granule);
     f.optimizer_working_set_bytes =
-        std::max(f.optimizer_working_set_bytes, 4 * RoundUp(w, granule));
+        std::max(f.optimizer_working_set_bytes, update);
   }
   // The input batch, labels, logits' gradient and two activation gradients.
   const uint64_t widest = std::max(c.width, c.classes);

@@ -51,6 +51,10 @@ class LeaseGroup {
 
   // Request `index`'s bytes on the tier, as float (valid after Acquire).
   float* data(int index) const;
+  // The same bytes as 16-bit bf16/fp16 bit patterns (precision.h).
+  uint16_t* half(int index) const {
+    return reinterpret_cast<uint16_t*>(data(index));
+  }
   // Request `index`'s size in bytes (valid after Acquire).
   uint64_t bytes(int index) const { return requests_[index].bytes; }
 

@@ -71,4 +71,23 @@ bool DynamicLossScale::Update(int64_t step, int64_t nonfinite) {
   return true;
 }
 
+absl::Status DynamicLossScale::Restore(const State& state) {
+  if (!PowerOfTwo(state.scale) || state.scale < options_.min_scale ||
+      state.scale > options_.max_scale || state.clean_steps < 0 ||
+      state.clean_steps >= options_.growth_interval ||
+      state.skipped_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "loss scale state (scale %g, %d clean steps, %d skipped) does not "
+        "fit the loss-scale options (scale %g..%g, growth every %d steps): a "
+        "damaged checkpoint, or one saved with other --loss-scale options",
+        state.scale, state.clean_steps, state.skipped_steps, options_.min_scale,
+        options_.max_scale, options_.growth_interval));
+  }
+  scale_ = state.scale;
+  clean_steps_ = state.clean_steps;
+  skipped_steps_ = state.skipped_steps;
+  history_ = state.history;
+  return absl::OkStatus();
+}
+
 }  // namespace strata::train

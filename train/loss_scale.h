@@ -63,6 +63,21 @@ class DynamicLossScale {
   // by at most one entry per step that overflows or completes an interval.
   const std::vector<LossScaleChange>& history() const { return history_; }
 
+  // What decides the following steps, for a checkpoint.
+  struct State {
+    float scale = 0;
+    int64_t clean_steps = 0;
+    int64_t skipped_steps = 0;
+    std::vector<LossScaleChange> history;
+  };
+  State state() const {
+    return {scale_, clean_steps_, skipped_steps_, history_};
+  }
+  // Continues from `state` (a resumed run). InvalidArgument, leaving this
+  // unchanged, unless its scale is a power of two within the options' bounds,
+  // its counts are >= 0 and clean_steps < growth_interval.
+  absl::Status Restore(const State& state);
+
  private:
   explicit DynamicLossScale(const LossScaleOptions& options);
   void SetScale(int64_t step, float scale);

@@ -11,6 +11,8 @@
 #include "base/splitmix64.h"
 #include "strata/status.h"
 #include "train/footprint.h"
+#include "train/half.h"
+#include "train/half_cast.h"
 #include "train/lease_group.h"
 
 namespace strata::train {
@@ -18,6 +20,19 @@ namespace strata::train {
 namespace {
 
 constexpr uint64_t kF = sizeof(float);
+
+// The store dtype of a parameter or gradient in `precision`.
+DType ParameterDType(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return DType::kBFloat16;
+    case Precision::kFp16:
+      return DType::kFloat16;
+    case Precision::kFp32:
+      break;
+  }
+  return DType::kFloat32;
+}
 
 }  // namespace
 
@@ -51,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));
   std::unique_ptr<Mlp> mlp(new Mlp(store, compute, config, footprint));
+  if (config.precision == Precision::kFp16) {
+    STRATA_ASSIGN_OR_RETURN(mlp->loss_scale_,
+                            DynamicLossScale::Create(config.loss_scale));
+  }
   STRATA_RETURN_IF_ERROR(mlp->CreateTensors());
   STRATA_RETURN_IF_ERROR(mlp->InitWeights());
   return mlp;
@@ -83,7 +102,6 @@ std::string MicroName(std::string base, int k, int micro_batches) {
 
 absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
                                             bool hidden) {
-  const DType f32 = DType::kFloat32;
   const int64_t batch = config_.batch;
   const int micro = config_.accumulate;
   Layer L;
@@ -93,13 +111,30 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
   const std::string p = absl::StrFormat("layer%d.", l);
   const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
   using K = TensorKind;
-  auto make = [&](const std::string& name, K kind, std::vector<int64_t> shape) {
-    return CreateTensor(p + name, kind, f32, std::move(shape));
+  auto make = [&](const std::string& name, K kind, std::vector<int64_t> shape,
+                  DType dtype = DType::kFloat32) {
+    return CreateTensor(p + name, kind, dtype, std::move(shape));
   };
-  STRATA_ASSIGN_OR_RETURN(L.w, make("weight", K::kParameter, wshape));
-  STRATA_ASSIGN_OR_RETURN(L.b, make("bias", K::kParameter, bshape));
-  STRATA_ASSIGN_OR_RETURN(L.gw, make("weight.grad", K::kGradient, wshape));
-  STRATA_ASSIGN_OR_RETURN(L.gb, make("bias.grad", K::kGradient, bshape));
+  const DType param = ParameterDType(config_.precision);
+  STRATA_ASSIGN_OR_RETURN(L.w, make("weight", K::kParameter, wshape, param));
+  STRATA_ASSIGN_OR_RETURN(L.b, make("bias", K::kParameter, bshape, param));
+  // Mixed: the fp32 sums backward accumulates into, then the 16-bit
+  // gradients cast from them and the fp32 master weights.
+  const char* grad32 = mixed() ? "grad_accum" : "grad";
+  STRATA_ASSIGN_OR_RETURN(
+      L.gw, make(absl::StrCat("weight.", grad32), K::kGradient, wshape));
+  STRATA_ASSIGN_OR_RETURN(
+      L.gb, make(absl::StrCat("bias.", grad32), K::kGradient, bshape));
+  if (mixed()) {
+    STRATA_ASSIGN_OR_RETURN(L.gw16,
+                            make("weight.grad", K::kGradient, wshape, param));
+    STRATA_ASSIGN_OR_RETURN(L.gb16,
+                            make("bias.grad", K::kGradient, bshape, param));
+    STRATA_ASSIGN_OR_RETURN(L.master_w,
+                            make("weight.master", K::kOptimizerState, wshape));
+    STRATA_ASSIGN_OR_RETURN(L.master_b,
+                            make("bias.master", K::kOptimizerState, bshape));
+  }
   STRATA_ASSIGN_OR_RETURN(L.mw,
                           make("weight.adam_m", K::kOptimizerState, wshape));
   STRATA_ASSIGN_OR_RETURN(L.vw,
@@ -181,9 +216,23 @@ absl::Status Mlp::InitWeights() {
       const double u = (SplitMix64Next(state) >> 11) * 0x1.0p-53;  // [0, 1)
       x = static_cast<float>((2 * u - 1) * bound);
     }
-    STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));
     const std::vector<float> zeros(L.out, 0.0f);
-    STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), L.out * kF));
+    if (!mixed()) {
+      STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));
+      STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), L.out * kF));
+      continue;
+    }
+    // The master weights are the fp32 values; the parameters their 16-bit
+    // rounding to nearest (every later rounding is the optimizer's).
+    STRATA_RETURN_IF_ERROR(store_->Write(L.master_w, w.data(), w.size() * kF));
+    STRATA_RETURN_IF_ERROR(store_->Write(L.master_b, zeros.data(), L.out * kF));
+    std::vector<uint16_t> half(w.size());
+    CastToHalfCpu(config_.precision, {}, w.data(), half.data(), w.size());
+    STRATA_RETURN_IF_ERROR(
+        store_->Write(L.w, half.data(), half.size() * sizeof(uint16_t)));
+    CastToHalfCpu(config_.precision, {}, zeros.data(), half.data(), L.out);
+    STRATA_RETURN_IF_ERROR(
+        store_->Write(L.b, half.data(), L.out * sizeof(uint16_t)));
   }
   return absl::OkStatus();
 }
@@ -233,8 +282,7 @@ absl::Status Mlp::ForwardLayer(int l, int k) {
   const int a = L.hidden ? g.Add(L.a[k], Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   float* const out = g.data(keep_z ? z : a);
-  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-      g.data(x), g.data(w), g.data(b), out, rows, L.in, L.out));
+  STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g, x, w, b, out, rows));
   if (L.hidden) {
     STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
         config_.activation, out, g.data(a), rows * L.out));
@@ -250,7 +298,20 @@ absl::Status Mlp::ForwardLayer(int l, int k) {
   return absl::OkStatus();
 }
 
+absl::Status Mlp::LinearForwardOn(const Layer& L, const LeaseGroup& g, int x,
+                                  int w, int b, float* y, int64_t rows) {
+  if (mixed()) {
+    return compute_->LinearForward16(config_.precision, g.data(x), g.half(w),
+                                     g.half(b), y, rows, L.in, L.out);
+  }
+  return compute_->LinearForward(g.data(x), g.data(w), g.data(b), y, rows, L.in,
+                                 L.out);
+}
+
 absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
+  // fp16 multiplies the loss by the loss scale (a power of two: exact), so
+  // small gradients stay above fp16's underflow; the optimizer unscales.
+  const double loss_scale = loss_scale_ ? loss_scale_->scale() : 1.0;
   LossResult sum;
   for (int k = 0; k < used_; ++k) {
     const MicroBatch& m = micro_[k];
@@ -270,10 +331,11 @@ absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
     // The gradient of the mean over the whole step's rows, not this
     // micro-batch's (an exact power of two for equal micro-batches of a
     // power-of-two count).
-    if (d != nullptr && m.rows != total_rows) {
-      STRATA_RETURN_IF_ERROR(compute_->Scale(
-          d, static_cast<float>(static_cast<double>(m.rows) / total_rows),
-          m.rows * config_.classes));
+    if (d != nullptr && (m.rows != total_rows || loss_scale != 1.0)) {
+      const float s =
+          static_cast<float>(static_cast<double>(m.rows) / total_rows) *
+          static_cast<float>(loss_scale);
+      STRATA_RETURN_IF_ERROR(compute_->Scale(d, s, m.rows * config_.classes));
     }
     STRATA_RETURN_IF_ERROR(g.Release());
     if (with_gradient) Produced(m.dlogits, m.rows * config_.classes * kF);
@@ -298,12 +360,48 @@ absl::Status Mlp::Backward(const AdamParams& adam) {
       if (L.hidden) STRATA_RETURN_IF_ERROR(ActivationBackward(l, k, dy(k)));
       STRATA_RETURN_IF_ERROR(LinearBackward(l, k, dy(k), k > 0));
     }
+    if (mixed()) continue;  // updated by FinishMixedStep, or skipped
     // The layer's gradients are complete: update it now, so that its
     // optimizer-state traffic (NVMe -> host loads, write-backs) overlaps the
     // backward pass of the layers below, as in ZeRO-Offload. Nothing below
     // reads this layer's weights, so the math is that of a separate step.
     STRATA_RETURN_IF_ERROR(AdamOn(adam, L.w, L.mw, L.vw, L.gw));
     STRATA_RETURN_IF_ERROR(AdamOn(adam, L.b, L.mb, L.vb, L.gb));
+  }
+  return mixed() ? FinishMixedStep(adam) : absl::OkStatus();
+}
+
+absl::Status Mlp::CastGradients(const Layer& L, const LeaseGroup& g, int gw,
+                                int gb, int gw16, int gb16) {
+  const Precision type = config_.precision;
+  STRATA_RETURN_IF_ERROR(
+      compute_->CastToHalf(type, {}, g.data(gw), g.half(gw16), L.out * L.in));
+  return compute_->CastToHalf(type, {}, g.data(gb), g.half(gb16), L.out);
+}
+
+absl::Status Mlp::FinishMixedStep(const AdamParams& adam) {
+  // Every cast added its non-finite results to the count as the gradients
+  // arrived; reading it is the only synchronisation.
+  STRATA_ASSIGN_OR_RETURN(const int64_t nonfinite, compute_->TakeNonFinite());
+  const int64_t step = steps_ + skipped_steps_;
+  const bool apply =
+      loss_scale_ ? loss_scale_->Update(step, nonfinite) : nonfinite == 0;
+  if (!apply) {
+    ++skipped_steps_;
+    for (const Layer& L : layers_) {
+      STRATA_RETURN_IF_ERROR(store_->Discard(L.gw16));
+      STRATA_RETURN_IF_ERROR(store_->Discard(L.gb16));
+    }
+    return absl::OkStatus();
+  }
+  // In backward's order, as the fp32 updates run.
+  for (int l = layers() - 1; l >= 0; --l) {
+    const Layer& L = layers_[l];
+    const uint64_t tensor = 2 * static_cast<uint64_t>(l);
+    STRATA_RETURN_IF_ERROR(
+        AdamMixedOn(adam, L.master_w, L.mw, L.vw, L.gw16, L.w, tensor));
+    STRATA_RETURN_IF_ERROR(
+        AdamMixedOn(adam, L.master_b, L.mb, L.vb, L.gb16, L.b, tensor + 1));
   }
   return absl::OkStatus();
 }
@@ -323,8 +421,7 @@ absl::Status Mlp::ActivationBackward(int l, int k, TensorId dy_id) {
   if (recompute) {
     // The forward pass's LinearForward on the same operands: the same bits.
     const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-        g.data(x), g.data(w), g.data(b), g.data(z), rows, L.in, L.out));
+    STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g, x, w, b, g.data(z), rows));
     recompute_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -350,11 +447,28 @@ absl::Status Mlp::LinearBackward(int l, int k, TensorId dy_id,
             dy = g.Add(dy_id, Access::kRead), gw = g.Add(L.gw, grads),
             gb = g.Add(L.gb, grads);
   const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
+  // Mixed: the last micro-batch casts the completed sums to 16 bits in the
+  // same leases, so the fp32 sums never leave the device.
+  const bool cast = mixed() && k + 1 == used_;
+  const int gw16 = cast ? g.Add(L.gw16, Access::kOverwrite) : -1;
+  const int gb16 = cast ? g.Add(L.gb16, Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-      g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb),
-      l > 0 ? g.data(dx) : nullptr, rows, L.in, L.out, accumulate));
+  float* const dx_data = l > 0 ? g.data(dx) : nullptr;
+  if (mixed()) {
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward16(
+        config_.precision, g.data(x), g.half(w), g.data(dy), g.data(gw),
+        g.data(gb), dx_data, rows, L.in, L.out, accumulate));
+  } else {
+    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
+        g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb), dx_data, rows,
+        L.in, L.out, accumulate));
+  }
+  if (cast) STRATA_RETURN_IF_ERROR(CastGradients(L, g, gw, gb, gw16, gb16));
   STRATA_RETURN_IF_ERROR(g.Release());
+  if (cast) {
+    STRATA_RETURN_IF_ERROR(store_->Discard(L.gw));
+    STRATA_RETURN_IF_ERROR(store_->Discard(L.gb));
+  }
   if (l > 0) Produced(dx_id, rows * L.in * kF);
   STRATA_RETURN_IF_ERROR(Drop(dy_id));
   // The first layer's input is read by nothing else; a hidden layer's input
@@ -405,6 +519,41 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
   return store_->Discard(g_id);  // the gradient is dead until next backward
 }
 
+absl::Status Mlp::AdamMixedOn(const AdamParams& p, TensorId master_id,
+                              TensorId m_id, TensorId v_id, TensorId g_id,
+                              TensorId w16_id, uint64_t tensor) {
+  const Tier T = config_.optimizer_tier;
+  const bool on_device = T == Tier::kDevice;
+  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr,
+                   &created_);
+  const int g = group.Add(g_id, Access::kRead),
+            w = group.Add(master_id, Access::kWrite),
+            m = group.Add(m_id, Access::kWrite),
+            v = group.Add(v_id, Access::kWrite),
+            w16 = group.Add(w16_id, Access::kOverwrite);
+  STRATA_RETURN_IF_ERROR(group.Acquire());
+  const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
+  MixedAdamParams mp;
+  mp.type = config_.precision;
+  mp.grad_scale = loss_scale_ ? loss_scale_->inverse_scale() : 1.0f;
+  mp.rounding.rounding = config_.rounding;
+  mp.rounding.seed = StochasticSeed(config_.seed, tensor, steps_);
+  const auto start = std::chrono::steady_clock::now();
+  if (on_device) {
+    STRATA_RETURN_IF_ERROR(
+        compute_->AdamMixed(p, mp, group.data(w), group.data(m), group.data(v),
+                            group.half(g), group.half(w16), n));
+  } else {
+    AdamMixedUpdateCpu(p, mp, group.data(w), group.data(m), group.data(v),
+                       group.half(g), group.half(w16), n);
+  }
+  optimizer_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  STRATA_RETURN_IF_ERROR(group.Release());
+  return store_->Discard(g_id);  // the gradient is dead until next backward
+}
+
 AdamParams Mlp::StepAdamParams() const {
   AdamParams p = config_.adam;
   p.lr = lr_;
@@ -433,6 +582,7 @@ absl::Status Mlp::DiscardActivations() {
 absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
                                           const int32_t* labels, int64_t rows) {
   const Stats before = store_->GetStats();
+  const int64_t skipped_before = skipped_steps_;
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
     STRATA_RETURN_IF_ERROR(
@@ -448,7 +598,8 @@ absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
   for (int i = 0; i < kNumLinks; ++i) {
     train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;
   }
-  if (result.ok()) ++steps_;
+  // A skipped mixed step (FinishMixedStep) applied no update.
+  if (result.ok() && skipped_steps_ == skipped_before) ++steps_;
   return result;
 }
 
@@ -476,8 +627,26 @@ std::vector<TensorId> Mlp::StateTensors() const {
   std::vector<TensorId> ids;
   for (const Layer& L : layers_) {
     ids.insert(ids.end(), {L.w, L.b, L.mw, L.vw, L.mb, L.vb});
+    if (mixed()) ids.insert(ids.end(), {L.master_w, L.master_b});
   }
   return ids;
+}
+
+Mlp::Snapshot Mlp::snapshot() const {
+  Snapshot s{.steps = steps_, .skipped_steps = skipped_steps_};
+  if (loss_scale_) s.loss_scale = loss_scale_->state();
+  return s;
+}
+
+absl::Status Mlp::Restore(const Snapshot& s) {
+  if (s.steps < 0 || s.skipped_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d steps, %d skipped: counts must be >= 0", s.steps, s.skipped_steps));
+  }
+  if (loss_scale_) STRATA_RETURN_IF_ERROR(loss_scale_->Restore(s.loss_scale));
+  steps_ = s.steps;
+  skipped_steps_ = s.skipped_steps;
+  return absl::OkStatus();
 }
 
 absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
@@ -487,7 +656,8 @@ absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
   }
   const Layer& L = layers_[layer];
   out->resize(L.in * L.out);
-  return store_->Read(L.w, out->data(), out->size() * kF);
+  return store_->Read(mixed() ? L.master_w : L.w, out->data(),
+                      out->size() * kF);
 }
 
 }  // namespace strata::train

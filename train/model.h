@@ -21,6 +21,19 @@
 // (activation_checkpointing.h) keeps only each layer's input and recomputes
 // its pre-activation in backward.
 //
+// Mixed precision (--precision=bf16|fp16) keeps each layer's weight and
+// bias as 16-bit store tensors: the copies the device computes with and the
+// bytes that cross the host<->device link. Backward sums the micro-batches'
+// gradients in fp32 on the device and casts the sum to 16 bits (counting
+// non-finite values in the same pass), and the optimizer keeps fp32 master
+// weights beside the moments where it runs, writing the 16-bit copy in its
+// fused pass: each parameter crosses the link as 2 bytes up and 2 down per
+// step, ZeRO-Offload's minimum (Ren et al., 2021). fp16 scales the loss
+// (DynamicLossScale, loss_scale.h). A step whose gradients hold a non-finite
+// value is skipped, so 16-bit updates wait until the last layer's gradients
+// are cast (the updates then trail backward, as DeepSpeed's fp16 optimizer
+// does, instead of overlapping it layer by layer as fp32's do).
+//
 // The math never depends on where a tensor was: a run with tiny budgets gives
 // the same losses, bit for bit, as a run where everything stays resident, and
 // a checkpointed run the same as one that keeps every activation.
@@ -30,6 +43,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +55,9 @@
 #include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint, ComputeFootprint
+#include "train/lease_group.h"
+#include "train/loss_scale.h"
+#include "train/precision.h"
 
 namespace strata::train {
 
@@ -63,6 +80,14 @@ struct ModelConfig {
   // Home tier of every tensor: kNvme when the store has an NVMe tier, kHost
   // without one, kDevice for a fully resident run.
   Tier home = Tier::kNvme;
+  // Parameters and gradients: fp32, or 16-bit (bf16, fp16) with fp32 master
+  // weights where the optimizer runs.
+  Precision precision = Precision::kFp32;
+  // How the optimizer rounds master weights into the 16-bit parameters
+  // (stochastic: seeded per tensor and step from `seed`). 16-bit only.
+  Rounding rounding = Rounding::kNearestEven;
+  // fp16's dynamic loss scale (loss_scale.h); unused otherwise.
+  LossScaleOptions loss_scale;
 };
 
 // The (in, out) of each Linear layer: inputs -> width x depth -> classes.
@@ -97,23 +122,41 @@ class Mlp {
   absl::StatusOr<LossResult> Evaluate(const float* images,
                                       const int32_t* labels, int64_t rows);
 
-  // Copies layer `layer`'s weights (out x in floats) to `out`, for tests.
+  // Copies layer `layer`'s weights (out x in floats; the fp32 master
+  // weights under mixed precision) to `out`, for tests.
   absl::Status ReadWeights(int layer, std::vector<float>* out);
 
   // The learning rate of the following steps (a schedule sets it per step).
   void SetLearningRate(float lr) { lr_ = lr; }
 
   // The tensors a checkpoint holds, in layer order: each layer's weight,
-  // bias and their Adam moments (gradients and activations are dead between
-  // steps).
+  // bias and their Adam moments, and under mixed precision the fp32 master
+  // weights (gradients and activations are dead between steps).
   std::vector<TensorId> StateTensors() const;
-  // Sets the steps done (Adam's bias corrections count them) when resuming
-  // from a checkpoint whose tensors were restored into this model.
-  void RestoreSteps(int64_t steps) { steps_ = steps; }
+  // What decides later steps besides the tensors, for a checkpoint: the
+  // updates done (Adam's bias corrections count them), the steps skipped
+  // for non-finite gradients, and fp16's loss scale.
+  struct Snapshot {
+    int64_t steps = 0;
+    int64_t skipped_steps = 0;
+    DynamicLossScale::State loss_scale;  // fp16 only
+  };
+  Snapshot snapshot() const;
+  // Restores a snapshot when resuming from a checkpoint whose tensors were
+  // restored into this model. InvalidArgument for a bad loss-scale state.
+  absl::Status Restore(const Snapshot& s);
 
   const ModelFootprint& footprint() const { return footprint_; }
   int layers() const { return static_cast<int>(layers_.size()); }
+  // Optimizer updates applied (steps not skipped).
   int64_t steps() const { return steps_; }
+  // Steps whose update was skipped: a gradient held infinity or NaN (fp16's
+  // loss-scale overflows; bf16's rare non-finite steps).
+  int64_t skipped_steps() const { return skipped_steps_; }
+  // fp16's loss scale (null otherwise): its scale and history.
+  const DynamicLossScale* loss_scale() const {
+    return loss_scale_ ? &*loss_scale_ : nullptr;
+  }
   // Host seconds spent inside Adam's updates since creation: the CPU update
   // itself with the optimizer on the host tier; with it on the device tier,
   // the host time to issue the updates (the update itself on the simulated
@@ -139,9 +182,14 @@ class Mlp {
   // One Linear layer's tensors.
   struct Layer {
     int64_t in = 0, out = 0;
-    TensorId w, b;            // parameters: [out x in], [out]
-    TensorId gw, gb;          // their gradients
+    TensorId w, b;  // parameters: [out x in], [out]; 16-bit when mixed
+    // Their gradients in fp32: what backward sums micro-batches into (when
+    // mixed, on the device only, discarded once cast).
+    TensorId gw, gb;
     TensorId mw, vw, mb, vb;  // Adam's first and second moments
+    // Mixed precision only: the 16-bit gradients the optimizer reads and
+    // the fp32 master weights it updates.
+    TensorId gw16, gb16, master_w, master_b;
     // Pre-activation [batch x out] (the logits if last), one per micro-batch;
     // a hidden layer under checkpointing has one, the recompute buffer.
     std::vector<TensorId> z;
@@ -163,6 +211,11 @@ class Mlp {
   absl::StatusOr<Layer> CreateLayer(size_t l, int64_t in, int64_t out,
                                     bool hidden);
   absl::StatusOr<MicroBatch> CreateMicroBatch(int k);
+  bool mixed() const { return config_.precision != Precision::kFp32; }
+  // The Linear of layer L on the leases of `g` (x, w, b its indices): fp32,
+  // or 16-bit weights with fp32 accumulation when mixed.
+  absl::Status LinearForwardOn(const Layer& L, const LeaseGroup& g, int x,
+                               int w, int b, float* y, int64_t rows);
   // Whether hidden layers keep their pre-activation for backward.
   bool KeepsPreActivation() const {
     return config_.checkpoint == ActivationCheckpointing::kNone;
@@ -191,6 +244,14 @@ class Mlp {
   // Backward pass, each layer updated by Adam as soon as the gradients of
   // every micro-batch are summed.
   absl::Status Backward(const AdamParams& adam);
+  // Mixed precision: casts layer l's summed fp32 gradients on the leases of
+  // `g` (gw, gb, gw16, gb16 its indices) to 16 bits.
+  absl::Status CastGradients(const Layer& L, const LeaseGroup& g, int gw,
+                             int gb, int gw16, int gb16);
+  // Mixed precision, after backward: the step's non-finite count decides
+  // (with fp16's loss scale) whether every layer is updated or the step is
+  // skipped, its 16-bit gradients discarded.
+  absl::Status FinishMixedStep(const AdamParams& adam);
   // dy = dy * act'(z) for hidden layer l's micro-batch k, recomputing z
   // first under checkpointing.
   absl::Status ActivationBackward(int l, int k, TensorId dy);
@@ -202,6 +263,11 @@ class Mlp {
   AdamParams StepAdamParams() const;
   absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
                       TensorId g);
+  // The fused mixed pass (compute.h AdamMixed): master, m, v updated from
+  // g16, w16 written; `tensor` seeds stochastic rounding.
+  absl::Status AdamMixedOn(const AdamParams& p, TensorId master, TensorId m,
+                           TensorId v, TensorId g16, TensorId w16,
+                           uint64_t tensor);
   absl::Status DiscardActivations();
 
   Store* const store_;
@@ -213,6 +279,8 @@ class Mlp {
   int used_ = 0;                   // micro-batches in the current step
   std::vector<TensorId> created_;  // every tensor, for the destructor
   int64_t steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  std::optional<DynamicLossScale> loss_scale_;  // fp16 only
   double optimizer_seconds_ = 0;
   double recompute_seconds_ = 0;
   std::array<uint64_t, kNumLinks> train_link_bytes_{};

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -110,43 +112,111 @@ double SavedSamplesPerStep(const std::map<std::string, std::string>& config) {
 
 std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
   const ModelConfig& m = o.model;
-  return {{"model", "mlp"},
-          {"inputs", Dec(m.inputs)},
-          {"width", Dec(m.width)},
-          {"depth", Dec(int64_t{m.depth})},
-          {"classes", Dec(m.classes)},
-          {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
-          {"batch", Dec(m.batch)},
-          {"accumulate", Dec(int64_t{m.accumulate})},
-          {"seed", Dec(m.seed)},
-          {"shuffle_seed", Dec(o.shuffle_seed)},
-          {"lr", Float(m.adam.lr)},
-          {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
-          {"epochs", Dec(int64_t{o.epochs})},
-          {"max_steps", Dec(o.max_steps)}};
+  std::map<std::string, std::string> config = {
+      {"model", "mlp"},
+      {"inputs", Dec(m.inputs)},
+      {"width", Dec(m.width)},
+      {"depth", Dec(int64_t{m.depth})},
+      {"classes", Dec(m.classes)},
+      {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
+      {"batch", Dec(m.batch)},
+      {"accumulate", Dec(int64_t{m.accumulate})},
+      {"seed", Dec(m.seed)},
+      {"shuffle_seed", Dec(o.shuffle_seed)},
+      {"lr", Float(m.adam.lr)},
+      {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
+      {"epochs", Dec(int64_t{o.epochs})},
+      {"max_steps", Dec(o.max_steps)}};
+  // Only where they differ from fp32's defaults, so that checkpoints from
+  // before mixed precision compare equal.
+  if (m.precision != Precision::kFp32) {
+    config["precision"] = PrecisionName(m.precision);
+    config["rounding"] = RoundingName(m.rounding);
+  }
+  if (m.precision == Precision::kFp16) {
+    config["loss_scale"] = Float(m.loss_scale.initial_scale);
+  }
+  return config;
 }
 
 CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
                                 const StepDone& done) {
-  return {.model = "mlp",
-          .step = done.step,
-          .config = MlpCheckpointConfig(options),
-          .state = {{"adam_steps", Dec(model.steps())},
-                    {"epoch_loss_sum", Hex(done.epoch_loss_sum)}},
-          .tensors = model.StateTensors()};
+  const Mlp::Snapshot snap = model.snapshot();
+  CheckpointContent c = {
+      .model = "mlp",
+      .step = done.step,
+      .config = MlpCheckpointConfig(options),
+      .state = {{"adam_steps", Dec(snap.steps)},
+                {"skipped_steps", Dec(snap.skipped_steps)},
+                {"epoch_loss_sum", Hex(done.epoch_loss_sum)}},
+      .tensors = model.StateTensors()};
+  if (model.loss_scale() != nullptr) {
+    const DynamicLossScale::State& ls = snap.loss_scale;
+    std::vector<std::string> history;  // step:scale, oldest first
+    for (const LossScaleChange& h : ls.history) {
+      history.push_back(absl::StrCat(h.step, ":", Float(h.scale)));
+    }
+    c.state["loss_scale"] = Float(ls.scale);
+    c.state["loss_scale.clean_steps"] = Dec(ls.clean_steps);
+    c.state["loss_scale.skipped_steps"] = Dec(ls.skipped_steps);
+    c.state["loss_scale.history"] = absl::StrJoin(history, ",");
+  }
+  return c;
 }
+
+namespace {
+
+// The loss-scale state MlpCheckpoint saved.
+absl::StatusOr<DynamicLossScale::State> ReadLossScale(
+    const StateReader& state, const CheckpointReader& reader) {
+  DynamicLossScale::State ls;
+  STRATA_ASSIGN_OR_RETURN(const double scale, state.Double("loss_scale"));
+  ls.scale = static_cast<float>(scale);
+  STRATA_ASSIGN_OR_RETURN(ls.clean_steps, state.Int("loss_scale.clean_steps"));
+  STRATA_ASSIGN_OR_RETURN(ls.skipped_steps,
+                          state.Int("loss_scale.skipped_steps"));
+  auto it = reader.manifest().state.find("loss_scale.history");
+  if (it == reader.manifest().state.end()) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint %s: no loss-scale history (a damaged manifest)",
+        reader.path()));
+  }
+  for (absl::string_view entry : absl::StrSplit(it->second, ',')) {
+    std::pair<std::string, std::string> parts = absl::StrSplit(entry, ':');
+    LossScaleChange change;
+    if (!absl::SimpleAtoi(parts.first, &change.step) ||
+        !absl::SimpleAtof(parts.second, &change.scale)) {
+      return absl::DataLossError(absl::StrFormat(
+          "checkpoint %s: loss-scale history entry '%s' is not step:scale "
+          "(a damaged manifest)",
+          reader.path(), entry));
+    }
+    ls.history.push_back(change);
+  }
+  return ls;
+}
+
+}  // namespace
 
 absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
                                   Mlp& model, TrainOptions& options) {
   Resumed resumed;
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<CheckpointReader> reader,
-      OpenAndRestore(
-          path, MlpCheckpointConfig(options),
-          {"model", "inputs", "width", "depth", "classes", "activation"}, store,
-          model.StateTensors(), &resumed));
+      OpenAndRestore(path, MlpCheckpointConfig(options),
+                     {"model", "inputs", "width", "depth", "classes",
+                      "activation", "precision"},
+                     store, model.StateTensors(), &resumed));
   const StateReader state(*reader);
-  STRATA_ASSIGN_OR_RETURN(int64_t adam_steps, state.Int("adam_steps"));
+  Mlp::Snapshot snap;
+  STRATA_ASSIGN_OR_RETURN(snap.steps, state.Int("adam_steps"));
+  // Checkpoints from before mixed precision skipped no step.
+  if (reader->manifest().state.contains("skipped_steps")) {
+    STRATA_ASSIGN_OR_RETURN(snap.skipped_steps, state.Int("skipped_steps"));
+  }
+  if (model.loss_scale() != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(snap.loss_scale, ReadLossScale(state, *reader));
+  }
   STRATA_ASSIGN_OR_RETURN(options.start_epoch_loss_sum,
                           state.Double("epoch_loss_sum"));
   // The sum is over the saved run's samples; a run with another step size
@@ -156,7 +226,7 @@ absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
   const double now =
       static_cast<double>(options.model.batch) * options.model.accumulate;
   if (saved > 0 && saved != now) options.start_epoch_loss_sum *= now / saved;
-  model.RestoreSteps(adam_steps);
+  STRATA_RETURN_IF_ERROR(model.Restore(snap));
   options.start_step = resumed.step;
   return resumed;
 }
