@@ -8,8 +8,8 @@
 # vector paths against the scalar reference (the GPU host usually has
 # AVX-512, which the build machine may lack) and cpu_adam_bench on its
 # cores, and short `strata train` runs of the MLP (offloaded, in unified
-# memory, resident) and of the GPT (offloaded, resident), whose losses must be
-# bitwise equal. Prints a short table last.
+# memory, resident; fp32, bf16, fp16) and of the GPT (offloaded, resident),
+# whose losses must be bitwise equal. Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR[.tar.gz]  # run binaries packed by
@@ -128,6 +128,15 @@ run_step train_resident "$(bin apps/strata)" train --device=cuda --resident \
   --max-steps=200 --json="$out/train_resident.json"
 run_step train_unified "$(bin apps/strata)" train --device=cuda --memory=unified \
   --nvme-dir="$nvme_dir" --max-steps=200 --json="$out/train_unified.json"
+# Mixed precision: bf16 and fp16 (16-bit matmuls on cuBLAS, casts and the
+# non-finite count on the GPU, the fused mixed Adam on the host), offloaded
+# and resident, bitwise equal.
+for p in bf16 fp16; do
+  run_step "train_$p" "$(bin apps/strata)" train --device=cuda --precision=$p \
+    --nvme-dir="$nvme_dir" --max-steps=100 --json="$out/train_$p.json"
+  run_step "train_${p}_resident" "$(bin apps/strata)" train --device=cuda \
+    --precision=$p --resident --max-steps=100 --json="$out/train_${p}_resident.json"
+done
 # The GPT: 60 steps offloaded (state 4.6x a 16 MiB device budget, NVMe in
 # use) and resident, bitwise equal.
 gpt_flags=(train --model=gpt --device=cuda --max-steps=60 --eval-tokens=8192
@@ -142,6 +151,8 @@ same_losses() {  # same_losses A.json B.json N: N losses, bitwise equal
 }
 for pair in "train_identity train train_resident 200" \
     "unified_identity train_unified train_resident 200" \
+    "bf16_identity train_bf16 train_bf16_resident 100" \
+    "fp16_identity train_fp16 train_fp16_resident 100" \
     "gpt_identity gpt gpt_resident 60"; do
   set -- $pair
   if ! command -v python3 >/dev/null; then
@@ -161,10 +172,12 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test compute_gpu_test transformer_gpu_test cpu_adam_paths \
+    host_arena_test compute_gpu_test transformer_gpu_test precision_gpu_test \
+    half_cast_paths mixed_adam_paths cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
-    gpt gpt_resident gpt_identity train_bench train_bench_gpt; do
+    train_bf16 train_bf16_resident bf16_identity train_fp16 \
+    train_fp16_resident fp16_identity gpt gpt_resident gpt_identity train_bench train_bench_gpt; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
