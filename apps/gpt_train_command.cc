@@ -22,6 +22,7 @@
 #include "apps/failed_run.h"
 #include "apps/gnuplot.h"
 #include "apps/output_path.h"
+#include "apps/precision_flags.h"
 #include "apps/store_flags.h"
 #include "apps/train_defaults.h"
 #include "apps/train_flags.h"
@@ -271,6 +272,7 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
       {"rollback_backup_bytes", f.backup_bytes},
       {"checkpoint", train::ActivationCheckpointingName(m.checkpoint)},
       {"recompute_seconds", gpt.recompute_seconds()},
+      {"peak_activation_bytes", gpt.peak_activation_bytes()},
       {"clipping",
        {{"max_norm", m.grad_clip},
         {"clipped_steps", clip.clipped},
@@ -311,6 +313,9 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
         {"eviction", EvictionPolicyName(s.scheduler.eviction)}}},
   };
   report.update(StoreReportJson(st));
+  report.update(BytesPerParamStepJson(gpt.train_link_bytes(),
+                                      static_cast<int64_t>(r.losses.size()),
+                                      train::GptParameterCount(m)));
   return report;
 }
 
@@ -393,11 +398,8 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
     }
   }
   // Ignoring a 16-bit request would train another model than asked for.
-  if (const std::string p = absl::GetFlag(FLAGS_precision); p != "fp32") {
-    return FailBeforeRun(absl::InvalidArgumentError(absl::StrFormat(
-        "--precision=%s: mixed precision is built for --model=mlp only so "
-        "far; the GPT trains in fp32",
-        p)));
+  if (absl::Status s = RefuseMixedPrecision(); !s.ok()) {
+    return FailBeforeRun(s);
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();

@@ -22,6 +22,7 @@
 #include "apps/gnuplot.h"
 #include "apps/gpt_train_command.h"
 #include "apps/output_path.h"
+#include "apps/precision_flags.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "apps/train_defaults.h"
@@ -64,22 +65,6 @@ ABSL_FLAG(std::string, checkpoint, "none",
           "residual stream, and recompute the rest in backward; the same "
           "losses, bit for bit) or offload (block, and the kept inputs move "
           "to the host tier after forward; not with --resident).");
-ABSL_FLAG(std::string, precision, "fp32",
-          "Number format of parameters and gradients: fp32, bf16 or fp16. "
-          "16-bit ones are what the device computes with (matmuls summed in "
-          "fp32) and what crosses the host<->device link, 2 bytes up and 2 "
-          "down per parameter and step; fp32 master weights and Adam's "
-          "moments stay where the optimizer runs. fp16 scales the loss "
-          "dynamically (--loss-scale). A step with a non-finite gradient is "
-          "skipped and counted (skipped_steps).");
-ABSL_FLAG(std::string, rounding, "nearest",
-          "How master weights round to the 16-bit parameters: nearest "
-          "(to nearest even) or stochastic (seeded per tensor and step from "
-          "--seed, so runs still repeat bit for bit). bf16/fp16 only.");
-ABSL_FLAG(double, loss_scale, 65536,
-          "fp16's initial loss scale, a power of two: halved (and the step "
-          "skipped) when a gradient overflows, doubled after 1000 clean "
-          "steps, never below 1. fp16 only.");
 ABSL_FLAG(int32_t, epochs, 5, "Passes over the 60000 images.");
 ABSL_FLAG(int64_t, max_steps, 0,
           "Stop after this many steps in all (then evaluate); 0 = no limit "
@@ -119,26 +104,7 @@ absl::StatusOr<train::TrainOptions> TrainOptionsFromFlags() {
   m.accumulate = absl::GetFlag(FLAGS_accumulate);
   STRATA_ASSIGN_OR_RETURN(m.checkpoint, train::ParseActivationCheckpointing(
                                             absl::GetFlag(FLAGS_checkpoint)));
-  STRATA_ASSIGN_OR_RETURN(
-      m.precision, train::ParsePrecision(absl::GetFlag(FLAGS_precision)));
-  STRATA_ASSIGN_OR_RETURN(m.rounding,
-                          train::ParseRounding(absl::GetFlag(FLAGS_rounding)));
-  // By value, not by FlagGiven: a report replayed with --config carries the
-  // default for an fp32 run.
-  const double loss_scale = absl::GetFlag(FLAGS_loss_scale);
-  if (loss_scale != m.loss_scale.initial_scale &&
-      m.precision != train::Precision::kFp16) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--loss-scale scales fp16's loss: it needs --precision=fp16 (this "
-        "run is --precision=%s)",
-        train::PrecisionName(m.precision)));
-  }
-  if (!(loss_scale >= 1 && loss_scale <= m.loss_scale.max_scale)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--loss-scale=%g: must be a power of two in [1, %g]",
-                        loss_scale, m.loss_scale.max_scale));
-  }
-  m.loss_scale.initial_scale = static_cast<float>(loss_scale);
+  STRATA_RETURN_IF_ERROR(PrecisionFromFlags(m));
   m.seed = absl::GetFlag(FLAGS_seed);
   o.shuffle_seed = m.seed;
   o.epochs = absl::GetFlag(FLAGS_epochs);
@@ -326,7 +292,7 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
     absl::PrintF("%-22s %s (rounding %s; %d steps skipped%s)\n", "precision",
                  train::PrecisionName(t.model.precision),
                  train::RoundingName(t.model.rounding), model.skipped_steps(),
-                 ls ? absl::StrFormat(", loss scale %g", ls->scale()) : "");
+                 ls ? absl::StrFormat(", loss scale %.0f", ls->scale()) : "");
   }
 }
 

@@ -17,7 +17,6 @@ ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, optimizer_tier);
 ABSL_DECLARE_FLAG(bool, resident);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
-ABSL_DECLARE_FLAG(std::string, precision);
 // Checkpoints (defined in checkpoint_command.cc).
 ABSL_DECLARE_FLAG(std::string, save_dir);
 ABSL_DECLARE_FLAG(int64_t, save_every);

@@ -4,10 +4,15 @@
 // (on-demand loads) — and their step-time ratios against the resident run.
 // The losses of all three must be bitwise equal; the bench says whether they
 // are. --model=mlp (Fashion-MNIST) or gpt (random byte tokens: step times do
-// not depend on the text).
+// not depend on the text). The MLP then runs offloaded with the scheduler
+// for each precision (fp32, bf16, fp16) x activation checkpointing (none,
+// block, offload), and with --accumulate=4 (fp32, bf16), and prints bytes
+// per parameter and step on each link, step time and peak activations, with
+// the byte targets as ratios measured in the same run.
 //
 //   build/default/bench/train_bench [--model=gpt] [--steps=40] [--json=FILE]
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,9 +30,12 @@
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
+#include "train/activation_checkpointing.h"
 #include "train/dataset.h"
 #include "train/gpt_setup.h"
 #include "train/metrics.h"
+#include "train/model.h"
+#include "train/precision.h"
 #include "train/setup.h"
 #include "train/trainer.h"
 
@@ -58,6 +66,9 @@ ABSL_FLAG(double, sim_link_gbps, 0,
 ABSL_FLAG(std::string, data_dir, strata::train::kFashionMnistDir,
           "Fashion-MNIST directory.");
 ABSL_FLAG(std::string, json, "", "Also write the results as JSON here.");
+ABSL_FLAG(int64_t, matrix_steps, 10,
+          "mlp: timed steps of each precision x checkpoint run (offloaded, "
+          "with the scheduler) after the mode table; 0 skips it.");
 
 namespace strata::train {
 namespace {
@@ -191,6 +202,128 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   return Summarize(mode, r.step_seconds, r.losses, *setup->store);
 }
 
+// One cell of the precision x checkpoint x accumulate table (MLP,
+// offloaded, scheduler on).
+struct Variant {
+  Precision precision = Precision::kFp32;
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
+  int accumulate = 1;  // micro-batches of --batch / accumulate samples
+};
+
+struct VariantResult {
+  Variant v;
+  double step_ms = 0;
+  // Bytes per parameter and step on each link (Link order), training only.
+  std::array<double, kNumLinks> per_param{};
+  uint64_t peak_activation_bytes = 0;
+  int64_t skipped_steps = 0;
+  double final_loss = 0;
+  // Host <-> device bytes per parameter and step.
+  double device_link() const {
+    return per_param[int(Link::kH2D)] + per_param[int(Link::kD2H)];
+  }
+};
+
+absl::StatusOr<VariantResult> RunVariant(const Variant& v,
+                                         const FashionMnist& data) {
+  STRATA_ASSIGN_OR_RETURN(StoreOptions s,
+                          ModeStoreOptions({"scheduler", false, true}));
+  TrainOptions t;
+  t.model.width = absl::GetFlag(FLAGS_width);
+  t.model.depth = absl::GetFlag(FLAGS_depth);
+  t.model.batch = absl::GetFlag(FLAGS_batch) / v.accumulate;
+  t.model.accumulate = v.accumulate;
+  t.model.precision = v.precision;
+  t.model.checkpoint = v.checkpoint;
+  t.max_steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_matrix_steps);
+  t.epochs = 1000;
+  t.evaluate = false;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainSetup> setup,
+                          OpenTrainSetup(s, t));
+  STRATA_ASSIGN_OR_RETURN(TrainResult r,
+                          Train(*setup->model, data.train, data.test, t));
+  const Mlp& m = *setup->model;
+  VariantResult out{.v = v,
+                    .peak_activation_bytes = m.peak_activation_bytes(),
+                    .skipped_steps = m.skipped_steps(),
+                    .final_loss = r.final_loss};
+  const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
+  out.step_ms = Median(std::vector<double>(r.step_seconds.begin() + warmup,
+                                           r.step_seconds.end())) *
+                1e3;
+  const double units = static_cast<double>(r.losses.size()) *
+                       static_cast<double>(m.parameters());
+  for (int l = 0; l < kNumLinks; ++l) {
+    out.per_param[l] = static_cast<double>(m.train_link_bytes()[l]) / units;
+  }
+  return out;
+}
+
+// The table: bytes per parameter and step for each precision and
+// checkpointing mode, and accumulation; then the two byte targets,
+// as ratios measured in this run.
+absl::StatusOr<nlohmann::json> RunMatrix(const FashionMnist& data) {
+  using AC = ActivationCheckpointing;
+  std::vector<Variant> variants;
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    for (AC c : {AC::kNone, AC::kBlock, AC::kOffload}) {
+      variants.push_back({p, c, 1});
+    }
+  }
+  variants.push_back({Precision::kFp32, AC::kNone, 4});
+  variants.push_back({Precision::kBf16, AC::kNone, 4});
+  std::vector<VariantResult> results;
+  for (const Variant& v : variants) {
+    std::fprintf(stderr, "train_bench: %s checkpoint=%s accumulate=%d ...\n",
+                 PrecisionName(v.precision),
+                 ActivationCheckpointingName(v.checkpoint), v.accumulate);
+    STRATA_ASSIGN_OR_RETURN(VariantResult r, RunVariant(v, data));
+    results.push_back(r);
+  }
+  absl::PrintF(
+      "\noffloaded with the scheduler, %d timed steps each (bytes per "
+      "parameter and step):\n",
+      absl::GetFlag(FLAGS_matrix_steps));
+  absl::PrintF("%-9s %-10s %5s %9s %8s %8s %8s %8s %10s %7s\n", "precision",
+               "checkpoint", "accum", "step_ms", "h2d", "d2h", "nvme_r",
+               "nvme_w", "act_MiB", "skipped");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const VariantResult& r : results) {
+    absl::PrintF(
+        "%-9s %-10s %5d %9.1f %8.2f %8.2f %8.2f %8.2f %10.1f %7d\n",
+        PrecisionName(r.v.precision),
+        ActivationCheckpointingName(r.v.checkpoint), r.v.accumulate, r.step_ms,
+        r.per_param[int(Link::kH2D)], r.per_param[int(Link::kD2H)],
+        r.per_param[int(Link::kNvmeRead)], r.per_param[int(Link::kNvmeWrite)],
+        static_cast<double>(r.peak_activation_bytes) / kMiB, r.skipped_steps);
+    rows.push_back(
+        {{"precision", PrecisionName(r.v.precision)},
+         {"checkpoint", ActivationCheckpointingName(r.v.checkpoint)},
+         {"accumulate", r.v.accumulate},
+         {"step_ms_median", r.step_ms},
+         {"h2d_bytes_per_param_step", r.per_param[int(Link::kH2D)]},
+         {"d2h_bytes_per_param_step", r.per_param[int(Link::kD2H)]},
+         {"nvme_read_bytes_per_param_step", r.per_param[int(Link::kNvmeRead)]},
+         {"nvme_write_bytes_per_param_step",
+          r.per_param[int(Link::kNvmeWrite)]},
+         {"peak_activation_bytes", r.peak_activation_bytes},
+         {"skipped_steps", r.skipped_steps},
+         {"final_loss", r.final_loss}});
+  }
+  // results[0]: fp32 none; [3]: bf16 none; [9], [10]: fp32, bf16 x 4.
+  const double bf16_ratio = results[3].device_link() / results[0].device_link();
+  const double accum_ratio = results[9].per_param[int(Link::kH2D)] /
+                             results[0].per_param[int(Link::kH2D)];
+  absl::PrintF(
+      "targets: bf16/fp32 host<->device bytes %.3f (<= 0.55: %s); "
+      "accumulate=4 / 1 h2d bytes %.3f (<= 1.1: %s)\n",
+      bf16_ratio, bf16_ratio <= 0.55 ? "met" : "NOT met", accum_ratio,
+      accum_ratio <= 1.1 ? "met" : "NOT met");
+  return nlohmann::json{{"rows", rows},
+                        {"bf16_vs_fp32_device_link_bytes", bf16_ratio},
+                        {"accumulate4_vs_1_h2d_bytes", accum_ratio}};
+}
+
 // Random data of Fashion-MNIST's shape when the package is not installed:
 // step times do not depend on the pixels.
 FashionMnist SyntheticData() {
@@ -209,8 +342,11 @@ FashionMnist SyntheticData() {
 }
 
 int Main() {
-  if (absl::GetFlag(FLAGS_steps) < 1 || absl::GetFlag(FLAGS_warmup) < 1) {
-    std::fprintf(stderr, "train_bench: --steps and --warmup must be >= 1\n");
+  if (absl::GetFlag(FLAGS_steps) < 1 || absl::GetFlag(FLAGS_warmup) < 1 ||
+      absl::GetFlag(FLAGS_matrix_steps) < 0) {
+    std::fprintf(stderr,
+                 "train_bench: --steps and --warmup must be >= 1, "
+                 "--matrix_steps >= 0\n");
     return 2;
   }
   const bool gpt = absl::GetFlag(FLAGS_model) == "gpt";
@@ -315,12 +451,22 @@ int Main() {
   }
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");
+  nlohmann::json matrix;
+  if (!gpt && absl::GetFlag(FLAGS_matrix_steps) > 0) {
+    absl::StatusOr<nlohmann::json> m = RunMatrix(data);
+    if (!m.ok()) {
+      std::fprintf(stderr, "train_bench: %s\n", m.status().ToString().c_str());
+      return 1;
+    }
+    matrix = *std::move(m);
+  }
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
     std::ofstream(path)
         << nlohmann::json{{"modes", json},
                           {"nvme_bench_read_gbps", rates.nvme_read_gbps},
                           {"nvme_bench_write_gbps", rates.nvme_write_gbps},
-                          {"losses_identical", identical}}
+                          {"losses_identical", identical},
+                          {"precision_checkpoint_matrix", matrix}}
                .dump(2)
         << "\n";
   }

@@ -184,7 +184,9 @@ TEST(CheckpointResumeTest, Fp16MlpResumesWithItsLossScale) {
   ASSERT_TRUE(model.ok()) << model.status();
   absl::StatusOr<Resumed> r = ResumeMlp(saves.path(), **store, **model, fp32);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("--precision"), std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("--precision: checkpoint fp16, this run fp32"),
+      std::string::npos)
       << r.status();
 }
 

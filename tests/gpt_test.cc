@@ -4,6 +4,7 @@
 // exactly, and bad input is refused with nothing changed.
 #include "train/gpt.h"
 
+#include <array>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -75,6 +76,8 @@ struct TrainRun {
   Stats stats;
   uint64_t state_bytes = 0;
   double recompute_seconds = 0;
+  uint64_t peak_activation_bytes = 0;
+  std::array<uint64_t, kNumLinks> train_link_bytes{};
 };
 
 // Store options for `where`: offloaded budgets are the footprint's working
@@ -118,6 +121,8 @@ TrainRun Train(Where where, GptConfig c, int steps) {
   run.stats = (*setup)->store->GetStats();
   run.state_bytes = gpt.footprint().state_bytes();
   run.recompute_seconds = gpt.recompute_seconds();
+  run.peak_activation_bytes = gpt.peak_activation_bytes();
+  run.train_link_bytes = gpt.train_link_bytes();
   return run;
 }
 
@@ -163,6 +168,20 @@ TEST(GptTest, CheckpointedBlocksRecomputeTheSameBits) {
   EXPECT_GT(block.recompute_seconds, 0);
   EXPECT_GT(offload.recompute_seconds, 0);
   EXPECT_GT(offload.clip.rolled_back + offload.clip.deferred, 0);
+  // Without checkpointing every block keeps its fc and GELU outputs
+  // (2 x N x 4C floats) until backward; with it only the block being
+  // recomputed holds them.
+  const uint64_t fc_gelu = 2 * c.tokens() * 4 * c.embed * sizeof(float);
+  EXPECT_GT(block.peak_activation_bytes, 0u);
+  EXPECT_GE(resident.peak_activation_bytes,
+            block.peak_activation_bytes + (c.layers - 1) * fc_gelu);
+  EXPECT_EQ(offload.peak_activation_bytes, block.peak_activation_bytes);
+  // The training steps' traffic is counted: offloaded, the weights cross to
+  // the device every step (4 steps of at least the model's parameters);
+  // resident, nothing crosses a link.
+  EXPECT_GE(block.train_link_bytes[int(Link::kH2D)],
+            4 * GptParameterCount(c) * sizeof(float));
+  EXPECT_EQ(resident.train_link_bytes[int(Link::kH2D)], 0u);
 }
 
 TEST(GptTest, OffloadCheckpointingNeedsAnOffloadedRun) {

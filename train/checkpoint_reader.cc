@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 
@@ -216,8 +217,10 @@ absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
 absl::StatusOr<std::vector<std::string>> CompareConfig(
     const CheckpointReader& reader,
     const std::map<std::string, std::string>& run,
-    const std::vector<std::string>& must_match) {
-  const std::map<std::string, std::string>& saved = reader.manifest().config;
+    const std::vector<std::string>& must_match,
+    const std::map<std::string, std::string>& absent) {
+  std::map<std::string, std::string> saved = reader.manifest().config;
+  for (const auto& [k, v] : absent) saved.try_emplace(k, v);
   auto value = [](const std::map<std::string, std::string>& m,
                   const std::string& key) {
     auto it = m.find(key);
@@ -238,7 +241,8 @@ absl::StatusOr<std::vector<std::string>> CompareConfig(
     const std::string a = value(saved, k), b = value(run, k);
     if (a == b) continue;
     const std::string line =
-        absl::StrFormat("--%s: checkpoint %s, this run %s", k, a, b);
+        absl::StrFormat("--%s: checkpoint %s, this run %s",
+                        absl::StrReplaceAll(k, {{"_", "-"}}), a, b);
     const bool fatal =
         std::find(must_match.begin(), must_match.end(), k) != must_match.end();
     (fatal ? errors : warnings).push_back(line);

@@ -92,11 +92,14 @@ absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
 // (flag name -> value). A key of `must_match` that differs, or that either
 // side lacks, is InvalidArgument listing every such difference
 // ("--width: checkpoint 1024, this run 512"); other differing keys are
-// returned, one line each, for a warning.
+// returned, one line each, for a warning. A key the checkpoint lacks takes
+// its value in `absent` when there is one (a setting added after the
+// checkpoint was written, at what it was then).
 absl::StatusOr<std::vector<std::string>> CompareConfig(
     const CheckpointReader& reader,
     const std::map<std::string, std::string>& run,
-    const std::vector<std::string>& must_match);
+    const std::vector<std::string>& must_match,
+    const std::map<std::string, std::string>& absent = {});
 
 }  // namespace strata::train
 

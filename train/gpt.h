@@ -23,13 +23,16 @@
 #ifndef STRATA_TRAIN_GPT_H_
 #define STRATA_TRAIN_GPT_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "strata/stats.h"
 #include "strata/store.h"
+#include "train/activation_meter.h"
 #include "train/clipped_adamw.h"
 #include "train/compute.h"
 #include "train/gpt_config.h"
@@ -91,6 +94,15 @@ class Gpt {
   // Host seconds spent rerunning blocks' forward passes in backward
   // (config checkpoint kBlock or kOffload) since creation.
   double recompute_seconds() const { return recompute_seconds_; }
+  // The most bytes of activation tensors (the residual streams, saved and
+  // recomputed activations, temporaries, tokens) holding contents at once
+  // since creation: what activation checkpointing lowers.
+  uint64_t peak_activation_bytes() const { return activations_.peak_bytes(); }
+  // Bytes each store link (Link order) moved during TrainStep calls since
+  // creation, re-runs of clipped steps included.
+  const std::array<uint64_t, kNumLinks>& train_link_bytes() const {
+    return train_link_bytes_;
+  }
 
  private:
   struct Param {
@@ -185,6 +197,8 @@ class Gpt {
   absl::Status BlockBackward(const Block& b);
   absl::Status EmbedBackward();
   absl::Status DiscardActivations();
+  // Discards `id`, telling the activation meter.
+  absl::Status Drop(TensorId id);
   absl::StatusOr<double> ForwardBackward(const int32_t* inputs,
                                          const int32_t* targets,
                                          int64_t sequences);
@@ -204,6 +218,8 @@ class Gpt {
   int64_t steps_ = 0;
   double rollback_seconds_ = 0;
   double recompute_seconds_ = 0;
+  ActivationMeter activations_;
+  std::array<uint64_t, kNumLinks> train_link_bytes_{};
   float lr_;
 };
 

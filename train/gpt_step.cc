@@ -28,9 +28,16 @@ double Since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-// The device-tier group every operation below takes its leases in.
+// The device-tier group every operation below takes its leases in; what it
+// writes counts toward peak_activation_bytes.
 LeaseGroup Gpt::DeviceGroup() {
-  return LeaseGroup(store_, Tier::kDevice, compute_->stream(), &created_);
+  return LeaseGroup(store_, Tier::kDevice, compute_->stream(), &created_,
+                    &activations_);
+}
+
+absl::Status Gpt::Drop(TensorId id) {
+  activations_.Dropped(id);
+  return store_->Discard(id);
 }
 
 absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
@@ -51,7 +58,11 @@ absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
     }
   }
   STRATA_RETURN_IF_ERROR(store_->Write(s_.tokens, inputs, n * sizeof(int32_t)));
-  return store_->Write(s_.targets, targets, n * sizeof(int32_t));
+  STRATA_RETURN_IF_ERROR(
+      store_->Write(s_.targets, targets, n * sizeof(int32_t)));
+  activations_.Produced(s_.tokens, n * sizeof(int32_t));
+  activations_.Produced(s_.targets, n * sizeof(int32_t));
+  return absl::OkStatus();
 }
 
 absl::Status Gpt::Embed() {
@@ -90,7 +101,7 @@ absl::Status Gpt::CheckpointBlock(const Block& b) {
   }
   for (TensorId id : {b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid, b.ln2,
                       b.ln2_stats, b.fc, b.gelu}) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    STRATA_RETURN_IF_ERROR(Drop(id));
   }
   // The block was its input's last reader in forward: off the device now
   // rather than when room runs out.
@@ -219,7 +230,7 @@ absl::Status Gpt::FinalNormBackward() {
       g.data(dres), g.data(dw), g.data(db), N, C));
   STRATA_RETURN_IF_ERROR(g.Release());
   for (TensorId id : {g_.out, g_.lnf_stats, s_.dln}) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    STRATA_RETURN_IF_ERROR(Drop(id));
   }
   return optimizer_.GroupComplete(g_.lnf);
 }
@@ -242,7 +253,7 @@ absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
       g.data(dres), g.data(dw), g.data(db), N, C));
   STRATA_RETURN_IF_ERROR(g.Release());
   for (TensorId id : {x_id, stats_id, s_.dln}) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    STRATA_RETURN_IF_ERROR(Drop(id));
   }
   return absl::OkStatus();
 }
@@ -278,7 +289,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
         g.data(dln), N, C, 4 * C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.gelu, b.fc, b.ln2, s_.dfc}) {
-      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+      STRATA_RETURN_IF_ERROR(Drop(id));
     }
   }
   STRATA_RETURN_IF_ERROR(
@@ -299,7 +310,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
         N / config_.context, config_.context, C, config_.heads));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.att, b.lse, b.qkv, s_.datt}) {
-      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+      STRATA_RETURN_IF_ERROR(Drop(id));
     }
   }
   {
@@ -313,7 +324,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
         g.data(dln), N, C, 3 * C, /*accumulate=*/false));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.ln1, s_.dqkv}) {
-      STRATA_RETURN_IF_ERROR(store_->Discard(id));
+      STRATA_RETURN_IF_ERROR(Drop(id));
     }
   }
   STRATA_RETURN_IF_ERROR(
@@ -337,7 +348,7 @@ absl::Status Gpt::EmbedBackward() {
     STRATA_RETURN_IF_ERROR(g.Release());
   }
   for (TensorId id : {s_.tokens, s_.dres}) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    STRATA_RETURN_IF_ERROR(Drop(id));
   }
   return absl::OkStatus();  // TrainStep hands the embeddings over last
 }
@@ -359,12 +370,12 @@ absl::Status Gpt::DiscardActivations() {
   for (const Block& b : blocks_) {
     for (TensorId id : {b.x, b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid,
                         b.ln2, b.ln2_stats, b.fc, b.gelu}) {
-      status.Update(store_->Discard(id));
+      status.Update(Drop(id));
     }
   }
   for (TensorId id : {g_.out, g_.lnf_out, g_.lnf_stats, s_.tokens, s_.targets,
                       s_.logits, s_.dres, s_.dln, s_.datt, s_.dqkv, s_.dfc}) {
-    status.Update(store_->Discard(id));
+    status.Update(Drop(id));
   }
   return status;
 }
@@ -377,7 +388,7 @@ absl::StatusOr<double> Gpt::ForwardBackward(const int32_t* inputs,
   STRATA_RETURN_IF_ERROR(Forward());
   STRATA_ASSIGN_OR_RETURN(double loss, Classifier(true, 0, rows_));
   for (TensorId id : {g_.lnf_out, s_.logits, s_.targets}) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(id));
+    STRATA_RETURN_IF_ERROR(Drop(id));
   }
   STRATA_RETURN_IF_ERROR(FinalNormBackward());
   for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
@@ -401,6 +412,14 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
                                       const int32_t* targets,
                                       int64_t sequences) {
   const AdamParams adam = StepAdamParams();
+  const Stats before = store_->GetStats();
+  // What the links moved in this step, a re-run included (train_link_bytes).
+  auto count_links = [&] {
+    const Stats after = store_->GetStats();
+    for (int i = 0; i < kNumLinks; ++i) {
+      train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;
+    }
+  };
   store_->BeginStep();
   optimizer_.BeginStep(adam);
   absl::StatusOr<double> loss = ForwardBackward(inputs, targets, sequences);
@@ -409,6 +428,7 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
   store_->EndStep();
   if (!rerun.ok()) {
     DiscardActivations().IgnoreError();
+    count_links();
     return rerun.status();
   }
   if (rerun->has_value()) {
@@ -423,9 +443,11 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
     rollback_seconds_ += Since(start);
     if (!again.ok()) {
       DiscardActivations().IgnoreError();
+      count_links();
       return again;
     }
   }
+  count_links();
   ++steps_;
   return loss;
 }

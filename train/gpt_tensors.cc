@@ -65,7 +65,9 @@ absl::StatusOr<TensorId> Gpt::CreateTensor(const std::string& name,
                                                 .shape = std::move(shape),
                                                 .kind = kind,
                                                 .home = config_.home});
-  if (id.ok()) created_.push_back(*id);
+  if (!id.ok()) return id;
+  created_.push_back(*id);
+  if (kind == TensorKind::kActivation) activations_.Track(*id, bytes);
   return id;
 }
 

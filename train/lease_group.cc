@@ -27,7 +27,13 @@ float* LeaseGroup::data(int index) const {
 absl::Status LeaseGroup::Release() {
   absl::Status status;
   for (Request& r : requests_) {
-    if (r.lease.valid()) status.Update(r.lease.Release(stream_));
+    if (!r.lease.valid()) continue;
+    const absl::Status released = r.lease.Release(stream_);
+    // A written member now holds what the operation produced.
+    if (released.ok() && meter_ != nullptr && r.access != Access::kRead) {
+      meter_->Produced(r.id);
+    }
+    status.Update(released);
   }
   return status;
 }

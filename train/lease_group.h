@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "strata/store.h"
+#include "train/activation_meter.h"
 
 namespace strata::train {
 
@@ -29,13 +30,16 @@ class LeaseGroup {
   // All leases are on `tier`; `stream` is passed to Acquire and Release.
   // `retry_evictions` (not owned; may be null) are the tensors to evict from
   // the tier before a retry — typically every tensor of the caller's model;
-  // the group's own are always evicted.
+  // the group's own are always evicted. `meter` (not owned; may be null)
+  // hears of every member written through the group once it is released.
   LeaseGroup(Store* store, Tier tier, void* stream,
-             const std::vector<TensorId>* retry_evictions = nullptr)
+             const std::vector<TensorId>* retry_evictions = nullptr,
+             ActivationMeter* meter = nullptr)
       : store_(store),
         tier_(tier),
         stream_(stream),
-        retry_evictions_(retry_evictions) {}
+        retry_evictions_(retry_evictions),
+        meter_(meter) {}
   ~LeaseGroup() { Release().IgnoreError(); }
   LeaseGroup(const LeaseGroup&) = delete;
   LeaseGroup& operator=(const LeaseGroup&) = delete;
@@ -79,6 +83,7 @@ class LeaseGroup {
   void* const stream_;
   std::vector<Request> requests_;
   const std::vector<TensorId>* const retry_evictions_;
+  ActivationMeter* const meter_;
 };
 
 }  // namespace strata::train

@@ -476,19 +476,8 @@ absl::Status Mlp::LinearBackward(int l, int k, TensorId dy_id,
   return l == 0 ? Drop(x_id) : absl::OkStatus();
 }
 
-void Mlp::Produced(TensorId id, uint64_t bytes) {
-  auto [it, inserted] = live_activations_.try_emplace(id, bytes);
-  if (!inserted) return;
-  live_activation_bytes_ += bytes;
-  peak_activation_bytes_ =
-      std::max(peak_activation_bytes_, live_activation_bytes_);
-}
-
 absl::Status Mlp::Drop(TensorId id) {
-  if (auto it = live_activations_.find(id); it != live_activations_.end()) {
-    live_activation_bytes_ -= it->second;
-    live_activations_.erase(it);
-  }
+  activations_.Dropped(id);
   return store_->Discard(id);
 }
 

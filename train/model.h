@@ -48,11 +48,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "strata/stats.h"
 #include "strata/store.h"
 #include "train/activation_checkpointing.h"
+#include "train/activation_meter.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint, ComputeFootprint
 #include "train/lease_group.h"
@@ -165,7 +165,7 @@ class Mlp {
   // The most bytes of activation tensors (inputs, labels, saved and
   // recomputed activations, their gradients) that held contents at once
   // since creation: what activation checkpointing lowers.
-  uint64_t peak_activation_bytes() const { return peak_activation_bytes_; }
+  uint64_t peak_activation_bytes() const { return activations_.peak_bytes(); }
   // Host seconds spent recomputing activations in backward since creation
   // (kBlock, kOffload; the CPU's compute time, a GPU's launch time).
   double recompute_seconds() const { return recompute_seconds_; }
@@ -257,7 +257,9 @@ class Mlp {
   absl::Status ActivationBackward(int l, int k, TensorId dy);
   absl::Status LinearBackward(int l, int k, TensorId dy, bool accumulate);
   // Bookkeeping for peak_activation_bytes: `id` now holds contents / not.
-  void Produced(TensorId id, uint64_t bytes);
+  void Produced(TensorId id, uint64_t bytes) {
+    activations_.Produced(id, bytes);
+  }
   absl::Status Drop(TensorId id);
   // Adam's parameters for this step: the learning rate, bias corrections.
   AdamParams StepAdamParams() const;
@@ -284,9 +286,7 @@ class Mlp {
   double optimizer_seconds_ = 0;
   double recompute_seconds_ = 0;
   std::array<uint64_t, kNumLinks> train_link_bytes_{};
-  // Activation tensors holding contents, and their bytes.
-  absl::flat_hash_map<TensorId, uint64_t> live_activations_;
-  uint64_t live_activation_bytes_ = 0, peak_activation_bytes_ = 0;
+  ActivationMeter activations_;
   float lr_;
 };
 

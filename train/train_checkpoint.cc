@@ -83,12 +83,13 @@ class StateReader {
 absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenAndRestore(
     const std::string& path, const std::map<std::string, std::string>& config,
     const std::vector<std::string>& must_match, Store& store,
-    const std::vector<TensorId>& tensors, Resumed* resumed) {
+    const std::vector<TensorId>& tensors, Resumed* resumed,
+    const std::map<std::string, std::string>& absent = {}) {
   STRATA_ASSIGN_OR_RETURN(std::string checkpoint, ResolveCheckpoint(path));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
                           CheckpointReader::Open(checkpoint));
   STRATA_ASSIGN_OR_RETURN(resumed->warnings,
-                          CompareConfig(*reader, config, must_match));
+                          CompareConfig(*reader, config, must_match, absent));
   STRATA_RETURN_IF_ERROR(RestoreTensors(*reader, store, tensors));
   resumed->path = checkpoint;
   resumed->step = reader->manifest().step;
@@ -112,31 +113,24 @@ double SavedSamplesPerStep(const std::map<std::string, std::string>& config) {
 
 std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
   const ModelConfig& m = o.model;
-  std::map<std::string, std::string> config = {
-      {"model", "mlp"},
-      {"inputs", Dec(m.inputs)},
-      {"width", Dec(m.width)},
-      {"depth", Dec(int64_t{m.depth})},
-      {"classes", Dec(m.classes)},
-      {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
-      {"batch", Dec(m.batch)},
-      {"accumulate", Dec(int64_t{m.accumulate})},
-      {"seed", Dec(m.seed)},
-      {"shuffle_seed", Dec(o.shuffle_seed)},
-      {"lr", Float(m.adam.lr)},
-      {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
-      {"epochs", Dec(int64_t{o.epochs})},
-      {"max_steps", Dec(o.max_steps)}};
-  // Only where they differ from fp32's defaults, so that checkpoints from
-  // before mixed precision compare equal.
-  if (m.precision != Precision::kFp32) {
-    config["precision"] = PrecisionName(m.precision);
-    config["rounding"] = RoundingName(m.rounding);
-  }
-  if (m.precision == Precision::kFp16) {
-    config["loss_scale"] = Float(m.loss_scale.initial_scale);
-  }
-  return config;
+  // Not --loss-scale: it is the scale of step 0 only; a resumed run goes on
+  // with the scale the checkpoint saved (ResumeMlp).
+  return {{"model", "mlp"},
+          {"inputs", Dec(m.inputs)},
+          {"width", Dec(m.width)},
+          {"depth", Dec(int64_t{m.depth})},
+          {"classes", Dec(m.classes)},
+          {"activation", m.activation == Activation::kRelu ? "relu" : "gelu"},
+          {"batch", Dec(m.batch)},
+          {"accumulate", Dec(int64_t{m.accumulate})},
+          {"seed", Dec(m.seed)},
+          {"shuffle_seed", Dec(o.shuffle_seed)},
+          {"lr", Float(m.adam.lr)},
+          {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
+          {"epochs", Dec(int64_t{o.epochs})},
+          {"max_steps", Dec(o.max_steps)},
+          {"precision", PrecisionName(m.precision)},
+          {"rounding", RoundingName(m.rounding)}};
 }
 
 CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
@@ -206,7 +200,9 @@ absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
       OpenAndRestore(path, MlpCheckpointConfig(options),
                      {"model", "inputs", "width", "depth", "classes",
                       "activation", "precision"},
-                     store, model.StateTensors(), &resumed));
+                     store, model.StateTensors(), &resumed,
+                     // Checkpoints from before mixed precision were fp32.
+                     {{"precision", "fp32"}, {"rounding", "nearest"}}));
   const StateReader state(*reader);
   Mlp::Snapshot snap;
   STRATA_ASSIGN_OR_RETURN(snap.steps, state.Int("adam_steps"));

@@ -1,0 +1,80 @@
+// precision_flags.cc: the mixed-precision flags (see precision_flags.h).
+#include "apps/precision_flags.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "train/loss_scale.h"
+#include "train/precision.h"
+
+ABSL_FLAG(std::string, precision, "fp32",
+          "Number format of parameters and gradients: fp32, bf16 or fp16. "
+          "16-bit ones are what the device computes with (matmuls summed in "
+          "fp32) and what crosses the host<->device link, 2 bytes up and 2 "
+          "down per parameter and step; fp32 master weights and Adam's "
+          "moments stay where the optimizer runs. fp16 scales the loss "
+          "dynamically (--loss-scale). A step with a non-finite gradient is "
+          "skipped and counted (skipped_steps).");
+ABSL_FLAG(std::string, rounding, "nearest",
+          "How master weights round to the 16-bit parameters: nearest "
+          "(to nearest even) or stochastic (seeded per tensor and step from "
+          "--seed, so runs still repeat bit for bit). bf16/fp16 only.");
+ABSL_FLAG(double, loss_scale, 65536,
+          "fp16's initial loss scale, a power of two: halved (and the step "
+          "skipped) when a gradient overflows, doubled after 1000 clean "
+          "steps, never below 1. fp16 only; a resumed run goes on with the "
+          "checkpoint's scale.");
+
+namespace strata {
+namespace {
+
+// The default of --loss-scale: LossScaleOptions' (2^16).
+constexpr double kDefaultLossScale = train::LossScaleOptions{}.initial_scale;
+
+}  // namespace
+
+absl::Status PrecisionFromFlags(train::ModelConfig& m) {
+  STRATA_ASSIGN_OR_RETURN(
+      m.precision, train::ParsePrecision(absl::GetFlag(FLAGS_precision)));
+  STRATA_ASSIGN_OR_RETURN(m.rounding,
+                          train::ParseRounding(absl::GetFlag(FLAGS_rounding)));
+  const double scale = absl::GetFlag(FLAGS_loss_scale);
+  if (scale != kDefaultLossScale && m.precision != train::Precision::kFp16) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--loss-scale scales fp16's loss: it needs --precision=fp16 (this "
+        "run is --precision=%s)",
+        train::PrecisionName(m.precision)));
+  }
+  // Checked as the double given, before it becomes a float that could round
+  // to a power of two.
+  int exponent = 0;
+  if (!(scale >= 1 && scale <= m.loss_scale.max_scale) ||
+      std::frexp(scale, &exponent) != 0.5) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--loss-scale=%.17g: must be a power of two in [1, %.0f] (e.g. "
+        "65536), so that unscaling by its inverse is exact",
+        scale, m.loss_scale.max_scale));
+  }
+  m.loss_scale.initial_scale = static_cast<float>(scale);
+  return absl::OkStatus();
+}
+
+absl::Status RefuseMixedPrecision() {
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  const std::string rounding = absl::GetFlag(FLAGS_rounding);
+  const double scale = absl::GetFlag(FLAGS_loss_scale);
+  if (precision == "fp32" && rounding == "nearest" &&
+      scale == kDefaultLossScale) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--precision=%s --rounding=%s --loss-scale=%.17g: mixed precision is "
+      "built for --model=mlp only so far; the GPT trains in fp32 (drop "
+      "these flags)",
+      precision, rounding, scale));
+}
+
+}  // namespace strata
