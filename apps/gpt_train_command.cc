@@ -391,6 +391,11 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   // The MLP's own flags are named, not silently ignored (as --model=mlp
   // names the GPT's).
   for (const FlagEntry& f : FindCommand("train")->flags) {
+    // The 16-bit flags are refused below, not ignored.
+    const std::string name = f.name;
+    if (name == "precision" || name == "rounding" || name == "loss_scale") {
+      continue;
+    }
     if (f.scope == ModelScope::kMlp && FlagGiven(f.name)) {
       std::fprintf(stderr,
                    "strata train: --%s is the MLP's; --model=gpt ignores it\n",

@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "strata/status.h"
 #include "train/loss_scale.h"
 #include "train/precision.h"
@@ -63,18 +65,22 @@ absl::Status PrecisionFromFlags(train::ModelConfig& m) {
 }
 
 absl::Status RefuseMixedPrecision() {
-  const std::string precision = absl::GetFlag(FLAGS_precision);
-  const std::string rounding = absl::GetFlag(FLAGS_rounding);
-  const double scale = absl::GetFlag(FLAGS_loss_scale);
-  if (precision == "fp32" && rounding == "nearest" &&
-      scale == kDefaultLossScale) {
-    return absl::OkStatus();
+  std::vector<std::string> asked;  // the flags that differ from fp32's
+  if (const std::string p = absl::GetFlag(FLAGS_precision); p != "fp32") {
+    asked.push_back("--precision=" + p);
   }
+  if (const std::string r = absl::GetFlag(FLAGS_rounding); r != "nearest") {
+    asked.push_back("--rounding=" + r);
+  }
+  if (const double s = absl::GetFlag(FLAGS_loss_scale);
+      s != kDefaultLossScale) {
+    asked.push_back(absl::StrFormat("--loss-scale=%.17g", s));
+  }
+  if (asked.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--precision=%s --rounding=%s --loss-scale=%.17g: mixed precision is "
-      "built for --model=mlp only so far; the GPT trains in fp32 (drop "
-      "these flags)",
-      precision, rounding, scale));
+      "%s: mixed precision is built for --model=mlp only so far; the GPT "
+      "trains in fp32 (drop the flag)",
+      absl::StrJoin(asked, " ")));
 }
 
 }  // namespace strata

@@ -75,7 +75,8 @@ ABSL_FLAG(std::string, lr_schedule, "cosine",
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed of the initial weights and the batch order; "
           "the same seed gives the same losses, bit for bit, whatever the "
-          "budgets.");
+          "budgets (gpt: for the same classifier slice, which the device "
+          "budget sets; see classifier_rows in the report).");
 ABSL_FLAG(std::string, activation, "relu", "relu or gelu.");
 ABSL_FLAG(std::string, optimizer_tier, "host",
           "Where Adam runs: host (CPU Adam on the host tier, "
@@ -289,7 +290,7 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
       model.recompute_seconds(), t.model.accumulate);
   if (t.model.precision != train::Precision::kFp32) {
     const train::DynamicLossScale* ls = model.loss_scale();
-    absl::PrintF("%-22s %s (rounding %s; %d steps skipped%s)\n", "precision",
+    absl::PrintF("%-22s %s (rounding %s; skipped steps: %d%s)\n", "precision",
                  train::PrecisionName(t.model.precision),
                  train::RoundingName(t.model.rounding), model.skipped_steps(),
                  ls ? absl::StrFormat(", loss scale %.0f", ls->scale()) : "");
