@@ -399,9 +399,9 @@ absl::Status Mlp::FinishMixedStep(const AdamParams& adam) {
     const Layer& L = layers_[l];
     const uint64_t tensor = 2 * static_cast<uint64_t>(l);
     STRATA_RETURN_IF_ERROR(
-        AdamMixedOn(adam, L.master_w, L.mw, L.vw, L.gw16, L.w, tensor));
+        AdamOn(adam, L.master_w, L.mw, L.vw, L.gw16, L.w, tensor));
     STRATA_RETURN_IF_ERROR(
-        AdamMixedOn(adam, L.master_b, L.mb, L.vb, L.gb16, L.b, tensor + 1));
+        AdamOn(adam, L.master_b, L.mb, L.vb, L.gb16, L.b, tensor + 1));
   }
   return absl::OkStatus();
 }
@@ -482,7 +482,8 @@ absl::Status Mlp::Drop(TensorId id) {
 }
 
 absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
-                         TensorId v_id, TensorId g_id) {
+                         TensorId v_id, TensorId g_id, TensorId w16_id,
+                         uint64_t tensor) {
   const Tier T = config_.optimizer_tier;
   const bool on_device = T == Tier::kDevice;
   LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr,
@@ -491,50 +492,28 @@ absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
             w = group.Add(w_id, Access::kWrite),
             m = group.Add(m_id, Access::kWrite),
             v = group.Add(v_id, Access::kWrite);
+  const int w16 = mixed() ? group.Add(w16_id, Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(group.Acquire());
   const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
+  float *const wd = group.data(w), *const md = group.data(m),
+               *const vd = group.data(v);
   const auto start = std::chrono::steady_clock::now();
-  if (on_device) {
-    STRATA_RETURN_IF_ERROR(compute_->Adam(p, group.data(w), group.data(m),
-                                          group.data(v), group.data(g), n));
+  if (mixed()) {
+    MixedAdamParams mp;
+    mp.type = config_.precision;
+    mp.grad_scale = loss_scale_ ? loss_scale_->inverse_scale() : 1.0f;
+    mp.rounding.rounding = config_.rounding;
+    mp.rounding.seed = StochasticSeed(config_.seed, tensor, steps_);
+    if (on_device) {
+      STRATA_RETURN_IF_ERROR(compute_->AdamMixed(
+          p, mp, wd, md, vd, group.half(g), group.half(w16), n));
+    } else {
+      AdamMixedUpdateCpu(p, mp, wd, md, vd, group.half(g), group.half(w16), n);
+    }
+  } else if (on_device) {
+    STRATA_RETURN_IF_ERROR(compute_->Adam(p, wd, md, vd, group.data(g), n));
   } else {
-    AdamUpdateCpu(p, group.data(w), group.data(m), group.data(v), group.data(g),
-                  n);
-  }
-  optimizer_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  STRATA_RETURN_IF_ERROR(group.Release());
-  return store_->Discard(g_id);  // the gradient is dead until next backward
-}
-
-absl::Status Mlp::AdamMixedOn(const AdamParams& p, TensorId master_id,
-                              TensorId m_id, TensorId v_id, TensorId g_id,
-                              TensorId w16_id, uint64_t tensor) {
-  const Tier T = config_.optimizer_tier;
-  const bool on_device = T == Tier::kDevice;
-  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr,
-                   &created_);
-  const int g = group.Add(g_id, Access::kRead),
-            w = group.Add(master_id, Access::kWrite),
-            m = group.Add(m_id, Access::kWrite),
-            v = group.Add(v_id, Access::kWrite),
-            w16 = group.Add(w16_id, Access::kOverwrite);
-  STRATA_RETURN_IF_ERROR(group.Acquire());
-  const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
-  MixedAdamParams mp;
-  mp.type = config_.precision;
-  mp.grad_scale = loss_scale_ ? loss_scale_->inverse_scale() : 1.0f;
-  mp.rounding.rounding = config_.rounding;
-  mp.rounding.seed = StochasticSeed(config_.seed, tensor, steps_);
-  const auto start = std::chrono::steady_clock::now();
-  if (on_device) {
-    STRATA_RETURN_IF_ERROR(
-        compute_->AdamMixed(p, mp, group.data(w), group.data(m), group.data(v),
-                            group.half(g), group.half(w16), n));
-  } else {
-    AdamMixedUpdateCpu(p, mp, group.data(w), group.data(m), group.data(v),
-                       group.half(g), group.half(w16), n);
+    AdamUpdateCpu(p, wd, md, vd, group.data(g), n);
   }
   optimizer_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -263,13 +263,12 @@ class Mlp {
   absl::Status Drop(TensorId id);
   // Adam's parameters for this step: the learning rate, bias corrections.
   AdamParams StepAdamParams() const;
+  // One update where the optimizer runs: fp32 Adam of w from g, or, mixed,
+  // the fused pass (compute.h AdamMixed) of the master weights w from the
+  // 16-bit g, writing the 16-bit parameter w16 (`tensor` seeds its
+  // stochastic rounding). Discards the gradient.
   absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
-                      TensorId g);
-  // The fused mixed pass (compute.h AdamMixed): master, m, v updated from
-  // g16, w16 written; `tensor` seeds stochastic rounding.
-  absl::Status AdamMixedOn(const AdamParams& p, TensorId master, TensorId m,
-                           TensorId v, TensorId g16, TensorId w16,
-                           uint64_t tensor);
+                      TensorId g, TensorId w16 = {}, uint64_t tensor = 0);
   absl::Status DiscardActivations();
 
   Store* const store_;
