@@ -388,23 +388,18 @@ int FailBeforeRun(const absl::Status& status) {
 int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                 const std::string& plot_path) {
   ApplyGptDefaults();
+  // Ignoring a 16-bit request would train another model than asked for.
+  if (absl::Status s = RefuseMixedPrecision(); !s.ok()) {
+    return FailBeforeRun(s);
+  }
   // The MLP's own flags are named, not silently ignored (as --model=mlp
   // names the GPT's).
   for (const FlagEntry& f : FindCommand("train")->flags) {
-    // The 16-bit flags are refused below, not ignored.
-    const std::string name = f.name;
-    if (name == "precision" || name == "rounding" || name == "loss_scale") {
-      continue;
-    }
     if (f.scope == ModelScope::kMlp && FlagGiven(f.name)) {
       std::fprintf(stderr,
                    "strata train: --%s is the MLP's; --model=gpt ignores it\n",
                    Dashed(f.name).c_str());
     }
-  }
-  // Ignoring a 16-bit request would train another model than asked for.
-  if (absl::Status s = RefuseMixedPrecision(); !s.ok()) {
-    return FailBeforeRun(s);
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();

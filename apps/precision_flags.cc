@@ -24,7 +24,7 @@ ABSL_FLAG(std::string, rounding, "nearest",
           "How master weights round to the 16-bit parameters: nearest "
           "(to nearest even) or stochastic (seeded per tensor and step from "
           "--seed, so runs still repeat bit for bit). bf16/fp16 only.");
-ABSL_FLAG(double, loss_scale, 65536,
+ABSL_FLAG(double, loss_scale, strata::train::LossScaleOptions{}.initial_scale,
           "fp16's initial loss scale, a power of two: halved (and the step "
           "skipped) when a gradient overflows, doubled after 1000 clean "
           "steps, never below 1. fp16 only; a resumed run goes on with the "

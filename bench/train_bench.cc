@@ -185,15 +185,21 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   return Summarize(mode, seconds, losses, *setup->store);
 }
 
-absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
-  STRATA_ASSIGN_OR_RETURN(StoreOptions s, ModeStoreOptions(mode));
+// The MLP of the flags, for --warmup + `timed_steps` steps, no evaluation.
+TrainOptions BenchJob(int64_t timed_steps) {
   TrainOptions t;
   t.model.width = absl::GetFlag(FLAGS_width);
   t.model.depth = absl::GetFlag(FLAGS_depth);
   t.model.batch = absl::GetFlag(FLAGS_batch);
-  t.max_steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
+  t.max_steps = absl::GetFlag(FLAGS_warmup) + timed_steps;
   t.epochs = 1000;  // max_steps ends the run
   t.evaluate = false;
+  return t;
+}
+
+absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
+  STRATA_ASSIGN_OR_RETURN(StoreOptions s, ModeStoreOptions(mode));
+  TrainOptions t = BenchJob(absl::GetFlag(FLAGS_steps));
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeResident(t, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainSetup> setup,
                           OpenTrainSetup(s, t));
@@ -228,16 +234,11 @@ absl::StatusOr<VariantResult> RunVariant(const Variant& v,
                                          const FashionMnist& data) {
   STRATA_ASSIGN_OR_RETURN(StoreOptions s,
                           ModeStoreOptions({"scheduler", false, true}));
-  TrainOptions t;
-  t.model.width = absl::GetFlag(FLAGS_width);
-  t.model.depth = absl::GetFlag(FLAGS_depth);
-  t.model.batch = absl::GetFlag(FLAGS_batch) / v.accumulate;
+  TrainOptions t = BenchJob(absl::GetFlag(FLAGS_matrix_steps));
+  t.model.batch /= v.accumulate;
   t.model.accumulate = v.accumulate;
   t.model.precision = v.precision;
   t.model.checkpoint = v.checkpoint;
-  t.max_steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_matrix_steps);
-  t.epochs = 1000;
-  t.evaluate = false;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainSetup> setup,
                           OpenTrainSetup(s, t));
   STRATA_ASSIGN_OR_RETURN(TrainResult r,

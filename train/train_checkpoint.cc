@@ -152,7 +152,6 @@ CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
     }
     c.state["loss_scale"] = Float(ls.scale);
     c.state["loss_scale.clean_steps"] = Dec(ls.clean_steps);
-    c.state["loss_scale.skipped_steps"] = Dec(ls.skipped_steps);
     c.state["loss_scale.history"] = absl::StrJoin(history, ",");
   }
   return c;
@@ -167,8 +166,6 @@ absl::StatusOr<DynamicLossScale::State> ReadLossScale(
   STRATA_ASSIGN_OR_RETURN(const double scale, state.Double("loss_scale"));
   ls.scale = static_cast<float>(scale);
   STRATA_ASSIGN_OR_RETURN(ls.clean_steps, state.Int("loss_scale.clean_steps"));
-  STRATA_ASSIGN_OR_RETURN(ls.skipped_steps,
-                          state.Int("loss_scale.skipped_steps"));
   auto it = reader.manifest().state.find("loss_scale.history");
   if (it == reader.manifest().state.end()) {
     return absl::DataLossError(absl::StrFormat(
@@ -212,6 +209,8 @@ absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
   }
   if (model.loss_scale() != nullptr) {
     STRATA_ASSIGN_OR_RETURN(snap.loss_scale, ReadLossScale(state, *reader));
+    // Every fp16 skip is the loss scale's: the model's count is its count.
+    snap.loss_scale.skipped_steps = snap.skipped_steps;
   }
   STRATA_ASSIGN_OR_RETURN(options.start_epoch_loss_sum,
                           state.Double("epoch_loss_sum"));
