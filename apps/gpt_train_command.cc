@@ -119,6 +119,7 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   m.grad_clip = static_cast<float>(absl::GetFlag(FLAGS_grad_clip));
   STRATA_ASSIGN_OR_RETURN(m.checkpoint, train::ParseActivationCheckpointing(
                                             absl::GetFlag(FLAGS_checkpoint)));
+  STRATA_RETURN_IF_ERROR(PrecisionFromFlags(m));
   const double lr = absl::GetFlag(FLAGS_lr);
   if (!(lr >= 1e-30 && lr < 1)) {
     return absl::InvalidArgumentError(
@@ -313,6 +314,8 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
         {"eviction", EvictionPolicyName(s.scheduler.eviction)}}},
   };
   report.update(StoreReportJson(st));
+  report.update(PrecisionJson(m.precision, m.rounding, gpt.skipped_steps(),
+                              gpt.loss_scale()));
   report.update(BytesPerParamStepJson(gpt.train_link_bytes(),
                                       static_cast<int64_t>(r.losses.size()),
                                       train::GptParameterCount(m)));
@@ -347,6 +350,8 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
       r.losses.size(), static_cast<long long>(clip.rolled_back),
       gpt.rollback_seconds(), static_cast<long long>(clip.deferred),
       FormatByteSize(clip.backup_bytes));
+  PrintPrecisionRow(gpt.config().precision, gpt.config().rounding,
+                    gpt.skipped_steps(), gpt.loss_scale());
 }
 
 // The plot of the run: loss per step, validation loss per evaluation, bytes
@@ -388,10 +393,6 @@ int FailBeforeRun(const absl::Status& status) {
 int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                 const std::string& plot_path) {
   ApplyGptDefaults();
-  // Ignoring a 16-bit request would train another model than asked for.
-  if (absl::Status s = RefuseMixedPrecision(); !s.ok()) {
-    return FailBeforeRun(s);
-  }
   // The MLP's own flags are named, not silently ignored (as --model=mlp
   // names the GPT's).
   for (const FlagEntry& f : FindCommand("train")->flags) {

@@ -3,11 +3,9 @@
 
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "strata/status.h"
 #include "train/loss_scale.h"
 #include "train/precision.h"
@@ -38,49 +36,32 @@ constexpr double kDefaultLossScale = train::LossScaleOptions{}.initial_scale;
 
 }  // namespace
 
-absl::Status PrecisionFromFlags(train::ModelConfig& m) {
+absl::Status PrecisionFromFlags(train::Precision& precision,
+                                train::Rounding& rounding,
+                                train::LossScaleOptions& loss_scale) {
   STRATA_ASSIGN_OR_RETURN(
-      m.precision, train::ParsePrecision(absl::GetFlag(FLAGS_precision)));
-  STRATA_ASSIGN_OR_RETURN(m.rounding,
+      precision, train::ParsePrecision(absl::GetFlag(FLAGS_precision)));
+  STRATA_ASSIGN_OR_RETURN(rounding,
                           train::ParseRounding(absl::GetFlag(FLAGS_rounding)));
   const double scale = absl::GetFlag(FLAGS_loss_scale);
-  if (scale != kDefaultLossScale && m.precision != train::Precision::kFp16) {
+  if (scale != kDefaultLossScale && precision != train::Precision::kFp16) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--loss-scale scales fp16's loss: it needs --precision=fp16 (this "
         "run is --precision=%s)",
-        train::PrecisionName(m.precision)));
+        train::PrecisionName(precision)));
   }
   // Checked as the double given, before it becomes a float that could round
   // to a power of two.
   int exponent = 0;
-  if (!(scale >= 1 && scale <= m.loss_scale.max_scale) ||
+  if (!(scale >= 1 && scale <= loss_scale.max_scale) ||
       std::frexp(scale, &exponent) != 0.5) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--loss-scale=%.17g: must be a power of two in [1, %.0f] (e.g. "
         "65536), so that unscaling by its inverse is exact",
-        scale, m.loss_scale.max_scale));
+        scale, loss_scale.max_scale));
   }
-  m.loss_scale.initial_scale = static_cast<float>(scale);
+  loss_scale.initial_scale = static_cast<float>(scale);
   return absl::OkStatus();
-}
-
-absl::Status RefuseMixedPrecision() {
-  std::vector<std::string> asked;  // the flags that differ from fp32's
-  if (const std::string p = absl::GetFlag(FLAGS_precision); p != "fp32") {
-    asked.push_back("--precision=" + p);
-  }
-  if (const std::string r = absl::GetFlag(FLAGS_rounding); r != "nearest") {
-    asked.push_back("--rounding=" + r);
-  }
-  if (const double s = absl::GetFlag(FLAGS_loss_scale);
-      s != kDefaultLossScale) {
-    asked.push_back(absl::StrFormat("--loss-scale=%.17g", s));
-  }
-  if (asked.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: mixed precision is built for --model=mlp only so far; the GPT "
-      "trains in fp32 (drop the flag)",
-      absl::StrJoin(asked, " ")));
 }
 
 }  // namespace strata

@@ -4,21 +4,25 @@
 #define STRATA_APPS_PRECISION_FLAGS_H_
 
 #include "absl/status/status.h"
-#include "train/model.h"
+#include "train/loss_scale.h"
+#include "train/precision.h"
 
 namespace strata {
 
-// Sets m.precision, m.rounding and m.loss_scale.initial_scale from the
-// flags. InvalidArgument naming the flag for an unknown value, a loss scale
-// that is not a power of two in [1, 2^24], or one that differs from the
-// default without --precision=fp16. (By value, not by whether it was given:
-// a report replayed with --config carries the default for any run.)
-absl::Status PrecisionFromFlags(train::ModelConfig& m);
+// Sets precision, rounding and loss_scale.initial_scale from the flags.
+// InvalidArgument naming the flag for an unknown value, a loss scale that
+// is not a power of two in [1, 2^24], or one that differs from the default
+// without --precision=fp16. (By value, not by whether it was given: a report
+// replayed with --config carries the default for any run.)
+absl::Status PrecisionFromFlags(train::Precision& precision,
+                                train::Rounding& rounding,
+                                train::LossScaleOptions& loss_scale);
 
-// The GPT trains in fp32 only so far: InvalidArgument when any of the three
-// flags asks for anything else, rather than a run of another model than
-// asked for.
-absl::Status RefuseMixedPrecision();
+// The same for a model's config (train::ModelConfig, train::GptConfig).
+template <typename Config>
+absl::Status PrecisionFromFlags(Config& c) {
+  return PrecisionFromFlags(c.precision, c.rounding, c.loss_scale);
+}
 
 }  // namespace strata
 

@@ -244,20 +244,11 @@ nlohmann::json TrainingModesJson(const train::Mlp& model,
   nlohmann::json j = {
       {"accumulate", t.model.accumulate},
       {"checkpoint", train::ActivationCheckpointingName(t.model.checkpoint)},
-      {"precision", train::PrecisionName(t.model.precision)},
-      {"rounding", train::RoundingName(t.model.rounding)},
-      {"skipped_steps", model.skipped_steps()},
       {"peak_activation_bytes", model.peak_activation_bytes()},
       {"recompute_seconds", model.recompute_seconds()},
   };
-  if (const train::DynamicLossScale* ls = model.loss_scale()) {
-    nlohmann::json history = nlohmann::json::array();
-    for (const train::LossScaleChange& c : ls->history()) {
-      history.push_back({{"step", c.step}, {"scale", c.scale}});
-    }
-    j["loss_scale"] = ls->scale();
-    j["loss_scale_history"] = history;
-  }
+  j.update(PrecisionJson(t.model.precision, t.model.rounding,
+                         model.skipped_steps(), model.loss_scale()));
   j.update(BytesPerParamStepJson(model.train_link_bytes(),
                                  static_cast<int64_t>(r.losses.size()),
                                  model.parameters()));
@@ -288,13 +279,8 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
       "activations", FormatByteSize(model.peak_activation_bytes()),
       train::ActivationCheckpointingName(t.model.checkpoint),
       model.recompute_seconds(), t.model.accumulate);
-  if (t.model.precision != train::Precision::kFp32) {
-    const train::DynamicLossScale* ls = model.loss_scale();
-    absl::PrintF("%-22s %s (rounding %s; skipped steps: %d%s)\n", "precision",
-                 train::PrecisionName(t.model.precision),
-                 train::RoundingName(t.model.rounding), model.skipped_steps(),
-                 ls ? absl::StrFormat(", loss scale %.0f", ls->scale()) : "");
-  }
+  PrintPrecisionRow(t.model.precision, t.model.rounding, model.skipped_steps(),
+                    model.loss_scale());
 }
 
 // The plot of the run: loss per step, test loss per epoch, bytes per step.

@@ -136,4 +136,33 @@ void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
   }
 }
 
+nlohmann::json PrecisionJson(train::Precision precision,
+                             train::Rounding rounding, int64_t skipped_steps,
+                             const train::DynamicLossScale* loss_scale) {
+  nlohmann::json j = {{"precision", train::PrecisionName(precision)},
+                      {"rounding", train::RoundingName(rounding)},
+                      {"skipped_steps", skipped_steps}};
+  if (loss_scale != nullptr) {
+    nlohmann::json history = nlohmann::json::array();
+    for (const train::LossScaleChange& c : loss_scale->history()) {
+      history.push_back({{"step", c.step}, {"scale", c.scale}});
+    }
+    j["loss_scale"] = loss_scale->scale();
+    j["loss_scale_history"] = history;
+  }
+  return j;
+}
+
+void PrintPrecisionRow(train::Precision precision, train::Rounding rounding,
+                       int64_t skipped_steps,
+                       const train::DynamicLossScale* loss_scale) {
+  if (precision == train::Precision::kFp32) return;
+  absl::PrintF("%-22s %s (rounding %s; skipped steps: %d%s)\n", "precision",
+               train::PrecisionName(precision), train::RoundingName(rounding),
+               skipped_steps,
+               loss_scale
+                   ? absl::StrFormat(", loss scale %.0f", loss_scale->scale())
+                   : "");
+}
+
 }  // namespace strata

@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "strata/stats.h"
+#include "train/loss_scale.h"
+#include "train/precision.h"
 
 namespace strata {
 
@@ -44,6 +46,17 @@ absl::Status WriteReportJson(const std::string& path,
 // hit rate, stall time, unified-memory counters. `state_bytes` is the
 // model state, shown against the device budget.
 void PrintStoreRows(const Stats& st, uint64_t state_bytes);
+
+// A mixed-precision run's keys: precision, rounding, skipped_steps and, for
+// fp16 (`loss_scale` set), loss_scale and loss_scale_history (each change's
+// step and scale).
+nlohmann::json PrecisionJson(train::Precision precision,
+                             train::Rounding rounding, int64_t skipped_steps,
+                             const train::DynamicLossScale* loss_scale);
+// Its text row; nothing for fp32.
+void PrintPrecisionRow(train::Precision precision, train::Rounding rounding,
+                       int64_t skipped_steps,
+                       const train::DynamicLossScale* loss_scale);
 
 }  // namespace strata
 

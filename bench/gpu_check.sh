@@ -8,8 +8,8 @@
 # vector paths against the scalar reference (the GPU host usually has
 # AVX-512, which the build machine may lack) and cpu_adam_bench on its
 # cores, and short `strata train` runs of the MLP (offloaded, in unified
-# memory, resident; fp32, bf16, fp16) and of the GPT (offloaded, resident),
-# whose losses must be bitwise equal. Prints a short table last.
+# memory, resident; fp32, bf16, fp16) and of the GPT (offloaded, resident;
+# fp32, bf16), whose losses must be bitwise equal. Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
 #   bench/gpu_check.sh --prebuilt DIR[.tar.gz]  # run binaries packed by
@@ -145,6 +145,12 @@ run_step gpt "$(bin apps/strata)" "${gpt_flags[@]}" --nvme-dir="$nvme_dir" \
   --json="$out/gpt.json"
 run_step gpt_resident "$(bin apps/strata)" "${gpt_flags[@]}" --resident \
   --json="$out/gpt_resident.json"
+# The GPT in bf16 (16-bit matmuls, the tied classifier and the 16-bit
+# embedding gather on cuBLAS/CUDA), 30 steps offloaded and resident.
+run_step gpt_bf16 "$(bin apps/strata)" "${gpt_flags[@]}" --precision=bf16 \
+  --max-steps=30 --nvme-dir="$nvme_dir" --json="$out/gpt_bf16.json"
+run_step gpt_bf16_resident "$(bin apps/strata)" "${gpt_flags[@]}" \
+  --precision=bf16 --max-steps=30 --resident --json="$out/gpt_bf16_resident.json"
 same_losses() {  # same_losses A.json B.json N: N losses, bitwise equal
   python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['losses']; b=json.load(open(sys.argv[2]))['losses']; sys.exit(0 if a==b and len(a)==int(sys.argv[3]) else 1)" \
     "$1" "$2" "$3" 2>/dev/null
@@ -153,7 +159,8 @@ for pair in "train_identity train train_resident 200" \
     "unified_identity train_unified train_resident 200" \
     "bf16_identity train_bf16 train_bf16_resident 100" \
     "fp16_identity train_fp16 train_fp16_resident 100" \
-    "gpt_identity gpt gpt_resident 60"; do
+    "gpt_identity gpt gpt_resident 60" \
+    "gpt_bf16_identity gpt_bf16 gpt_bf16_resident 30"; do
   set -- $pair
   if ! command -v python3 >/dev/null; then
     result[$1]="unchecked (no python3 to compare the JSON losses)"
@@ -177,7 +184,8 @@ for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
     train_bf16 train_bf16_resident bf16_identity train_fp16 \
-    train_fp16_resident fp16_identity gpt gpt_resident gpt_identity train_bench train_bench_gpt; do
+    train_fp16_resident fp16_identity gpt gpt_resident gpt_identity \
+    gpt_bf16 gpt_bf16_resident gpt_bf16_identity train_bench train_bench_gpt; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'

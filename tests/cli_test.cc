@@ -292,8 +292,8 @@ TEST(CliPrecisionTest, Fp16ReportsItsLossScaleAndBadCombinationsExit2) {
       {{"--precision=fp16", "--loss-scale=1000"}, "power of two"},
       {{"--precision=bf17"}, "bf17"},
       {{"--precision=fp16", "--loss-scale=65536.00000001"}, "power of two"},
-      {{"--model=gpt", "--precision=bf16"}, "--precision"},
-      {{"--model=gpt", "--rounding=stochastic"}, "mlp only"},
+      {{"--model=gpt", "--loss-scale=1024"}, "--precision=fp16"},
+      {{"--model=gpt", "--rounding=stochastic"}, "--precision=bf16 or fp16"},
   };
   for (const auto& [flags, message] : bad) {
     std::vector<std::string> line = {"train", "--max-steps=1"};

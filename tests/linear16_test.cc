@@ -3,7 +3,8 @@
 // train/cpu_linear16.h): against a double-precision reference over the
 // 16-bit-rounded operands, at shapes that span several tiles and ragged
 // edges; gradient accumulation; the same bits at 1 and 2 OpenBLAS threads;
-// the non-finite count; and the errors for fp32 and bad sizes.
+// the non-finite count; no bias; the 16-bit embedding; and the errors for
+// fp32 and bad sizes.
 #include <cblas.h>
 
 #include <algorithm>
@@ -189,6 +190,63 @@ TEST_P(Linear16Test, CastsCountNonFiniteAndRoundTrip) {
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[4], 3.0f);
   EXPECT_TRUE(std::isnan(back[3]));
+}
+
+TEST_P(Linear16Test, NoBiasIsAZeroBias) {
+  // The GPT's tied classifier: no bias in forward, no db in backward.
+  const Shape s{33, 300, 70};
+  const auto x = Random(s.batch * s.in, 11);
+  const auto w16 = ToHalf(t(), Random(s.out * s.in, 12, 0.1f));
+  const std::vector<uint16_t> zero(s.out, 0);
+  std::vector<float> y0(s.batch * s.out), y(s.batch * s.out, std::nanf(""));
+  ASSERT_TRUE(cpu_->LinearForward16(t(), x.data(), w16.data(), zero.data(),
+                                    y0.data(), s.batch, s.in, s.out)
+                  .ok());
+  ASSERT_TRUE(cpu_->LinearForward16(t(), x.data(), w16.data(), nullptr,
+                                    y.data(), s.batch, s.in, s.out)
+                  .ok());
+  // 0 + a sum is the sum: the same bits.
+  EXPECT_TRUE(SameBits(y, y0));
+  std::vector<float> dw0(s.out * s.in), db(s.out), dx0(s.batch * s.in);
+  std::vector<float> dw(dw0.size()), dx(dx0.size());
+  ASSERT_TRUE(cpu_->LinearBackward16(t(), x.data(), w16.data(), y.data(),
+                                     dw0.data(), db.data(), dx0.data(), s.batch,
+                                     s.in, s.out, false)
+                  .ok());
+  ASSERT_TRUE(cpu_->LinearBackward16(t(), x.data(), w16.data(), y.data(),
+                                     dw.data(), nullptr, dx.data(), s.batch,
+                                     s.in, s.out, false)
+                  .ok());
+  EXPECT_TRUE(SameBits(dw, dw0));
+  EXPECT_TRUE(SameBits(dx, dx0));
+}
+
+TEST_P(Linear16Test, EmbeddingOf16BitTablesIsTheWidenedOnes) {
+  constexpr int64_t B = 3, T = 5, C = 37, V = 11;
+  const auto wte16 = ToHalf(t(), Random(V * C, 13));
+  const auto wpe16 = ToHalf(t(), Random(T * C, 14));
+  std::vector<float> wte(V * C), wpe(T * C);
+  for (size_t i = 0; i < wte.size(); ++i) wte[i] = Widen(t(), wte16[i]);
+  for (size_t i = 0; i < wpe.size(); ++i) wpe[i] = Widen(t(), wpe16[i]);
+  std::vector<int32_t> tokens(B * T);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (7 * i + 3) % V;
+  std::vector<float> want(B * T * C), got(B * T * C, std::nanf(""));
+  ASSERT_TRUE(cpu_->EmbeddingForward(tokens.data(), wte.data(), wpe.data(),
+                                     want.data(), B, T, C, V)
+                  .ok());
+  ASSERT_TRUE(cpu_->EmbeddingForward16(t(), tokens.data(), wte16.data(),
+                                       wpe16.data(), got.data(), B, T, C, V)
+                  .ok());
+  EXPECT_TRUE(SameBits(got, want));
+  tokens[4] = static_cast<int32_t>(V);  // out of range: refused
+  const absl::Status bad = cpu_->EmbeddingForward16(
+      t(), tokens.data(), wte16.data(), wpe16.data(), got.data(), B, T, C, V);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_EQ(
+      cpu_->EmbeddingForward16(Precision::kFp32, tokens.data(), wte16.data(),
+                               wpe16.data(), got.data(), B, T, C, V)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(Linear16Test, RefusesFp32AndBadSizes) {

@@ -184,5 +184,55 @@ TEST_F(PrecisionGpuTest, LinearLayersMatchTheCpu) {
   }
 }
 
+TEST_F(PrecisionGpuTest, ClassifierAndEmbeddingMatchTheCpu) {
+  // The GPT's 16-bit paths: the bias-free tied classifier and the gather
+  // from 16-bit tables.
+  constexpr int64_t B = 2, T = 9, C = 48, V = 130;
+  for (Precision type : kTypes) {
+    const auto to16 = [type](const std::vector<float>& f) {
+      std::vector<uint16_t> h(f.size());
+      for (size_t i = 0; i < f.size(); ++i) {
+        h[i] = type == Precision::kFp16 ? FloatToFp16(f[i]) : FloatToBf16(f[i]);
+      }
+      return h;
+    };
+    const auto wte = to16(Random(V * C, 5, 0.1f));
+    const auto wpe = to16(Random(T * C, 6, 0.1f));
+    std::vector<int32_t> tokens(B * T);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (5 * i + 1) % V;
+    std::vector<float> x(B * T * C);
+    ASSERT_TRUE(cpu_->EmbeddingForward16(type, tokens.data(), wte.data(),
+                                         wpe.data(), x.data(), B, T, C, V)
+                    .ok());
+    DeviceArray<int32_t> gt(tokens);
+    DeviceArray<uint16_t> gwte(wte), gwpe(wpe);
+    DeviceArray<float> gx(std::vector<float>(x.size(), std::nanf("")));
+    ASSERT_TRUE(gpu_->EmbeddingForward16(type, gt.get(), gwte.get(), gwpe.get(),
+                                         gx.get(), B, T, C, V)
+                    .ok());
+    EXPECT_TRUE(SameBits(gx.ToHost(), x));  // one exact add per element
+    std::vector<float> z(B * T * V), dx(B * T * C), dw(V * C);
+    ASSERT_TRUE(cpu_->LinearForward16(type, x.data(), wte.data(), nullptr,
+                                      z.data(), B * T, C, V)
+                    .ok());
+    DeviceArray<float> gz(std::vector<float>(z.size(), std::nanf("")));
+    ASSERT_TRUE(gpu_->LinearForward16(type, gx.get(), gwte.get(), nullptr,
+                                      gz.get(), B * T, C, V)
+                    .ok());
+    ExpectCloseToMax(gz.ToHost(), z, 1e-5, "logits");
+    ASSERT_TRUE(cpu_->LinearBackward16(type, x.data(), wte.data(), z.data(),
+                                       dw.data(), nullptr, dx.data(), B * T, C,
+                                       V, false)
+                    .ok());
+    DeviceArray<float> gdw(dw), gdx(dx);
+    ASSERT_TRUE(gpu_->LinearBackward16(type, gx.get(), gwte.get(), gz.get(),
+                                       gdw.get(), nullptr, gdx.get(), B * T, C,
+                                       V, false)
+                    .ok());
+    ExpectCloseToMax(gdw.ToHost(), dw, 1e-4, "dwte");
+    ExpectCloseToMax(gdx.ToHost(), dx, 1e-4, "dx");
+  }
+}
+
 }  // namespace
 }  // namespace strata::train

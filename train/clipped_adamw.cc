@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "strata/status.h"
+#include "train/half.h"
+#include "train/half_cast.h"
 #include "train/lease_group.h"
 
 namespace strata::train {
@@ -23,7 +25,7 @@ double Since(std::chrono::steady_clock::time_point start) {
 
 uint64_t ParamGroup::backup_bytes() const {
   uint64_t bytes = 0;
-  for (const ParamSlot& s : params) bytes += 3 * s.bytes;
+  for (const ParamSlot& s : params) bytes += (s.mixed() ? 4 : 3) * s.bytes;
   return bytes;
 }
 
@@ -37,10 +39,13 @@ ClippedAdamW::ClippedAdamW(Store* store, Compute* compute, Tier tier,
       retry_evictions_(retry_evictions) {}
 
 void ClippedAdamW::BeginStep(const AdamParams& adam,
-                             std::optional<float> known_coefficient) {
+                             std::optional<float> known_coefficient,
+                             std::optional<MixedStep> mixed) {
   adam_ = adam;
   known_coefficient_ = known_coefficient;
+  mixed_ = mixed;
   sum_squares_ = 0;
+  nonfinite_ = 0;
   speculated_.clear();
   deferred_.clear();
   // Clipping comes in runs, and a norm near the limit flips between the
@@ -50,36 +55,66 @@ void ClippedAdamW::BeginStep(const AdamParams& adam,
            !known_coefficient.has_value() && options_.max_norm > 0;
 }
 
-absl::StatusOr<double> ClippedAdamW::GroupSumOfSquares(
-    const ParamGroup& group) {
+absl::StatusOr<double> ClippedAdamW::PrepareGroup(const ParamGroup& group,
+                                                  bool want_sum) {
   double sum = 0;
+  bool cast = false;
   for (const ParamSlot& s : group.params) {
+    if (!want_sum && !s.mixed()) continue;
     LeaseGroup g(store_, Tier::kDevice, compute_->stream(), retry_evictions_);
     const int i = g.Add(s.g, Access::kRead);
+    const int h = s.mixed() ? g.Add(s.g16, Access::kOverwrite) : -1;
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_ASSIGN_OR_RETURN(double part,
-                            compute_->SumOfSquares(g.data(i), s.bytes / kF));
+    const int64_t n = static_cast<int64_t>(s.bytes / kF);
+    if (s.mixed()) {
+      STRATA_RETURN_IF_ERROR(
+          compute_->CastToHalf(s.type, {}, g.data(i), g.half(h), n));
+      cast = true;
+    }
+    double part = 0;
+    if (want_sum) {
+      STRATA_ASSIGN_OR_RETURN(part, compute_->SumOfSquares(g.data(i), n));
+    }
     STRATA_RETURN_IF_ERROR(g.Release());
+    // The sum never leaves the device: the 16-bit gradient goes on.
+    if (s.mixed()) STRATA_RETURN_IF_ERROR(store_->Discard(s.g));
+    // An fp32 slot of a mixed step has no cast to count it.
+    if (mixed_.has_value() && !s.mixed() && !std::isfinite(part)) {
+      ++nonfinite_;
+    }
     sum += part;
+  }
+  if (cast) {
+    STRATA_ASSIGN_OR_RETURN(const int64_t bad, compute_->TakeNonFinite());
+    nonfinite_ += bad;
   }
   return sum;
 }
 
+double ClippedAdamW::Norm() const {
+  // The scale is a power of two: unscaling the root is exact.
+  return std::sqrt(sum_squares_) * (mixed_ ? mixed_->grad_scale : 1.0f);
+}
+
 absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
   const bool clipping = options_.max_norm > 0;
-  if (known_coefficient_.has_value() || !clipping) {
+  const bool mixed = mixed_.has_value();
+  if (known_coefficient_.has_value() || (!clipping && !mixed)) {
+    // A re-run recomputes the first run's finite gradients: no overflow.
+    STRATA_RETURN_IF_ERROR(PrepareGroup(group, /*want_sum=*/false).status());
     STRATA_RETURN_IF_ERROR(
         UpdateGroup(group, /*backup=*/false, known_coefficient_.value_or(1)));
     return DiscardGradients(group);
   }
-  STRATA_ASSIGN_OR_RETURN(double part, GroupSumOfSquares(group));
+  // A mixed step sums every group: a non-finite fp32 gradient shows there.
+  STRATA_ASSIGN_OR_RETURN(double part, PrepareGroup(group, /*want_sum=*/true));
   sum_squares_ += part;
+  if (overflow()) return DiscardGradients(group);  // the step is skipped
   if (defer_) {  // updated at EndStep; the gradients wait
     deferred_.push_back(&group);
     return absl::OkStatus();
   }
-  const double limit = options_.max_norm;
-  if (std::sqrt(sum_squares_) <= limit) {  // may still stay within it
+  if (!clipping || Norm() <= options_.max_norm) {  // may stay within it
     STRATA_RETURN_IF_ERROR(UpdateGroup(group, /*backup=*/true, 1.0f));
     speculated_.push_back(&group);
   }
@@ -89,15 +124,31 @@ absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
 absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
     const ParamGroup& last) {
   ++stats_.steps;
-  if (known_coefficient_.has_value() || options_.max_norm <= 0) {
+  const bool clipping = options_.max_norm > 0;
+  if (known_coefficient_.has_value() || (!clipping && !mixed_.has_value())) {
     STRATA_RETURN_IF_ERROR(GroupComplete(last));
     return std::nullopt;
   }
-  STRATA_ASSIGN_OR_RETURN(double part, GroupSumOfSquares(last));
+  STRATA_ASSIGN_OR_RETURN(double part, PrepareGroup(last, /*want_sum=*/true));
   sum_squares_ += part;
-  const double norm = std::sqrt(sum_squares_);
+  if (overflow()) {
+    // Skipped: nothing of this step may stay. The clip state is untouched
+    // (the norm is not a number).
+    --stats_.steps;
+    STRATA_RETURN_IF_ERROR(DiscardGradients(last));
+    for (const ParamGroup* g : deferred_) {
+      STRATA_RETURN_IF_ERROR(DiscardGradients(*g));
+    }
+    for (const ParamGroup* g : speculated_) {
+      STRATA_RETURN_IF_ERROR(RestoreGroup(*g));
+    }
+    speculated_.clear();
+    deferred_.clear();
+    return std::nullopt;
+  }
+  const double norm = Norm();
   stats_.last_norm = norm;
-  const bool clipped = norm > options_.max_norm;
+  const bool clipped = clipping && norm > options_.max_norm;
   steps_since_clip_ = clipped ? 0 : steps_since_clip_ + 1;
   // PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6).
   const float coef =
@@ -137,7 +188,7 @@ absl::Status ClippedAdamW::UpdateGroup(const ParamGroup& group, bool backup,
   uint64_t offset = 0;
   for (const ParamSlot& s : group.params) {
     STRATA_RETURN_IF_ERROR(UpdateSlot(s, group.backup, offset, backup, coef));
-    offset += 3 * s.bytes;
+    offset += (s.mixed() ? 4 : 3) * s.bytes;
   }
   return absl::OkStatus();
 }
@@ -146,13 +197,22 @@ absl::Status ClippedAdamW::UpdateSlot(const ParamSlot& slot, TensorId backup_id,
                                       uint64_t backup_offset, bool backup,
                                       float coef) {
   const bool on_device = tier_ == Tier::kDevice;
+  const bool mixed = slot.mixed();
   LeaseGroup group(store_, tier_, on_device ? compute_->stream() : nullptr,
                    retry_evictions_);
+  // The fp32 path scales its gradient in place; the fused pass folds it in.
+  const float scale = coef * (mixed_ ? mixed_->grad_scale : 1.0f);
   const int g =
-      group.Add(slot.g, coef != 1.0f ? Access::kWrite : Access::kRead);
+      mixed ? group.Add(slot.g16, Access::kRead)
+            : group.Add(slot.g, scale != 1.0f ? Access::kWrite : Access::kRead);
   const int w = group.Add(slot.w, Access::kWrite);
   const int m = group.Add(slot.m, Access::kWrite);
   const int v = group.Add(slot.v, Access::kWrite);
+  // The backup needs the 16-bit copy's contents; the update alone rewrites
+  // it whole.
+  const int w16 =
+      mixed ? group.Add(slot.w16, backup ? Access::kWrite : Access::kOverwrite)
+            : -1;
   // The first slot of a group starts the backup afresh.
   const int b =
       backup ? group.Add(backup_id, backup_offset == 0 ? Access::kOverwrite
@@ -166,21 +226,40 @@ absl::Status ClippedAdamW::UpdateSlot(const ParamSlot& slot, TensorId backup_id,
     STRATA_RETURN_IF_ERROR(CopyOnTier(group.data(w), dst, n));
     STRATA_RETURN_IF_ERROR(CopyOnTier(group.data(m), dst + n, n));
     STRATA_RETURN_IF_ERROR(CopyOnTier(group.data(v), dst + 2 * n, n));
-    stats_.backup_bytes += 3 * slot.bytes;
+    if (mixed) {
+      STRATA_RETURN_IF_ERROR(
+          WidenOnTier(slot.type, group.half(w16), dst + 3 * n, n));
+    }
+    stats_.backup_bytes += (mixed ? 4 : 3) * slot.bytes;
   }
   const float decay = 1.0f - adam_.lr * options_.weight_decay;
-  if (on_device) {
+  if (mixed) {
+    MixedAdamParams mp;
+    mp.type = slot.type;
+    mp.grad_scale = scale;
+    mp.decay = slot.decay ? decay : 1.0f;
+    mp.rounding.rounding = mixed_->rounding;
+    mp.rounding.seed = StochasticSeed(mixed_->seed, slot.tensor, mixed_->step);
+    if (on_device) {
+      STRATA_RETURN_IF_ERROR(compute_->AdamMixed(
+          adam_, mp, group.data(w), group.data(m), group.data(v), group.half(g),
+          group.half(w16), n));
+    } else {
+      AdamMixedUpdateCpu(adam_, mp, group.data(w), group.data(m), group.data(v),
+                         group.half(g), group.half(w16), n);
+    }
+  } else if (on_device) {
     if (slot.decay) {
       STRATA_RETURN_IF_ERROR(compute_->Scale(group.data(w), decay, n));
     }
-    if (coef != 1.0f) {
-      STRATA_RETURN_IF_ERROR(compute_->Scale(group.data(g), coef, n));
+    if (scale != 1.0f) {
+      STRATA_RETURN_IF_ERROR(compute_->Scale(group.data(g), scale, n));
     }
     STRATA_RETURN_IF_ERROR(compute_->Adam(adam_, group.data(w), group.data(m),
                                           group.data(v), group.data(g), n));
   } else {
     if (slot.decay) ScaleCpu(group.data(w), decay, n);
-    if (coef != 1.0f) ScaleCpu(group.data(g), coef, n);
+    if (scale != 1.0f) ScaleCpu(group.data(g), scale, n);
     AdamUpdateCpu(adam_, group.data(w), group.data(m), group.data(v),
                   group.data(g), n);
   }
@@ -198,6 +277,7 @@ absl::Status ClippedAdamW::RestoreGroup(const ParamGroup& group) {
     const int w = lg.Add(s.w, Access::kOverwrite);
     const int m = lg.Add(s.m, Access::kOverwrite);
     const int v = lg.Add(s.v, Access::kOverwrite);
+    const int w16 = s.mixed() ? lg.Add(s.w16, Access::kOverwrite) : -1;
     STRATA_RETURN_IF_ERROR(lg.Acquire());
     const int64_t n = static_cast<int64_t>(s.bytes / kF);
     const float* src = lg.data(b) + offset / kF;
@@ -205,9 +285,14 @@ absl::Status ClippedAdamW::RestoreGroup(const ParamGroup& group) {
     STRATA_RETURN_IF_ERROR(CopyOnTier(src, lg.data(w), n));
     STRATA_RETURN_IF_ERROR(CopyOnTier(src + n, lg.data(m), n));
     STRATA_RETURN_IF_ERROR(CopyOnTier(src + 2 * n, lg.data(v), n));
+    // A widened 16-bit value rounds back to itself.
+    if (s.mixed()) {
+      STRATA_RETURN_IF_ERROR(
+          NarrowOnTier(s.type, src + 3 * n, lg.half(w16), n));
+    }
     stats_.optimizer_seconds += Since(start);
     STRATA_RETURN_IF_ERROR(lg.Release());
-    offset += 3 * s.bytes;
+    offset += (s.mixed() ? 4 : 3) * s.bytes;
   }
   return store_->Discard(group.backup);
 }
@@ -218,9 +303,24 @@ absl::Status ClippedAdamW::CopyOnTier(const float* src, float* dst, int64_t n) {
   return absl::OkStatus();
 }
 
+absl::Status ClippedAdamW::WidenOnTier(Precision type, const uint16_t* src,
+                                       float* dst, int64_t n) {
+  if (tier_ == Tier::kDevice) return compute_->CastToFloat(type, src, dst, n);
+  CastToFloatCpu(type, src, dst, n);
+  return absl::OkStatus();
+}
+
+absl::Status ClippedAdamW::NarrowOnTier(Precision type, const float* src,
+                                        uint16_t* dst, int64_t n) {
+  if (tier_ == Tier::kDevice)
+    return compute_->CastToHalf(type, {}, src, dst, n);
+  CastToHalfCpu(type, {}, src, dst, n);
+  return absl::OkStatus();
+}
+
 absl::Status ClippedAdamW::DiscardGradients(const ParamGroup& group) {
   for (const ParamSlot& s : group.params) {
-    STRATA_RETURN_IF_ERROR(store_->Discard(s.g));
+    STRATA_RETURN_IF_ERROR(store_->Discard(s.mixed() ? s.g16 : s.g));
   }
   return absl::OkStatus();
 }

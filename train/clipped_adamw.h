@@ -33,6 +33,17 @@
 // the groups complete), so a run with the optimizer on the host and one with
 // it on the device clip at the same bits.
 //
+// Mixed precision (ParamSlot::mixed slots): a group's fp32 gradient sums are
+// cast to its 16-bit gradients on the device as the group completes (the
+// overflow check of fp16's loss scale, counted in the same pass,
+// Micikevicius et al. 2018), the sums discarded, and the update is the fused
+// pass (AdamMixedUpdateCpu: unscale, clip and decay folded in) that writes
+// the fp32 master weight and the 16-bit copy. A gradient that is not finite
+// anywhere in the step skips it: later groups are not updated, and EndStep
+// restores the speculated ones, so mixed steps always speculate (backups),
+// clipping or not. A mixed slot's backup holds its 16-bit copy widened, so
+// restoring it is exact.
+//
 // AdamW (Loshchilov & Hutter, 2019): decay is decoupled from the gradient,
 // w *= 1 - lr * weight_decay before the Adam update, on parameters marked
 // `decay` (the 2-D weights) only — PyTorch's AdamW, in the same order.
@@ -47,24 +58,45 @@
 #include "absl/status/statusor.h"
 #include "strata/store.h"
 #include "train/compute.h"
+#include "train/precision.h"
 
 namespace strata::train {
 
-// One parameter: its weights, gradient and two Adam moments (equal sizes).
+// One parameter: its weights, gradient and two Adam moments (equal sizes,
+// fp32). A mixed slot (type bf16 or fp16) also has 16-bit copies: w16, what
+// the passes read (the parameter), and g16, what the optimizer reads; its w
+// is then the fp32 master weight and g the fp32 gradient sum, which lives
+// on the device only until GroupComplete casts it.
 struct ParamSlot {
   TensorId w, g, m, v;
-  bool decay = false;  // AdamW's weight decay applies (2-D weights)
-  uint64_t bytes = 0;  // of w
+  TensorId w16, g16;                  // mixed slots only
+  Precision type = Precision::kFp32;  // of w16 and g16
+  bool decay = false;                 // AdamW's weight decay (2-D weights)
+  uint64_t bytes = 0;                 // of w
+  uint64_t tensor = 0;  // stochastic rounding's stream (StochasticSeed)
+  bool mixed() const { return type != Precision::kFp32; }
 };
 
 // Parameters whose gradients complete together (a transformer block), and
 // the tensor that holds a copy of their weights and moments while a
-// speculative update is unconfirmed: for each slot in order, w | m | v (the
-// group passed to EndStep needs none).
+// speculative update is unconfirmed: for each slot in order, w | m | v
+// (| widened w16 for a mixed slot), fp32 (the group passed to EndStep needs
+// none).
 struct ParamGroup {
   std::vector<ParamSlot> params;
   TensorId backup;
-  uint64_t backup_bytes() const;  // 3 x the parameters' bytes
+  uint64_t backup_bytes() const;  // 3 (mixed: 4) x the parameters' bytes
+};
+
+// A step's mixed-precision settings (ParamSlot::mixed slots).
+struct MixedStep {
+  // Gradients arrive multiplied by the loss scale: 1 / it. Default: 1.
+  float grad_scale = 1.0f;
+  // Of the 16-bit weight copies; a stochastic seed is drawn per slot and
+  // step, StochasticSeed(seed, slot.tensor, step).
+  Rounding rounding = Rounding::kNearestEven;
+  uint64_t seed = 0;
+  int64_t step = 0;
 };
 
 struct ClipOptions {
@@ -96,8 +128,10 @@ class ClippedAdamW {
   // Starts a step with Adam's parameters for it. `known_coefficient` is set
   // for the re-run of a step that clipped: every group is then updated at
   // once with gradients scaled by it, without backups.
+  // `mixed` for a model with mixed slots (set: they speculate and may skip).
   void BeginStep(const AdamParams& adam,
-                 std::optional<float> known_coefficient = std::nullopt);
+                 std::optional<float> known_coefficient = std::nullopt,
+                 std::optional<MixedStep> mixed = std::nullopt);
 
   // `group`'s gradients are complete (on the device tier or below): adds
   // their squares to the step's norm, then updates the group (speculatively,
@@ -109,12 +143,17 @@ class ClippedAdamW {
   // Ends the step with `last`, the group whose gradients complete last (the
   // embeddings): with the norm then known it is updated without a backup.
   // Returns the clip coefficient the caller must re-run the step with (the
-  // updated groups were restored), or nullopt when the step is done.
+  // updated groups were restored), or nullopt when the step is done: updated,
+  // or, in a mixed step that saw a non-finite gradient, skipped (every
+  // group as it was; step_nonfinite() > 0).
   // Errors: the store's; after one the parameters may be partly updated:
   // stop training.
   absl::StatusOr<std::optional<float>> EndStep(const ParamGroup& last);
 
   const ClipStats& stats() const { return stats_; }
+  // Non-finite gradient elements the current (or last) mixed step saw (a
+  // non-finite fp32 slot's sum counts 1).
+  int64_t step_nonfinite() const { return nonfinite_; }
 
   // What decides the next steps besides the tensors, for a checkpoint: the
   // clean steps since the last clip (deferred or speculative updates) and
@@ -131,7 +170,13 @@ class ClippedAdamW {
   }
 
  private:
-  absl::StatusOr<double> GroupSumOfSquares(const ParamGroup& group);
+  // Casts the group's mixed slots' gradient sums to 16 bits (counting the
+  // non-finite ones) and discards the sums; with `want_sum`, returns the sum
+  // of the squares of every slot's (scaled) fp32 gradient, else 0.
+  absl::StatusOr<double> PrepareGroup(const ParamGroup& group, bool want_sum);
+  // The global norm so far, unscaled.
+  double Norm() const;
+  bool overflow() const { return nonfinite_ > 0; }
   // Backs up (when `backup`) and updates one slot with coefficient `coef`.
   absl::Status UpdateSlot(const ParamSlot& slot, TensorId backup_id,
                           uint64_t backup_offset, bool backup, float coef);
@@ -139,6 +184,11 @@ class ClippedAdamW {
   absl::Status RestoreGroup(const ParamGroup& group);
   // dst = src on the optimizer tier (n floats).
   absl::Status CopyOnTier(const float* src, float* dst, int64_t n);
+  // dst = src widened / rounded to nearest on the optimizer tier.
+  absl::Status WidenOnTier(Precision type, const uint16_t* src, float* dst,
+                           int64_t n);
+  absl::Status NarrowOnTier(Precision type, const float* src, uint16_t* dst,
+                            int64_t n);
   absl::Status DiscardGradients(const ParamGroup& group);
 
   Store* const store_;
@@ -148,7 +198,9 @@ class ClippedAdamW {
   const std::vector<TensorId>* const retry_evictions_;
   AdamParams adam_;
   std::optional<float> known_coefficient_;
+  std::optional<MixedStep> mixed_;
   double sum_squares_ = 0;
+  int64_t nonfinite_ = 0;                      // this step's, mixed steps only
   std::vector<const ParamGroup*> speculated_;  // updated with backups
   std::vector<const ParamGroup*> deferred_;    // waiting for the norm
   bool defer_ = false;                         // this step is deferred

@@ -284,7 +284,8 @@ class Compute {
   // r(x) = x rounded to nearest even in `type`; the products of the 16-bit
   // values are summed in fp32 (cuBLAS GemmEx with CUBLAS_COMPUTE_32F; on
   // the CPU, slices of the operands widened into bounded scratch for
-  // sgemm, never a whole-tensor fp32 copy). x and y are fp32.
+  // sgemm, never a whole-tensor fp32 copy). x and y are fp32. bias may be
+  // null: no bias (the GPT's tied classifier).
   virtual absl::Status LinearForward16(Precision type, const float* x,
                                        const uint16_t* w, const uint16_t* bias,
                                        float* y, int64_t batch, int64_t in,
@@ -295,11 +296,21 @@ class Compute {
   //   order),  dx[batch x in] = r(dy) w  (skipped when dx is null).
   // accumulate: dw += and db += (micro-batches of one step; the caller
   // zeroes them first); else they are overwritten (may hold garbage).
+  // db may be null: no bias.
   virtual absl::Status LinearBackward16(Precision type, const float* x,
                                         const uint16_t* w, const float* dy,
                                         float* dw, float* db, float* dx,
                                         int64_t batch, int64_t in, int64_t out,
                                         bool accumulate) = 0;
+
+  // EmbeddingForward with 16-bit tables: out[b, t, :] = widen(wte[token]) +
+  // widen(wpe[t]) in fp32, the bits EmbeddingForward gives on the widened
+  // tables.
+  virtual absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
+                                          const uint16_t* wte,
+                                          const uint16_t* wpe, float* out,
+                                          int64_t B, int64_t T, int64_t C,
+                                          int64_t V) = 0;
 
   // AdamMixedUpdateCpu's fused pass on this compute's memory (the device
   // optimizer's, bit for bit the host's); the non-finite gradients it sees

@@ -243,6 +243,12 @@ class CpuCompute final : public Compute {
                                 int64_t T, int64_t C, int64_t V) override {
     return EmbeddingForwardCpu(tokens, wte, wpe, out, B, T, C, V);
   }
+  absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
+                                  const uint16_t* wte, const uint16_t* wpe,
+                                  float* out, int64_t B, int64_t T, int64_t C,
+                                  int64_t V) override {
+    return EmbeddingForward16Cpu(type, tokens, wte, wpe, out, B, T, C, V);
+  }
   absl::Status EmbeddingBackward(const int32_t* tokens, const float* dout,
                                  float* dwte, float* dwpe, int64_t B, int64_t T,
                                  int64_t C, int64_t V) override {

@@ -141,12 +141,14 @@ absl::Status Linear16ForwardCpu(Precision type, const float* x,
   STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, 0, "LinearForward16"));
   STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
   static const VectorPath path = ChosenVectorPath();
-  for (int64_t i = 0; i < batch; ++i) {
-    CastToFloatRange(path, type, bias, y + i * out, out);
+  if (bias != nullptr) {
+    for (int64_t i = 0; i < batch; ++i) {
+      CastToFloatRange(path, type, bias, y + i * out, out);
+    }
   }
-  // y[batch x out] += r(x)[batch x in] w[out x in]^T.
+  // y[batch x out] (+)= r(x)[batch x in] w[out x in]^T.
   TiledGemm(type, false, true, batch, out, in, Operand{x, nullptr, in},
-            Operand{nullptr, w, in}, y, out, /*accumulate=*/true);
+            Operand{nullptr, w, in}, y, out, /*accumulate=*/bias != nullptr);
   return absl::OkStatus();
 }
 
@@ -156,7 +158,7 @@ absl::Status Linear16BackwardCpu(Precision type, const float* x,
                                  int64_t in, int64_t out, bool accumulate) {
   STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, 0, "LinearBackward16"));
   STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
-  ColumnSums(dy, db, batch, out, accumulate);
+  if (db != nullptr) ColumnSums(dy, db, batch, out, accumulate);
   // dw[out x in] (+)= r(dy)^T r(x): dy is stored [batch x out].
   TiledGemm(type, true, false, out, in, batch, Operand{dy, nullptr, out},
             Operand{x, nullptr, in}, dw, in, accumulate);

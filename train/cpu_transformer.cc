@@ -24,6 +24,8 @@
 #include "strata/status.h"
 #include "train/compute.h"
 #include "train/cpu_reduce.h"
+#include "train/half_cast.h"
+#include "train/vector_path.h"
 
 namespace strata::train {
 namespace {
@@ -226,6 +228,28 @@ absl::Status EmbeddingForwardCpu(const int32_t* tokens, const float* wte,
                        for (int64_t i = 0; i < C; ++i) o[i] = e[i] + p[i];
                      }
                    });
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingForward16Cpu(Precision type, const int32_t* tokens,
+                                   const uint16_t* wte, const uint16_t* wpe,
+                                   float* out, int64_t B, int64_t T, int64_t C,
+                                   int64_t V, HostPool& pool) {
+  STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, 0, "EmbeddingForward16"));
+  STRATA_RETURN_IF_ERROR(CheckEmbeddingDims("EmbeddingForward16", B, T, C));
+  STRATA_RETURN_IF_ERROR(
+      CheckTokens("EmbeddingForward16", "token", tokens, B * T, V));
+  static const VectorPath path = ChosenVectorPath();
+  pool.ParallelFor(
+      B * T, MinItemsPerThread(2 * C), 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> p(C);
+        for (int64_t r = begin; r < end; ++r) {
+          float* o = out + r * C;
+          CastToFloatRange(path, type, wte + tokens[r] * C, o, C);
+          CastToFloatRange(path, type, wpe + (r % T) * C, p.data(), C);
+          for (int64_t i = 0; i < C; ++i) o[i] += p[i];
+        }
+      });
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "train/host_pool.h"
+#include "train/precision.h"
 
 namespace strata::train {
 
@@ -60,6 +61,14 @@ absl::Status LayerNormForwardCpu(const float* x, const float* weight,
                                  const float* bias, float* out, float* mean,
                                  float* rstd, int64_t N, int64_t C,
                                  HostPool& pool = HostPool::Shared());
+
+// Compute::EmbeddingForward16, with EmbeddingForwardCpu's errors (and
+// InvalidArgument for a `type` other than kBf16 or kFp16).
+absl::Status EmbeddingForward16Cpu(Precision type, const int32_t* tokens,
+                                   const uint16_t* wte, const uint16_t* wpe,
+                                   float* out, int64_t B, int64_t T, int64_t C,
+                                   int64_t V,
+                                   HostPool& pool = HostPool::Shared());
 
 // Compute::LayerNormBackward, as llm.c's layernorm_backward: with
 // norm = (x - mean) rstd and dnorm = dout * weight,

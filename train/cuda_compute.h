@@ -112,6 +112,10 @@ class CudaCompute final : public Compute {
   absl::Status CastToFloat(Precision type, const uint16_t* src, float* dst,
                            int64_t n) override;
   absl::StatusOr<int64_t> TakeNonFinite() override;
+  absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
+                                  const uint16_t* wte, const uint16_t* wpe,
+                                  float* out, int64_t B, int64_t T, int64_t C,
+                                  int64_t V) override;
   absl::Status LinearForward16(Precision type, const float* x,
                                const uint16_t* w, const uint16_t* bias,
                                float* y, int64_t batch, int64_t in,

@@ -80,6 +80,22 @@ __global__ void BroadcastRows16Kernel(const uint16_t* bias, float* y,
   }
 }
 
+template <bool kFp16>
+__global__ void EmbeddingForward16Kernel(const int32_t* tokens,
+                                         const uint16_t* wte,
+                                         const uint16_t* wpe, float* out,
+                                         int64_t T, int64_t C, int64_t V,
+                                         int64_t n) {
+  for (int64_t i = GridIndex(); i < n; i += GridStride()) {
+    const int64_t row = i / C, c = i % C;
+    const int32_t token = tokens[row];
+    out[i] = token >= 0 && token < V
+                 ? __fadd_rn(Widen<kFp16>(wte[token * C + c]),
+                             Widen<kFp16>(wpe[(row % T) * C + c]))
+                 : NAN;
+  }
+}
+
 __global__ void ColumnSumsIntoKernel(const float* dy, float* db, int64_t rows,
                                      int64_t cols, bool accumulate) {
   for (int64_t j = GridIndex(); j < cols; j += GridStride()) {
@@ -153,6 +169,18 @@ absl::Status BroadcastRows16(Precision type, const uint16_t* bias, float* y,
   kernel<<<Blocks(rows * cols), kBlockThreads, 0, stream>>>(bias, y, rows,
                                                             cols);
   return CudaLaunchStatus("BroadcastRows16Kernel");
+}
+
+absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
+                                const uint16_t* wte, const uint16_t* wpe,
+                                float* out, int64_t B, int64_t T, int64_t C,
+                                int64_t V, cudaStream_t stream) {
+  const int64_t n = B * T * C;
+  auto kernel = type == Precision::kFp16 ? EmbeddingForward16Kernel<true>
+                                         : EmbeddingForward16Kernel<false>;
+  kernel<<<Blocks(n), kBlockThreads, 0, stream>>>(tokens, wte, wpe, out, T, C,
+                                                  V, n);
+  return CudaLaunchStatus("EmbeddingForward16Kernel");
 }
 
 absl::Status ColumnSumsInto(const float* dy, float* db, int64_t rows,

@@ -39,6 +39,13 @@ absl::Status CastToFloat(Precision type, const uint16_t* src, float* dst,
 absl::Status BroadcastRows16(Precision type, const uint16_t* bias, float* y,
                              int64_t rows, int64_t cols, cudaStream_t stream);
 
+// out[r][c] = widen(wte[tokens[r]][c]) + widen(wpe[r % T][c]) for B x T
+// rows of C; NaN for a token outside [0, V).
+absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
+                                const uint16_t* wte, const uint16_t* wpe,
+                                float* out, int64_t B, int64_t T, int64_t C,
+                                int64_t V, cudaStream_t stream);
+
 // db[j] (= or +=) dy[0][j] + dy[1][j] + ... in row order, as on the CPU.
 absl::Status ColumnSumsInto(const float* dy, float* db, int64_t rows,
                             int64_t cols, bool accumulate, cudaStream_t stream);

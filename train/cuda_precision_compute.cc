@@ -109,12 +109,14 @@ absl::Status CudaCompute::LinearForward16(Precision type, const float* x,
   STRATA_RETURN_IF_ERROR(EnsureScratch(AlignUp(2 * batch * in) + 256));
   STRATA_ASSIGN_OR_RETURN(uint16_t * x16,
                           RoundIntoScratch(type, x, batch * in, 0));
-  STRATA_RETURN_IF_ERROR(
-      kernels::BroadcastRows16(type, bias, y, batch, out, stream_));
-  // y^T[out x batch] = w[out x in] x^T[in x batch] + y^T.
+  if (bias != nullptr) {
+    STRATA_RETURN_IF_ERROR(
+        kernels::BroadcastRows16(type, bias, y, batch, out, stream_));
+  }
+  // y^T[out x batch] = w[out x in] x^T[in x batch] (+ y^T, the bias).
   return ColumnMajorGemm16(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in,
-                           CudaType(type), w, in, x16, in, /*beta=*/1.0f, y,
-                           out);
+                           CudaType(type), w, in, x16, in,
+                           /*beta=*/bias != nullptr ? 1.0f : 0.0f, y, out);
 }
 
 absl::Status CudaCompute::LinearBackward16(Precision type, const float* x,
@@ -125,7 +127,7 @@ absl::Status CudaCompute::LinearBackward16(Precision type, const float* x,
   STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, 0, "LinearBackward16"));
   STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
   STRATA_RETURN_IF_ERROR(SetDevice());
-  if (out > 0) {
+  if (out > 0 && db != nullptr) {
     STRATA_RETURN_IF_ERROR(
         kernels::ColumnSumsInto(dy, db, batch, out, accumulate, stream_));
   }
@@ -145,6 +147,19 @@ absl::Status CudaCompute::LinearBackward16(Precision type, const float* x,
   // dx^T[in x batch] = w^T[in x out] dy^T[out x batch].
   return ColumnMajorGemm16(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, t, w, in,
                            dy16, out, /*beta=*/0.0f, dx, in);
+}
+
+absl::Status CudaCompute::EmbeddingForward16(Precision type,
+                                             const int32_t* tokens,
+                                             const uint16_t* wte,
+                                             const uint16_t* wpe, float* out,
+                                             int64_t B, int64_t T, int64_t C,
+                                             int64_t V) {
+  STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, B * T * C, "EmbeddingForward16"));
+  if (B * T * C == 0) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  return kernels::EmbeddingForward16(type, tokens, wte, wpe, out, B, T, C, V,
+                                     stream_);
 }
 
 absl::Status CudaCompute::AdamMixed(const AdamParams& p,

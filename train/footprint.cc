@@ -56,11 +56,7 @@ absl::Status CheckConfig(const ModelConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
   }
-  if (c.precision == Precision::kFp32 && c.rounding != Rounding::kNearestEven) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--rounding=%s rounds to 16 bits: it needs --precision=bf16 or fp16",
-        RoundingName(c.rounding)));
-  }
+  STRATA_RETURN_IF_ERROR(CheckRoundingNeedsHalf(c.precision, c.rounding));
   if (c.optimizer_tier == Tier::kNvme) {
     return absl::InvalidArgumentError(
         "the optimizer runs on the host or the device tier, not on NVMe");

@@ -18,6 +18,17 @@
 // its end (classifier), and updated last. Activations are discarded after
 // their last use. Attention keeps no T x T matrix (Compute::AttentionForward).
 //
+// Mixed precision (config.precision bf16/fp16): the linear layers' weights
+// and biases and both embeddings are 16-bit store tensors and so are their
+// gradients; matmuls take 16-bit operands and sum in fp32
+// (Compute::LinearForward16), the classifier too (through the 16-bit wte);
+// LayerNorm, attention, softmax and the losses stay fp32. Backward sums each
+// gradient in fp32 on the device and ClippedAdamW casts it to 16 bits as its
+// group completes (clipped_adamw.h); the host keeps fp32 master weights and
+// moments and writes the 16-bit copies. fp16 multiplies the loss gradient by
+// a DynamicLossScale; a step with a non-finite gradient is skipped (the
+// scale halved for fp16) and Adam's t does not advance.
+//
 // The math never depends on where a tensor was: a run with tiny budgets gives
 // the same losses, bit for bit, as one where everything stays resident.
 #ifndef STRATA_TRAIN_GPT_H_
@@ -26,6 +37,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +49,7 @@
 #include "train/compute.h"
 #include "train/gpt_config.h"
 #include "train/lease_group.h"
+#include "train/loss_scale.h"
 
 namespace strata::train {
 
@@ -76,11 +89,19 @@ class Gpt {
   // its two AdamW moments (gradients, rollback backups and activations are
   // dead between steps).
   std::vector<TensorId> StateTensors() const;
+  // What decides the next steps besides the tensors and the optimizer's
+  // snapshot, for a checkpoint.
+  struct Snapshot {
+    int64_t steps = 0;          // Adam steps done (bias corrections)
+    int64_t skipped_steps = 0;  // mixed precision's, non-finite gradients
+    double rollback_seconds = 0;
+    DynamicLossScale::State loss_scale;  // fp16 only
+  };
   // Sets the step counters when resuming from a checkpoint whose tensors
-  // were restored into this model: the steps done (bias corrections), the
-  // optimizer's clipping state, and the rollback time so far (reports).
-  void RestoreState(int64_t steps, const ClippedAdamW::Snapshot& optimizer,
-                    double rollback_seconds);
+  // were restored into this model. InvalidArgument (nothing changed) for a
+  // loss-scale state DynamicLossScale::Restore refuses.
+  absl::Status RestoreState(const Snapshot& snapshot,
+                            const ClippedAdamW::Snapshot& optimizer);
   ClippedAdamW::Snapshot optimizer_snapshot() const {
     return optimizer_.snapshot();
   }
@@ -89,6 +110,12 @@ class Gpt {
   const GptConfig& config() const { return config_; }
   const ModelFootprint& footprint() const { return footprint_; }
   int64_t steps() const { return steps_; }
+  // Mixed precision: steps skipped for a non-finite gradient, and fp16's
+  // loss scale (null otherwise).
+  int64_t skipped_steps() const { return skipped_steps_; }
+  const DynamicLossScale* loss_scale() const {
+    return loss_scale_ ? &*loss_scale_ : nullptr;
+  }
   const ClipStats& clip_stats() const { return optimizer_.stats(); }
   double rollback_seconds() const { return rollback_seconds_; }
   // Host seconds spent rerunning blocks' forward passes in backward
@@ -163,8 +190,10 @@ class Gpt {
   absl::StatusOr<TensorId> CreateTensor(const std::string& name,
                                         TensorKind kind, DType dtype,
                                         std::vector<int64_t> shape);
+  // `half`: 16-bit under mixed precision (all but the LayerNorms).
   absl::StatusOr<ParamSlot> CreateParam(const std::string& name,
-                                        std::vector<int64_t> shape, bool decay);
+                                        std::vector<int64_t> shape, bool decay,
+                                        bool half = true);
   absl::StatusOr<TensorId> CreateBackup(const std::string& prefix,
                                         const ParamGroup& group);
   absl::StatusOr<Block> CreateBlock(int l);
@@ -173,7 +202,16 @@ class Gpt {
                          uint64_t stream);
 
   // The passes (gpt_step.cc), over rows_ token rows.
+  bool mixed() const { return config_.precision != Precision::kFp32; }
   LeaseGroup DeviceGroup();
+  // Adds what the passes read of `s` to `g`: its 16-bit copy when mixed.
+  static int AddWeight(LeaseGroup& g, const ParamSlot& s);
+  // LinearForward or LinearForward16 on g's members (w, b from AddWeight).
+  absl::Status Linear(const LeaseGroup& g, int x, int w, int b, int y,
+                      int64_t in, int64_t out);
+  // LinearBackward(16) without accumulation: dw, db overwritten.
+  absl::Status LinearGrad(const LeaseGroup& g, int x, int w, int dy, int dw,
+                          int db, int dx, int64_t in, int64_t out);
   absl::Status Upload(const int32_t* inputs, const int32_t* targets,
                       int64_t sequences);
   absl::Status Embed();
@@ -203,6 +241,10 @@ class Gpt {
                                          const int32_t* targets,
                                          int64_t sequences);
   AdamParams StepAdamParams() const;
+  std::optional<MixedStep> StepMixed() const;
+  // After a mixed step's EndStep: whether its update stood (the loss scale
+  // updated, a skip counted).
+  bool MixedStepApplied();
 
   Store* const store_;
   Compute* const compute_;
@@ -216,6 +258,8 @@ class Gpt {
   ClippedAdamW optimizer_;
   int64_t rows_ = 0;  // token rows of the current pass
   int64_t steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  std::optional<DynamicLossScale> loss_scale_;  // fp16 only
   double rollback_seconds_ = 0;
   double recompute_seconds_ = 0;
   ActivationMeter activations_;

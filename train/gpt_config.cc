@@ -31,6 +31,14 @@ uint64_t Leased(std::initializer_list<uint64_t> elements, uint64_t granule) {
 // One block's parameters: 2 LayerNorms, QKV, projection, MLP.
 int64_t BlockParameters(int64_t C) { return 12 * C * C + 13 * C; }
 
+// Floats of one block's rollback backup: w | m | v per parameter, and the
+// widened 16-bit copy of each mixed one (all but the LayerNorms' 4C).
+uint64_t BlockBackupFloats(const GptConfig& c) {
+  const uint64_t P = BlockParameters(c.embed);
+  const bool mixed = c.precision != Precision::kFp32;
+  return 3 * P + (mixed ? P - 4 * c.embed : 0);
+}
+
 absl::Status CheckGptConfig(const GptConfig& c) {
   auto bad = [](const char* flag, int64_t v) {
     return absl::InvalidArgumentError(
@@ -65,6 +73,7 @@ absl::Status CheckGptConfig(const GptConfig& c) {
         absl::StrFormat("--lr=%g: must be a positive number", c.adam.lr));
   }
   STRATA_RETURN_IF_ERROR(CheckCheckpointingHome(c.checkpoint, c.home));
+  STRATA_RETURN_IF_ERROR(CheckRoundingNeedsHalf(c.precision, c.rounding));
   if (!(c.grad_clip >= 0) || !std::isfinite(c.grad_clip)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--grad-clip=%g: must be >= 0 (0 turns clipping off)", c.grad_clip));
@@ -112,7 +121,9 @@ uint64_t OptimizerWorkingSet(const GptConfig& c, uint64_t granule) {
   const uint64_t C = c.embed;
   const uint64_t embeddings =
       Leased({c.vocab * C, c.vocab * C, c.vocab * C, c.vocab * C}, granule);
-  const uint64_t backup = c.grad_clip > 0 ? 3 * BlockParameters(C) : 0;
+  // Mixed steps always speculate (a non-finite gradient skips them).
+  const bool speculates = c.grad_clip > 0 || c.precision != Precision::kFp32;
+  const uint64_t backup = speculates ? BlockBackupFloats(c) : 0;
   const uint64_t slot =
       Leased({4 * C * C, 4 * C * C, 4 * C * C, 4 * C * C, backup}, granule);
   return std::max(embeddings, slot);
@@ -152,11 +163,17 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
   ModelFootprint f;
   const uint64_t P = GptParameterCount(c);
   const uint64_t N = c.tokens(), C = c.embed;
-  f.parameter_bytes = P * kF;
-  f.gradient_bytes = P * kF;
-  f.optimizer_bytes = 2 * P * kF;
-  if (c.grad_clip > 0) {
-    f.backup_bytes = (c.layers * 3 * BlockParameters(C) + 3 * 2 * C) * kF;
+  const bool mixed = c.precision != Precision::kFp32;
+  const bool speculates = c.grad_clip > 0 || mixed;
+  // Mixed: all but the LayerNorms are 16-bit (2 B) with an fp32 gradient
+  // sum (4 B, device only while backward runs) and master weight (4 B).
+  const uint64_t norms = 4 * C * c.layers + 2 * C;
+  const uint64_t half = mixed ? P - norms : 0;
+  f.parameter_bytes = (P - half) * kF + half * 2;
+  f.gradient_bytes = (P - half) * kF + half * (kF + 2);
+  f.optimizer_bytes = (2 * P + half) * kF;
+  if (speculates) {
+    f.backup_bytes = (c.layers * BlockBackupFloats(c) + 3 * 2 * C) * kF;
   }
   const uint64_t per_block = 16 * N * C + 4 * N + c.batch * c.heads * c.context;
   f.activation_bytes = (c.layers * per_block + 2 * N * C + 2 * N + 2 * N +
@@ -168,7 +185,7 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
                                : kHostAllocationGranuleBytes;
   f.optimizer_working_set_bytes = OptimizerWorkingSet(c, granule);
   const uint64_t V = c.vocab, S = c.classifier_rows;
-  const uint64_t backup = c.grad_clip > 0 ? 3 * BlockParameters(C) : 0;
+  const uint64_t backup = speculates ? BlockBackupFloats(c) : 0;
   f.largest_tensor_bytes = std::max({V * C, 4 * N * C, S * V, backup}) * kF;
   // Backups stay on the optimizer's tier.
   f.largest_device_tensor_bytes =

@@ -12,6 +12,8 @@
 #include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint
+#include "train/loss_scale.h"
+#include "train/precision.h"
 
 namespace strata::train {
 
@@ -34,6 +36,14 @@ struct GptConfig {
   // kBlock: each block keeps only its input (the residual stream) and
   // backward reruns the block's forward up to its last projection first.
   ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
+  // bf16/fp16: every linear layer's weight and bias and both embeddings are
+  // 16-bit store tensors (their gradients too), with fp32 master weights
+  // beside the moments; the LayerNorms stay fp32 (2C values each, and
+  // normalisation wants the range, as in every mixed-precision recipe).
+  Precision precision = Precision::kFp32;
+  // How the optimizer rounds master weights into the 16-bit copies.
+  Rounding rounding = Rounding::kNearestEven;
+  LossScaleOptions loss_scale;  // fp16's (loss_scale.h); unused otherwise
   int64_t tokens() const { return batch * context; }  // N = B x T
 };
 

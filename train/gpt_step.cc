@@ -35,6 +35,33 @@ LeaseGroup Gpt::DeviceGroup() {
                     &activations_);
 }
 
+int Gpt::AddWeight(LeaseGroup& g, const ParamSlot& s) {
+  return g.Add(s.mixed() ? s.w16 : s.w, kR);
+}
+
+absl::Status Gpt::Linear(const LeaseGroup& g, int x, int w, int b, int y,
+                         int64_t in, int64_t out) {
+  if (!mixed()) {
+    return compute_->LinearForward(g.data(x), g.data(w), g.data(b), g.data(y),
+                                   rows_, in, out);
+  }
+  return compute_->LinearForward16(config_.precision, g.data(x), g.half(w),
+                                   g.half(b), g.data(y), rows_, in, out);
+}
+
+absl::Status Gpt::LinearGrad(const LeaseGroup& g, int x, int w, int dy, int dw,
+                             int db, int dx, int64_t in, int64_t out) {
+  if (!mixed()) {
+    return compute_->LinearBackward(g.data(x), g.data(w), g.data(dy),
+                                    g.data(dw), g.data(db), g.data(dx), rows_,
+                                    in, out, /*accumulate=*/false);
+  }
+  return compute_->LinearBackward16(config_.precision, g.data(x), g.half(w),
+                                    g.data(dy), g.data(dw), g.data(db),
+                                    g.data(dx), rows_, in, out,
+                                    /*accumulate=*/false);
+}
+
 absl::Status Gpt::Drop(TensorId id) {
   activations_.Dropped(id);
   return store_->Discard(id);
@@ -69,12 +96,17 @@ absl::Status Gpt::Embed() {
   const ParamSlot& wte = g_.embeddings.params[0];
   const ParamSlot& wpe = g_.embeddings.params[1];
   LeaseGroup g = DeviceGroup();
-  const int tok = g.Add(s_.tokens, kR), te = g.Add(wte.w, kR),
-            pe = g.Add(wpe.w, kR), x = g.Add(blocks_.front().x, kO);
+  const int tok = g.Add(s_.tokens, kR), te = AddWeight(g, wte),
+            pe = AddWeight(g, wpe), x = g.Add(blocks_.front().x, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  STRATA_RETURN_IF_ERROR(compute_->EmbeddingForward(
-      Ints(g, tok), g.data(te), g.data(pe), g.data(x), rows_ / config_.context,
-      config_.context, config_.embed, config_.vocab));
+  const int64_t B = rows_ / config_.context;
+  const int64_t T = config_.context, C = config_.embed, V = config_.vocab;
+  STRATA_RETURN_IF_ERROR(
+      mixed() ? compute_->EmbeddingForward16(config_.precision, Ints(g, tok),
+                                             g.half(te), g.half(pe), g.data(x),
+                                             B, T, C, V)
+              : compute_->EmbeddingForward(Ints(g, tok), g.data(te), g.data(pe),
+                                           g.data(x), B, T, C, V));
   return g.Release();
 }
 
@@ -84,12 +116,11 @@ absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
   STRATA_RETURN_IF_ERROR(BlockForwardSaved(b));
   // The MLP's projection and the second residual add.
   LeaseGroup g = DeviceGroup();
-  const int gelu = g.Add(b.gelu, kR), w = g.Add(b.p(B::kFcProjW).w, kR),
-            bias = g.Add(b.p(B::kFcProjB).w, kR), mid = g.Add(b.mid, kR),
+  const int gelu = g.Add(b.gelu, kR), w = AddWeight(g, b.p(B::kFcProjW)),
+            bias = AddWeight(g, b.p(B::kFcProjB)), mid = g.Add(b.mid, kR),
             y = g.Add(out, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-      g.data(gelu), g.data(w), g.data(bias), g.data(y), N, 4 * C, C));
+  STRATA_RETURN_IF_ERROR(Linear(g, gelu, w, bias, y, 4 * C, C));
   STRATA_RETURN_IF_ERROR(
       compute_->Add(g.data(y), g.data(mid), g.data(y), N * C));
   return g.Release();
@@ -118,28 +149,26 @@ absl::Status Gpt::BlockForwardSaved(const Block& b) {
     LeaseGroup g = DeviceGroup();
     const int x = g.Add(b.x, kR), w = g.Add(b.p(B::kLn1W).w, kR),
               bias = g.Add(b.p(B::kLn1B).w, kR), ln = g.Add(b.ln1, kO),
-              st = g.Add(b.ln1_stats, kO), qw = g.Add(b.p(B::kQkvW).w, kR),
-              qb = g.Add(b.p(B::kQkvB).w, kR), qkv = g.Add(b.qkv, kO);
+              st = g.Add(b.ln1_stats, kO), qw = AddWeight(g, b.p(B::kQkvW)),
+              qb = AddWeight(g, b.p(B::kQkvB)), qkv = g.Add(b.qkv, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
         g.data(x), g.data(w), g.data(bias), g.data(ln), g.data(st),
         g.data(st) + N, N, C));
-    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-        g.data(ln), g.data(qw), g.data(qb), g.data(qkv), N, C, 3 * C));
+    STRATA_RETURN_IF_ERROR(Linear(g, ln, qw, qb, qkv, C, 3 * C));
     STRATA_RETURN_IF_ERROR(g.Release());
   }
   {  // Attention, its projection and the residual add.
     LeaseGroup g = DeviceGroup();
     const int qkv = g.Add(b.qkv, kR), att = g.Add(b.att, kO),
-              lse = g.Add(b.lse, kO), pw = g.Add(b.p(B::kProjW).w, kR),
-              pb = g.Add(b.p(B::kProjB).w, kR), x = g.Add(b.x, kR),
+              lse = g.Add(b.lse, kO), pw = AddWeight(g, b.p(B::kProjW)),
+              pb = AddWeight(g, b.p(B::kProjB)), x = g.Add(b.x, kR),
               mid = g.Add(b.mid, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->AttentionForward(
         g.data(qkv), g.data(att), g.data(lse), N / config_.context,
         config_.context, C, config_.heads));
-    STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-        g.data(att), g.data(pw), g.data(pb), g.data(mid), N, C, C));
+    STRATA_RETURN_IF_ERROR(Linear(g, att, pw, pb, mid, C, C));
     STRATA_RETURN_IF_ERROR(
         compute_->Add(g.data(mid), g.data(x), g.data(mid), N * C));
     STRATA_RETURN_IF_ERROR(g.Release());
@@ -148,15 +177,14 @@ absl::Status Gpt::BlockForwardSaved(const Block& b) {
   LeaseGroup g = DeviceGroup();
   const int mid = g.Add(b.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
             bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(b.ln2, kO),
-            st = g.Add(b.ln2_stats, kO), fw = g.Add(b.p(B::kFcW).w, kR),
-            fb = g.Add(b.p(B::kFcB).w, kR), fc = g.Add(b.fc, kO),
+            st = g.Add(b.ln2_stats, kO), fw = AddWeight(g, b.p(B::kFcW)),
+            fb = AddWeight(g, b.p(B::kFcB)), fc = g.Add(b.fc, kO),
             gelu = g.Add(b.gelu, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(
       compute_->LayerNormForward(g.data(mid), g.data(w), g.data(bias),
                                  g.data(ln), g.data(st), g.data(st) + N, N, C));
-  STRATA_RETURN_IF_ERROR(compute_->LinearForward(
-      g.data(ln), g.data(fw), g.data(fb), g.data(fc), N, C, 4 * C));
+  STRATA_RETURN_IF_ERROR(Linear(g, ln, fw, fb, fc, C, 4 * C));
   STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
       Activation::kGeluTanh, g.data(fc), g.data(gelu), N * 4 * C));
   return g.Release();
@@ -183,28 +211,42 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int64_t first_row,
   const int64_t S = config_.classifier_rows;
   const ParamSlot& wte = g_.embeddings.params[0];
   LeaseGroup g = DeviceGroup();
-  const int x = g.Add(g_.lnf_out, kR), w = g.Add(wte.w, kR),
+  const int x = g.Add(g_.lnf_out, kR), w = AddWeight(g, wte),
             logits = g.Add(s_.logits, kO), tg = g.Add(s_.targets, kR);
   const int dln = gradient ? g.Add(s_.dln, kO) : -1;
   const int dw = gradient ? g.Add(wte.g, kO) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   double loss = 0;
-  const float scale = 1.0f / static_cast<float>(N);
+  // The mean's gradient, times fp16's loss scale (a power of two: exact).
+  const float scale =
+      (loss_scale_ ? loss_scale_->scale() : 1.0f) / static_cast<float>(N);
+  const Precision type = config_.precision;
   for (int64_t r0 = first_row; r0 < first_row + rows; r0 += S) {
     const int64_t s = std::min(S, first_row + rows - r0);
     float* z = g.data(logits);
     const float* xs = g.data(x) + r0 * C;
-    STRATA_RETURN_IF_ERROR(
-        compute_->Gemm(false, true, s, V, C, xs, C, g.data(w), C, 0.0f, z, V));
+    if (mixed()) {  // the tied wte as a bias-free 16-bit linear layer
+      STRATA_RETURN_IF_ERROR(
+          compute_->LinearForward16(type, xs, g.half(w), nullptr, z, s, C, V));
+    } else {
+      STRATA_RETURN_IF_ERROR(compute_->Gemm(false, true, s, V, C, xs, C,
+                                            g.data(w), C, 0.0f, z, V));
+    }
     STRATA_ASSIGN_OR_RETURN(
         double part,
         compute_->CrossEntropy(z, Ints(g, tg) + r0, gradient ? z : nullptr, s,
                                V, scale));
     loss += part;
     if (!gradient) continue;
-    STRATA_RETURN_IF_ERROR(compute_->Gemm(false, false, s, C, V, z, V,
-                                          g.data(w), C, 0.0f,
-                                          g.data(dln) + r0 * C, C));
+    float* dx = g.data(dln) + r0 * C;
+    if (mixed()) {
+      STRATA_RETURN_IF_ERROR(compute_->LinearBackward16(
+          type, xs, g.half(w), z, g.data(dw), nullptr, dx, s, C, V,
+          /*accumulate=*/r0 != first_row));
+      continue;
+    }
+    STRATA_RETURN_IF_ERROR(
+        compute_->Gemm(false, false, s, C, V, z, V, g.data(w), C, 0.0f, dx, C));
     STRATA_RETURN_IF_ERROR(compute_->Gemm(true, false, V, C, s, z, V, xs, C,
                                           r0 == first_row ? 0.0f : 1.0f,
                                           g.data(dw), C));
@@ -271,22 +313,19 @@ absl::Status Gpt::BlockBackward(const Block& b) {
   }
   {  // The MLP: projection, GELU, first layer.
     LeaseGroup g = DeviceGroup();
-    const int gelu = g.Add(b.gelu, kR), pw = g.Add(b.p(B::kFcProjW).w, kR),
+    const int gelu = g.Add(b.gelu, kR), pw = AddWeight(g, b.p(B::kFcProjW)),
               dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kFcProjW).g, kO),
               dpb = g.Add(b.p(B::kFcProjB).g, kO), dfc = g.Add(s_.dfc, kO),
               fc = g.Add(b.fc, kR), ln = g.Add(b.ln2, kR),
-              fw = g.Add(b.p(B::kFcW).w, kR), dfw = g.Add(b.p(B::kFcW).g, kO),
+              fw = AddWeight(g, b.p(B::kFcW)), dfw = g.Add(b.p(B::kFcW).g, kO),
               dfb = g.Add(b.p(B::kFcB).g, kO), dln = g.Add(s_.dln, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-        g.data(gelu), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
-        g.data(dfc), N, 4 * C, C, /*accumulate=*/false));
+    STRATA_RETURN_IF_ERROR(
+        LinearGrad(g, gelu, pw, dres, dpw, dpb, dfc, 4 * C, C));
     STRATA_RETURN_IF_ERROR(
         compute_->ActivationBackward(Activation::kGeluTanh, g.data(fc),
                                      g.data(dfc), g.data(dfc), N * 4 * C));
-    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-        g.data(ln), g.data(fw), g.data(dfc), g.data(dfw), g.data(dfb),
-        g.data(dln), N, C, 4 * C, /*accumulate=*/false));
+    STRATA_RETURN_IF_ERROR(LinearGrad(g, ln, fw, dfc, dfw, dfb, dln, C, 4 * C));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.gelu, b.fc, b.ln2, s_.dfc}) {
       STRATA_RETURN_IF_ERROR(Drop(id));
@@ -296,15 +335,13 @@ absl::Status Gpt::BlockBackward(const Block& b) {
       NormBackward(b.mid, b.p(B::kLn2W), b.p(B::kLn2B), b.ln2_stats));
   {  // The attention's projection, attention, the QKV projection.
     LeaseGroup g = DeviceGroup();
-    const int att = g.Add(b.att, kR), pw = g.Add(b.p(B::kProjW).w, kR),
+    const int att = g.Add(b.att, kR), pw = AddWeight(g, b.p(B::kProjW)),
               dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kProjW).g, kO),
               dpb = g.Add(b.p(B::kProjB).g, kO), datt = g.Add(s_.datt, kO),
               qkv = g.Add(b.qkv, kR), lse = g.Add(b.lse, kR),
               dqkv = g.Add(s_.dqkv, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-        g.data(att), g.data(pw), g.data(dres), g.data(dpw), g.data(dpb),
-        g.data(datt), N, C, C, /*accumulate=*/false));
+    STRATA_RETURN_IF_ERROR(LinearGrad(g, att, pw, dres, dpw, dpb, datt, C, C));
     STRATA_RETURN_IF_ERROR(compute_->AttentionBackward(
         g.data(qkv), g.data(att), g.data(datt), g.data(lse), g.data(dqkv),
         N / config_.context, config_.context, C, config_.heads));
@@ -315,13 +352,12 @@ absl::Status Gpt::BlockBackward(const Block& b) {
   }
   {
     LeaseGroup g = DeviceGroup();
-    const int ln = g.Add(b.ln1, kR), qw = g.Add(b.p(B::kQkvW).w, kR),
+    const int ln = g.Add(b.ln1, kR), qw = AddWeight(g, b.p(B::kQkvW)),
               dqkv = g.Add(s_.dqkv, kR), dqw = g.Add(b.p(B::kQkvW).g, kO),
               dqb = g.Add(b.p(B::kQkvB).g, kO), dln = g.Add(s_.dln, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-        g.data(ln), g.data(qw), g.data(dqkv), g.data(dqw), g.data(dqb),
-        g.data(dln), N, C, 3 * C, /*accumulate=*/false));
+    STRATA_RETURN_IF_ERROR(
+        LinearGrad(g, ln, qw, dqkv, dqw, dqb, dln, C, 3 * C));
     STRATA_RETURN_IF_ERROR(g.Release());
     for (TensorId id : {b.ln1, s_.dqkv}) {
       STRATA_RETURN_IF_ERROR(Drop(id));
@@ -408,6 +444,25 @@ AdamParams Gpt::StepAdamParams() const {
   return p;
 }
 
+std::optional<MixedStep> Gpt::StepMixed() const {
+  if (!mixed()) return std::nullopt;
+  return MixedStep{
+      .grad_scale = loss_scale_ ? loss_scale_->inverse_scale() : 1.0f,
+      .rounding = config_.rounding,
+      .seed = config_.seed,
+      .step = steps_};
+}
+
+bool Gpt::MixedStepApplied() {
+  const int64_t nonfinite = optimizer_.step_nonfinite();
+  // The optimizer skipped the step exactly when it saw a non-finite value.
+  const bool applied =
+      loss_scale_ ? loss_scale_->Update(steps_ + skipped_steps_, nonfinite)
+                  : nonfinite == 0;
+  if (!applied) ++skipped_steps_;
+  return applied;
+}
+
 absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
                                       const int32_t* targets,
                                       int64_t sequences) {
@@ -420,8 +475,9 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
       train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;
     }
   };
+  const std::optional<MixedStep> mixed = StepMixed();
   store_->BeginStep();
-  optimizer_.BeginStep(adam);
+  optimizer_.BeginStep(adam, std::nullopt, mixed);
   absl::StatusOr<double> loss = ForwardBackward(inputs, targets, sequences);
   absl::StatusOr<std::optional<float>> rerun =
       loss.ok() ? optimizer_.EndStep(g_.embeddings) : loss.status();
@@ -436,7 +492,7 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
     // same gradients again, clipped this time.
     const auto start = std::chrono::steady_clock::now();
     store_->BeginStep();
-    optimizer_.BeginStep(adam, **rerun);
+    optimizer_.BeginStep(adam, **rerun, mixed);
     absl::Status again = ForwardBackward(inputs, targets, sequences).status();
     if (again.ok()) again = optimizer_.EndStep(g_.embeddings).status();
     store_->EndStep();
@@ -448,6 +504,7 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
     }
   }
   count_links();
+  if (mixed.has_value() && !MixedStepApplied()) return loss;  // skipped
   ++steps_;
   return loss;
 }

@@ -8,6 +8,7 @@
 #include "base/splitmix64.h"
 #include "strata/status.h"
 #include "train/gpt.h"
+#include "train/half_cast.h"
 
 namespace strata::train {
 namespace {
@@ -50,6 +51,11 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store, Compute* compute,
                           ComputeGptFootprint(config));
   STRATA_RETURN_IF_ERROR(CheckGptFits(stats, config, footprint));
   std::unique_ptr<Gpt> gpt(new Gpt(store, compute, config, footprint));
+  if (config.precision == Precision::kFp16) {
+    STRATA_ASSIGN_OR_RETURN(DynamicLossScale scale,
+                            DynamicLossScale::Create(config.loss_scale));
+    gpt->loss_scale_ = std::move(scale);
+  }
   STRATA_RETURN_IF_ERROR(gpt->CreateTensors());
   STRATA_RETURN_IF_ERROR(gpt->InitWeights());
   return gpt;
@@ -73,15 +79,29 @@ absl::StatusOr<TensorId> Gpt::CreateTensor(const std::string& name,
 
 absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
                                            std::vector<int64_t> shape,
-                                           bool decay) {
+                                           bool decay, bool half) {
   const DType f32 = DType::kFloat32;
   using K = TensorKind;
   ParamSlot s;
   s.decay = decay;
   s.bytes = Elements(shape) * kF;
-  STRATA_ASSIGN_OR_RETURN(s.w, CreateTensor(name, K::kParameter, f32, shape));
-  STRATA_ASSIGN_OR_RETURN(
-      s.g, CreateTensor(name + ".grad", K::kGradient, f32, shape));
+  s.tensor = params_.size();
+  if (half && mixed()) {
+    // The 16-bit copies carry the names; the fp32 ones are the optimizer's.
+    s.type = config_.precision;
+    const DType h = ParameterDType(s.type);
+    STRATA_ASSIGN_OR_RETURN(s.w16, CreateTensor(name, K::kParameter, h, shape));
+    STRATA_ASSIGN_OR_RETURN(
+        s.w, CreateTensor(name + ".master", K::kOptimizerState, f32, shape));
+    STRATA_ASSIGN_OR_RETURN(
+        s.g, CreateTensor(name + ".grad_accum", K::kGradient, f32, shape));
+    STRATA_ASSIGN_OR_RETURN(
+        s.g16, CreateTensor(name + ".grad", K::kGradient, h, shape));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(s.w, CreateTensor(name, K::kParameter, f32, shape));
+    STRATA_ASSIGN_OR_RETURN(
+        s.g, CreateTensor(name + ".grad", K::kGradient, f32, shape));
+  }
   STRATA_ASSIGN_OR_RETURN(
       s.m, CreateTensor(name + ".adam_m", K::kOptimizerState, f32, shape));
   STRATA_ASSIGN_OR_RETURN(
@@ -102,21 +122,28 @@ absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
   const std::string p = absl::StrFormat("block%d.", l);
   Block b;
   // Role order matches Block's enum.
+  // LayerNorms stay fp32 under mixed precision (half false).
   const struct {
     const char* name;
     std::vector<int64_t> shape;
-    bool decay;
+    bool decay, half;
   } roles[Block::kCount] = {
-      {"ln1.weight", {C}, false},           {"ln1.bias", {C}, false},
-      {"qkv.weight", {3 * C, C}, true},     {"qkv.bias", {3 * C}, false},
-      {"proj.weight", {C, C}, true},        {"proj.bias", {C}, false},
-      {"ln2.weight", {C}, false},           {"ln2.bias", {C}, false},
-      {"fc.weight", {4 * C, C}, true},      {"fc.bias", {4 * C}, false},
-      {"fc_proj.weight", {C, 4 * C}, true}, {"fc_proj.bias", {C}, false},
+      {"ln1.weight", {C}, false, false},
+      {"ln1.bias", {C}, false, false},
+      {"qkv.weight", {3 * C, C}, true, true},
+      {"qkv.bias", {3 * C}, false, true},
+      {"proj.weight", {C, C}, true, true},
+      {"proj.bias", {C}, false, true},
+      {"ln2.weight", {C}, false, false},
+      {"ln2.bias", {C}, false, false},
+      {"fc.weight", {4 * C, C}, true, true},
+      {"fc.bias", {4 * C}, false, true},
+      {"fc_proj.weight", {C, 4 * C}, true, true},
+      {"fc_proj.bias", {C}, false, true},
   };
   for (const auto& r : roles) {
     STRATA_ASSIGN_OR_RETURN(ParamSlot s,
-                            CreateParam(p + r.name, r.shape, r.decay));
+                            CreateParam(p + r.name, r.shape, r.decay, r.half));
     b.group.params.push_back(s);
   }
   STRATA_ASSIGN_OR_RETURN(b.group.backup, CreateBackup(p, b.group));
@@ -156,8 +183,10 @@ absl::Status Gpt::CreateTensors() {
     STRATA_ASSIGN_OR_RETURN(Block b, CreateBlock(l));
     blocks_.push_back(std::move(b));
   }
-  STRATA_ASSIGN_OR_RETURN(ParamSlot lw, CreateParam("lnf.weight", {C}, false));
-  STRATA_ASSIGN_OR_RETURN(ParamSlot lb, CreateParam("lnf.bias", {C}, false));
+  STRATA_ASSIGN_OR_RETURN(ParamSlot lw,
+                          CreateParam("lnf.weight", {C}, false, false));
+  STRATA_ASSIGN_OR_RETURN(ParamSlot lb,
+                          CreateParam("lnf.bias", {C}, false, false));
   g_.lnf.params = {lw, lb};
   STRATA_ASSIGN_OR_RETURN(g_.lnf.backup, CreateBackup("lnf.", g_.lnf));
   using K = TensorKind;
@@ -199,6 +228,12 @@ absl::Status Gpt::InitParam(const ParamSlot& slot, double stddev, double fill,
     }
   }
   STRATA_RETURN_IF_ERROR(store_->Write(slot.w, w.data(), slot.bytes));
+  if (slot.mixed()) {  // the master weight rounded to nearest
+    std::vector<uint16_t> h(w.size());
+    CastToHalfCpu(slot.type, {}, w.data(), h.data(), w.size());
+    STRATA_RETURN_IF_ERROR(
+        store_->Write(slot.w16, h.data(), h.size() * sizeof(uint16_t)));
+  }
   const std::vector<float> zeros(w.size(), 0.0f);
   STRATA_RETURN_IF_ERROR(store_->Write(slot.m, zeros.data(), slot.bytes));
   return store_->Write(slot.v, zeros.data(), slot.bytes);
@@ -226,16 +261,22 @@ absl::Status Gpt::InitWeights() {
 std::vector<TensorId> Gpt::StateTensors() const {
   std::vector<TensorId> ids;
   for (const Param& p : params_) {
+    if (p.slot.mixed()) ids.push_back(p.slot.w16);
     ids.insert(ids.end(), {p.slot.w, p.slot.m, p.slot.v});
   }
   return ids;
 }
 
-void Gpt::RestoreState(int64_t steps, const ClippedAdamW::Snapshot& optimizer,
-                       double rollback_seconds) {
-  steps_ = steps;
+absl::Status Gpt::RestoreState(const Snapshot& snapshot,
+                               const ClippedAdamW::Snapshot& optimizer) {
+  if (loss_scale_) {
+    STRATA_RETURN_IF_ERROR(loss_scale_->Restore(snapshot.loss_scale));
+  }
+  steps_ = snapshot.steps;
+  skipped_steps_ = snapshot.skipped_steps;
+  rollback_seconds_ = snapshot.rollback_seconds;
   optimizer_.Restore(optimizer);
-  rollback_seconds_ = rollback_seconds;
+  return absl::OkStatus();
 }
 
 absl::Status Gpt::ReadParameter(const std::string& name,

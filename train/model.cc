@@ -21,19 +21,6 @@ namespace {
 
 constexpr uint64_t kF = sizeof(float);
 
-// The store dtype of a parameter or gradient in `precision`.
-DType ParameterDType(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16:
-      return DType::kBFloat16;
-    case Precision::kFp16:
-      return DType::kFloat16;
-    case Precision::kFp32:
-      break;
-  }
-  return DType::kFloat32;
-}
-
 }  // namespace
 
 // The layer sizes: inputs -> width x depth -> classes.

@@ -64,4 +64,25 @@ absl::StatusOr<Rounding> ParseRounding(std::string_view name) {
       "unknown rounding '%s': use nearest or stochastic", name));
 }
 
+DType ParameterDType(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return DType::kBFloat16;
+    case Precision::kFp16:
+      return DType::kFloat16;
+    case Precision::kFp32:
+      break;
+  }
+  return DType::kFloat32;
+}
+
+absl::Status CheckRoundingNeedsHalf(Precision precision, Rounding rounding) {
+  if (precision != Precision::kFp32 || rounding == Rounding::kNearestEven) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--rounding=%s rounds to 16 bits: it needs --precision=bf16 or fp16",
+      RoundingName(rounding)));
+}
+
 }  // namespace strata::train

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "strata/tensor.h"  // DType
 
 namespace strata::train {
 
@@ -34,6 +35,9 @@ absl::StatusOr<Precision> ParsePrecision(std::string_view name);
 // Bytes per element of a parameter or gradient: 4 for fp32, 2 for 16-bit.
 int PrecisionBytes(Precision precision);
 
+// The store dtype of a parameter or gradient in `precision`.
+DType ParameterDType(Precision precision);
+
 // OK for kBf16 and kFp16; InvalidArgument naming `op` for kFp32 (or a value
 // outside the enum), for operations that take 16-bit arrays.
 absl::Status CheckHalfPrecision(Precision precision, const char* op);
@@ -51,6 +55,10 @@ enum class Rounding : uint8_t {
 const char* RoundingName(Rounding rounding);
 // The rounding `name` spells; InvalidArgument listing the names otherwise.
 absl::StatusOr<Rounding> ParseRounding(std::string_view name);
+
+// InvalidArgument naming --rounding when `rounding` is not nearest even and
+// `precision` is fp32 (nothing rounds to 16 bits).
+absl::Status CheckRoundingNeedsHalf(Precision precision, Rounding rounding);
 
 // A rounding and, for kStochastic, where its random bits come from. Element
 // i of a cast draws its bits from (seed, first_index + i) alone

@@ -133,6 +133,22 @@ std::map<std::string, std::string> MlpCheckpointConfig(const TrainOptions& o) {
           {"rounding", RoundingName(m.rounding)}};
 }
 
+namespace {
+
+// fp16's loss-scale state under "loss_scale*" keys (ReadLossScale reads it).
+void AddLossScaleState(const DynamicLossScale::State& ls,
+                       std::map<std::string, std::string>& state) {
+  std::vector<std::string> history;  // step:scale, oldest first
+  for (const LossScaleChange& h : ls.history) {
+    history.push_back(absl::StrCat(h.step, ":", Float(h.scale)));
+  }
+  state["loss_scale"] = Float(ls.scale);
+  state["loss_scale.clean_steps"] = Dec(ls.clean_steps);
+  state["loss_scale.history"] = absl::StrJoin(history, ",");
+}
+
+}  // namespace
+
 CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
                                 const StepDone& done) {
   const Mlp::Snapshot snap = model.snapshot();
@@ -145,14 +161,7 @@ CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
                 {"epoch_loss_sum", Hex(done.epoch_loss_sum)}},
       .tensors = model.StateTensors()};
   if (model.loss_scale() != nullptr) {
-    const DynamicLossScale::State& ls = snap.loss_scale;
-    std::vector<std::string> history;  // step:scale, oldest first
-    for (const LossScaleChange& h : ls.history) {
-      history.push_back(absl::StrCat(h.step, ":", Float(h.scale)));
-    }
-    c.state["loss_scale"] = Float(ls.scale);
-    c.state["loss_scale.clean_steps"] = Dec(ls.clean_steps);
-    c.state["loss_scale.history"] = absl::StrJoin(history, ",");
+    AddLossScaleState(snap.loss_scale, c.state);
   }
   return c;
 }
@@ -245,7 +254,9 @@ std::map<std::string, std::string> GptCheckpointConfig(
           {"warmup_steps", Dec(o.warmup_steps)},
           {"lr_schedule", o.cosine_schedule ? "cosine" : "constant"},
           {"eval_every", Dec(o.eval_every)},
-          {"batch_seed", Dec(o.seed)}};
+          {"batch_seed", Dec(o.seed)},
+          {"precision", PrecisionName(m.precision)},
+          {"rounding", RoundingName(m.rounding)}};
 }
 
 CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
@@ -256,22 +267,28 @@ CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
   for (double x : losses) exact.push_back(Hex(x));
   const ClippedAdamW::Snapshot opt = model.optimizer_snapshot();
   const ClipStats& c = opt.stats;
-  return {.model = "gpt",
-          .step = step,
-          .config = GptCheckpointConfig(model.config(), options, tokenizer),
-          .state = {{"adam_steps", Dec(model.steps())},
-                    {"batcher_rng_state", Dec(batches.rng_state())},
-                    {"steps_since_clip", Dec(opt.steps_since_clip)},
-                    {"clip.steps", Dec(c.steps)},
-                    {"clip.clipped", Dec(c.clipped)},
-                    {"clip.rolled_back", Dec(c.rolled_back)},
-                    {"clip.deferred", Dec(c.deferred)},
-                    {"clip.backup_bytes", Dec(c.backup_bytes)},
-                    {"clip.optimizer_seconds", Hex(c.optimizer_seconds)},
-                    {"clip.last_norm", Hex(c.last_norm)},
-                    {"rollback_seconds", Hex(model.rollback_seconds())},
-                    {"losses", absl::StrJoin(exact, ",")}},
-          .tensors = model.StateTensors()};
+  CheckpointContent content = {
+      .model = "gpt",
+      .step = step,
+      .config = GptCheckpointConfig(model.config(), options, tokenizer),
+      .state = {{"adam_steps", Dec(model.steps())},
+                {"batcher_rng_state", Dec(batches.rng_state())},
+                {"steps_since_clip", Dec(opt.steps_since_clip)},
+                {"clip.steps", Dec(c.steps)},
+                {"clip.clipped", Dec(c.clipped)},
+                {"clip.rolled_back", Dec(c.rolled_back)},
+                {"clip.deferred", Dec(c.deferred)},
+                {"clip.backup_bytes", Dec(c.backup_bytes)},
+                {"clip.optimizer_seconds", Hex(c.optimizer_seconds)},
+                {"clip.last_norm", Hex(c.last_norm)},
+                {"rollback_seconds", Hex(model.rollback_seconds())},
+                {"losses", absl::StrJoin(exact, ",")},
+                {"skipped_steps", Dec(model.skipped_steps())}},
+      .tensors = model.StateTensors()};
+  if (const DynamicLossScale* ls = model.loss_scale()) {
+    AddLossScaleState(ls->state(), content.state);
+  }
+  return content;
 }
 
 absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
@@ -284,12 +301,15 @@ absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
       OpenAndRestore(path,
                      GptCheckpointConfig(model.config(), options, tokenizer),
                      {"model", "layers", "heads", "embed", "context", "vocab",
-                      "tokenizer"},
-                     store, model.StateTensors(), &resumed));
+                      "tokenizer", "precision"},
+                     store, model.StateTensors(), &resumed,
+                     // Checkpoints from before mixed precision were fp32.
+                     {{"precision", "fp32"}, {"rounding", "nearest"}}));
   const StateReader s(*reader);
   ClippedAdamW::Snapshot opt;
   ClipStats& c = opt.stats;
-  STRATA_ASSIGN_OR_RETURN(int64_t adam_steps, s.Int("adam_steps"));
+  Gpt::Snapshot snap;
+  STRATA_ASSIGN_OR_RETURN(snap.steps, s.Int("adam_steps"));
   STRATA_ASSIGN_OR_RETURN(uint64_t rng, s.Uint("batcher_rng_state"));
   STRATA_ASSIGN_OR_RETURN(opt.steps_since_clip, s.Int("steps_since_clip"));
   STRATA_ASSIGN_OR_RETURN(c.steps, s.Int("clip.steps"));
@@ -300,14 +320,22 @@ absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
   STRATA_ASSIGN_OR_RETURN(c.optimizer_seconds,
                           s.Double("clip.optimizer_seconds"));
   STRATA_ASSIGN_OR_RETURN(c.last_norm, s.Double("clip.last_norm"));
-  STRATA_ASSIGN_OR_RETURN(double rollback, s.Double("rollback_seconds"));
+  STRATA_ASSIGN_OR_RETURN(snap.rollback_seconds, s.Double("rollback_seconds"));
+  // Checkpoints from before mixed precision skipped no step.
+  if (reader->manifest().state.contains("skipped_steps")) {
+    STRATA_ASSIGN_OR_RETURN(snap.skipped_steps, s.Int("skipped_steps"));
+  }
+  if (model.loss_scale() != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(snap.loss_scale, ReadLossScale(s, *reader));
+    snap.loss_scale.skipped_steps = snap.skipped_steps;
+  }
   STRATA_ASSIGN_OR_RETURN(options.prior_losses, s.Doubles("losses"));
   if (options.prior_losses.size() != static_cast<size_t>(resumed.step)) {
     return absl::DataLossError(absl::StrFormat(
         "checkpoint %s: %d losses recorded for step %d (a damaged manifest)",
         resumed.path, options.prior_losses.size(), resumed.step));
   }
-  model.RestoreState(adam_steps, opt, rollback);
+  STRATA_RETURN_IF_ERROR(model.RestoreState(snap, opt));
   batches.set_rng_state(rng);
   options.start_step = resumed.step;
   return resumed;
