@@ -289,10 +289,13 @@ class GptResumeTest : public ::testing::Test {
     ClipStats clip;
     uint64_t rerecords = 0;
     uint64_t nvme_read_bytes = 0;
+    int64_t adam_steps = 0, skipped_steps = 0;
+    float loss_scale = 0;  // fp16's, at the end
+    absl::Status resume_status;
   };
 
-  Run Train(const std::string& save_dir, const std::string& resume) {
-    GptConfig c = Micro();
+  Run Train(const std::string& save_dir, const std::string& resume,
+            GptConfig c = Micro()) {
     auto f = ComputeGptFootprint(c);
     EXPECT_TRUE(f.ok()) << f.status();
     if (!f.ok()) return {};
@@ -316,8 +319,7 @@ class GptResumeTest : public ::testing::Test {
     if (!batches.ok() || !windows.ok()) return {};
     if (!resume.empty()) {
       auto r = ResumeGpt(resume, store, gpt, *batches, o, "byte");
-      EXPECT_TRUE(r.ok()) << r.status();
-      if (!r.ok()) return {};
+      if (!r.ok()) return {.resume_status = r.status()};
     }
     if (!save_dir.empty()) {
       o.after_step = [&](int64_t step,
@@ -336,7 +338,10 @@ class GptResumeTest : public ::testing::Test {
             .final_loss = result->final_loss,
             .clip = gpt.clip_stats(),
             .rerecords = stats.scheduler.rerecords,
-            .nvme_read_bytes = stats.links[int(Link::kNvmeRead)].bytes};
+            .nvme_read_bytes = stats.links[int(Link::kNvmeRead)].bytes,
+            .adam_steps = gpt.steps(),
+            .skipped_steps = gpt.skipped_steps(),
+            .loss_scale = gpt.loss_scale() ? gpt.loss_scale()->scale() : 0};
     EXPECT_TRUE(gpt.ReadParameter("wte", &run.wte).ok());
     EXPECT_TRUE(gpt.ReadParameter("block1.fc.weight", &run.fc).ok());
     return run;
@@ -368,6 +373,40 @@ TEST_F(GptResumeTest, GptMicroResumesBitwise) {
     // The mean of the run's last tenth, earlier steps' losses included.
     EXPECT_EQ(resumed.final_loss, plain.final_loss) << "resumed at " << k;
   }
+}
+
+TEST_F(GptResumeTest, Fp16GptResumesWithItsLossScaleAndSkips) {
+  GptConfig c = Micro();
+  c.precision = Precision::kFp16;
+  c.loss_scale.initial_scale = 16777216.0f;  // the first steps overflow
+  TempDir saves;
+  const Run plain = Train("", "", c);
+  const Run saved = Train(saves.path(), "", c);
+  ASSERT_EQ(plain.losses.size(), 20u);
+  ASSERT_GT(plain.skipped_steps, 1);
+  EXPECT_EQ(plain.adam_steps + plain.skipped_steps, 20);
+  EXPECT_EQ(saved.losses, plain.losses);
+  // Resumed among the skips and after them: the same scale, skips, bits.
+  for (int64_t k : {int64_t{1}, plain.skipped_steps + 2}) {
+    const Run resumed =
+        Train("", saves.path() + "/" + CheckpointDirName(k), c);
+    ASSERT_TRUE(resumed.resume_status.ok()) << resumed.resume_status;
+    EXPECT_EQ(resumed.losses, Tail(plain.losses, k)) << "resumed at " << k;
+    EXPECT_EQ(resumed.wte, plain.wte) << "resumed at " << k;
+    EXPECT_EQ(resumed.fc, plain.fc) << "resumed at " << k;
+    EXPECT_EQ(resumed.skipped_steps, plain.skipped_steps);
+    EXPECT_EQ(resumed.adam_steps, plain.adam_steps);
+    EXPECT_EQ(resumed.loss_scale, plain.loss_scale);
+  }
+  // Another precision is another model: refused, naming the flag.
+  GptConfig bf16 = c;
+  bf16.precision = Precision::kBf16;
+  const Run other = Train("", saves.path() + "/" + CheckpointDirName(3), bf16);
+  EXPECT_EQ(other.resume_status.code(), absl::StatusCode::kInvalidArgument)
+      << other.resume_status;
+  EXPECT_NE(other.resume_status.message().find("precision"),
+            std::string::npos)
+      << other.resume_status;
 }
 
 }  // namespace

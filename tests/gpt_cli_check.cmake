@@ -1,7 +1,8 @@
 # gpt_cli_check.cmake: `strata train --model=gpt` end to end at a tiny size —
 # a corpus file written here, the byte tokenizer, three steps through the
 # store with NVMe — then the JSON report's keys and values, the sample, the
-# report read back with --config repeating the losses bit for bit, and a bad
+# report read back with --config repeating the losses bit for bit, an fp16
+# run's report, and a bad
 # shape refused with exit code 2 before any corpus is prepared.
 # Run by ctest: cmake -DSTRATA=... -DWORK=... -P gpt_cli_check.cmake
 file(REMOVE_RECURSE "${WORK}")
@@ -59,6 +60,24 @@ string(JSON config_layers GET "${report}" config layers)
 if(NOT losses STREQUAL losses_again OR NOT config STREQUAL config_again OR
    NOT config_layers EQUAL 1)
   message(FATAL_ERROR "--config did not repeat the run:\n${losses}\n${losses_again}")
+endif()
+
+# fp16: the report says what the run did (precision, skips, the loss scale),
+# and the text table has its row.
+execute_process(COMMAND "${STRATA}" ${common} --max-steps=2 --precision=fp16
+  --json=${WORK}/fp16.json RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "strata train --model=gpt --precision=fp16 failed (${rc}):\n${out}\n${err}")
+endif()
+file(READ "${WORK}/fp16.json" half_report)
+string(JSON precision GET "${half_report}" precision)
+string(JSON skipped GET "${half_report}" skipped_steps)
+string(JSON scale0 GET "${half_report}" loss_scale_history 0 scale)
+string(JSON h2d GET "${half_report}" h2d_bytes_per_param_step)
+if(NOT precision MATCHES "^fp16$" OR skipped LESS 0 OR NOT scale0 MATCHES "^65536"
+   OR NOT h2d GREATER 0 OR NOT out MATCHES "precision +fp16")
+  message(FATAL_ERROR "fp16 report: precision=${precision} skipped=${skipped} scale=${scale0} h2d=${h2d}\n${out}")
 endif()
 
 # A bad shape: exit 2, and the cache is not touched.
