@@ -65,7 +65,7 @@ std::vector<FlagEntry> TrainFlags() {
       {"tokenizer", "data", "byte|bpe", kGpt},
       {"cache_dir", "data", "DIR", kGpt},
       {"batch", "training", "N", kAll, "256" + gpt + std::to_string(kGptBatch)},
-      {"accumulate", "training", "N", kMlp},
+      {"accumulate", "training", "N", kAll},
       {"checkpoint", "training", "none|block|offload"},
       {"precision", "training", "fp32|bf16|fp16", kAll},
       {"rounding", "training", "nearest|stochastic", kAll},

@@ -114,6 +114,7 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   m.embed = absl::GetFlag(FLAGS_embed);
   m.context = absl::GetFlag(FLAGS_context);
   m.batch = absl::GetFlag(FLAGS_batch);
+  m.accumulate = absl::GetFlag(FLAGS_accumulate);
   m.seed = absl::GetFlag(FLAGS_seed);
   m.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
   m.grad_clip = static_cast<float>(absl::GetFlag(FLAGS_grad_clip));
@@ -300,6 +301,7 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
         {"context", m.context},
         {"vocab", m.vocab},
         {"batch", m.batch},
+        {"accumulate", m.accumulate},
         {"max_steps", run.train.steps},
         {"warmup_steps", run.train.warmup_steps},
         {"lr", m.adam.lr},
@@ -466,7 +468,7 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       (*setup)->compute->name());
   std::fflush(stdout);
   absl::StatusOr<train::LmBatcher> batches = train::LmBatcher::Create(
-      corpus->train.get(), m.batch, m.context, run->train.seed);
+      corpus->train.get(), m.step_sequences(), m.context, run->train.seed);
   if (!batches.ok()) return FailBeforeRun(batches.status());
   absl::StatusOr<train::ValidationWindows> windows =
       train::ValidationWindows::Create(corpus->validation.get(), m.context,

@@ -56,9 +56,10 @@ ABSL_FLAG(int32_t, depth, 5,
 ABSL_FLAG(int64_t, batch, 256,
           "Samples per step (gpt: sequences of --context tokens).");
 ABSL_FLAG(int32_t, accumulate, 1,
-          "Micro-batches of --batch samples per optimizer step (gradient "
-          "accumulation), run layer-major: each weight crosses the device "
-          "link once per step however many micro-batches there are.");
+          "Micro-batches of --batch samples (gpt: sequences) per optimizer "
+          "step (gradient accumulation), run layer-major: each weight "
+          "crosses the device link once per step however many micro-batches "
+          "there are.");
 ABSL_FLAG(std::string, checkpoint, "none",
           "Activation checkpointing: none (keep every activation for "
           "backward), block (keep each layer's input, a GPT block's "

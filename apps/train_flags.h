@@ -10,6 +10,7 @@
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(int32_t, accumulate);
 ABSL_DECLARE_FLAG(int64_t, max_steps);
 ABSL_DECLARE_FLAG(double, lr);
 ABSL_DECLARE_FLAG(std::string, lr_schedule);

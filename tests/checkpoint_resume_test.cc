@@ -313,7 +313,8 @@ class GptResumeTest : public ::testing::Test {
     Gpt& gpt = *(*setup)->model;
     Store& store = *(*setup)->store;
     LmTrainOptions o{.steps = 20, .warmup_steps = 2, .seed = 4};
-    auto batches = LmBatcher::Create(shard_.get(), c.batch, c.context, o.seed);
+    auto batches =
+        LmBatcher::Create(shard_.get(), c.step_sequences(), c.context, o.seed);
     auto windows = ValidationWindows::Create(shard_.get(), c.context, 128);
     EXPECT_TRUE(batches.ok() && windows.ok());
     if (!batches.ok() || !windows.ok()) return {};
@@ -388,8 +389,7 @@ TEST_F(GptResumeTest, Fp16GptResumesWithItsLossScaleAndSkips) {
   EXPECT_EQ(saved.losses, plain.losses);
   // Resumed among the skips and after them: the same scale, skips, bits.
   for (int64_t k : {int64_t{1}, plain.skipped_steps + 2}) {
-    const Run resumed =
-        Train("", saves.path() + "/" + CheckpointDirName(k), c);
+    const Run resumed = Train("", saves.path() + "/" + CheckpointDirName(k), c);
     ASSERT_TRUE(resumed.resume_status.ok()) << resumed.resume_status;
     EXPECT_EQ(resumed.losses, Tail(plain.losses, k)) << "resumed at " << k;
     EXPECT_EQ(resumed.wte, plain.wte) << "resumed at " << k;
@@ -404,8 +404,7 @@ TEST_F(GptResumeTest, Fp16GptResumesWithItsLossScaleAndSkips) {
   const Run other = Train("", saves.path() + "/" + CheckpointDirName(3), bf16);
   EXPECT_EQ(other.resume_status.code(), absl::StatusCode::kInvalidArgument)
       << other.resume_status;
-  EXPECT_NE(other.resume_status.message().find("precision"),
-            std::string::npos)
+  EXPECT_NE(other.resume_status.message().find("precision"), std::string::npos)
       << other.resume_status;
 }
 

@@ -48,10 +48,11 @@ class Batches {
       text_ += "in the beginning the word was with the model and the model ";
     }
   }
+  // One step's sequences (batch x accumulate).
   void Next(std::vector<int32_t>* in, std::vector<int32_t>* out) {
-    in->resize(c_.tokens());
-    out->resize(c_.tokens());
-    for (int64_t b = 0; b < c_.batch; ++b) {
+    in->resize(c_.step_sequences() * c_.context);
+    out->resize(c_.step_sequences() * c_.context);
+    for (int64_t b = 0; b < c_.step_sequences(); ++b) {
       const uint64_t span = text_.size() - c_.context - 1;
       const int64_t at = static_cast<int64_t>(SplitMix64Next(state_) % span);
       for (int64_t t = 0; t < c_.context; ++t) {
@@ -114,10 +115,11 @@ inline TrainRun Train(Where where, GptConfig c, int steps) {
   TrainRun run;
   for (int s = 0; s < steps; ++s) {
     batches.Next(&in, &out);
-    absl::StatusOr<double> loss = gpt.TrainStep(in.data(), out.data(), c.batch);
+    absl::StatusOr<double> loss =
+        gpt.TrainStep(in.data(), out.data(), c.step_sequences());
     EXPECT_TRUE(loss.ok()) << loss.status();
     if (!loss.ok()) return {};
-    run.losses.push_back(*loss / c.tokens());
+    run.losses.push_back(*loss / in.size());
   }
   EXPECT_TRUE(gpt.ReadParameter("wte", &run.wte).ok());
   EXPECT_TRUE(gpt.ReadParameter("block1.qkv.weight", &run.qkv).ok());

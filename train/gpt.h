@@ -65,15 +65,17 @@ class Gpt {
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
-  // One AdamW step on `sequences` (1..batch) rows of `context` tokens:
-  // inputs and targets [sequences x context], int32 in [0, vocab), in host
-  // memory. Returns the summed loss over the tokens. A step whose gradient
+  // One AdamW step on `sequences` (1..batch x accumulate) rows of `context`
+  // tokens: inputs and targets [sequences x context], int32 in [0, vocab),
+  // in host memory, split into micro-batches of up to `batch` sequences.
+  // Returns the summed loss over the tokens. A step whose gradient
   // norm exceeds config.grad_clip is rolled back and re-run with clipped
   // gradients (ClippedAdamW). InvalidArgument for a token out of range.
   absl::StatusOr<double> TrainStep(const int32_t* inputs,
                                    const int32_t* targets, int64_t sequences);
 
-  // Forward only: the summed loss over the tokens; nothing is updated.
+  // Forward only, on 1..batch sequences: the summed loss over the tokens;
+  // nothing is updated.
   absl::StatusOr<double> Evaluate(const int32_t* inputs, const int32_t* targets,
                                   int64_t sequences);
 
@@ -136,7 +138,22 @@ class Gpt {
     std::string name;
     ParamSlot slot;
   };
-  // A block's parameters (indices into its group's params) and activations.
+  // One micro-batch's activations of a block.
+  struct Acts {
+    TensorId x;               // the residual stream entering the block [N x C]
+    TensorId ln1, ln1_stats;  // [N x C], mean | rstd [2N]
+    TensorId qkv;             // [N x 3C]
+    TensorId att, lse;        // [N x C], [B x H x T]
+    TensorId mid;             // x + attention projection [N x C]
+    TensorId ln2, ln2_stats;
+    TensorId fc, gelu;  // [N x 4C] each
+    // What BlockForwardSaved writes (all but x).
+    std::array<TensorId, 10> saved() const {
+      return {ln1, ln1_stats, qkv, att, lse, mid, ln2, ln2_stats, fc, gelu};
+    }
+  };
+  // A block's parameters (indices into its group's params) and, per
+  // micro-batch, activations.
   struct Block {
     ParamGroup group;
     // Parameter indices within group.params.
@@ -155,31 +172,31 @@ class Gpt {
       kFcProjB,
       kCount
     };
-    TensorId x;               // the residual stream entering the block [N x C]
-    TensorId ln1, ln1_stats;  // [N x C], mean | rstd [2N]
-    TensorId qkv;             // [N x 3C]
-    TensorId att, lse;        // [N x C], [B x H x T]
-    TensorId mid;             // x + attention projection [N x C]
-    TensorId ln2, ln2_stats;
-    TensorId fc, gelu;  // [N x 4C] each
+    std::vector<Acts> micro;  // [accumulate]
     const ParamSlot& p(int i) const { return group.params[i]; }
+  };
+  // One micro-batch's tensors outside the blocks: its tokens, the last
+  // block's output and the final norm's, and the residual stream's gradient
+  // (which lives through the layer-major backward).
+  struct MicroIo {
+    TensorId tokens, targets;  // [N] int32
+    TensorId out;              // the last block's output [N x C]
+    TensorId lnf_out, lnf_stats;
+    TensorId dres;  // [N x C]
+    // Gradients passed between backward's operations: of a LayerNorm's
+    // output [N x C], of the QKV projection's [N x 3C].
+    TensorId dln, dqkv;
   };
   // The embeddings and the final LayerNorm.
   struct Globals {
     ParamGroup lnf;         // weight, bias
     ParamGroup embeddings;  // wte, wpe
-    TensorId out;           // the last block's output [N x C]
-    TensorId lnf_out, lnf_stats;
   };
-  // Per-step temporaries, reused by every block.
+  // Temporaries, reused by every block and micro-batch.
   struct Scratch {
-    TensorId tokens, targets;  // [N] int32
-    TensorId logits;           // [classifier_rows x V]
-    TensorId dres;             // the residual stream's gradient [N x C]
-    TensorId dln;              // gradient of a LayerNorm's output [N x C]
-    TensorId datt;             // [N x C]
-    TensorId dqkv;             // [N x 3C]
-    TensorId dfc;              // [N x 4C]
+    TensorId logits;  // [classifier_rows x V]
+    TensorId datt;    // [N x C], within one operation
+    TensorId dfc;     // [N x 4C], likewise
   };
 
   Gpt(Store* store, Compute* compute, const GptConfig& config,
@@ -197,6 +214,11 @@ class Gpt {
   absl::StatusOr<TensorId> CreateBackup(const std::string& prefix,
                                         const ParamGroup& group);
   absl::StatusOr<Block> CreateBlock(int l);
+  absl::StatusOr<Acts> CreateActs(const std::string& prefix,
+                                  const std::string& suffix);
+  absl::StatusOr<MicroIo> CreateMicroIo(const std::string& suffix);
+  // ".mb<k>" for micro-batch k when a step has several, else "".
+  std::string MicroSuffix(int k) const;
   absl::Status InitWeights();
   absl::Status InitParam(const ParamSlot& slot, double stddev, double fill,
                          uint64_t stream);
@@ -209,31 +231,51 @@ class Gpt {
   // LinearForward or LinearForward16 on g's members (w, b from AddWeight).
   absl::Status Linear(const LeaseGroup& g, int x, int w, int b, int y,
                       int64_t in, int64_t out);
-  // LinearBackward(16) without accumulation: dw, db overwritten.
+  // LinearBackward(16): dw, db overwritten, or with `accumulate` added to.
   absl::Status LinearGrad(const LeaseGroup& g, int x, int w, int dy, int dw,
-                          int db, int dx, int64_t in, int64_t out);
+                          int db, int dx, int64_t in, int64_t out,
+                          bool accumulate);
+  // Sets the micro-batches of a pass over `sequences` sequences.
+  void SplitMicroBatches(int64_t sequences);
+  // rows_ = micro-batch k's token rows: the operations below act on it.
+  void SetMicro(int k) { rows_ = micro_rows_[k]; }
   absl::Status Upload(const int32_t* inputs, const int32_t* targets,
                       int64_t sequences);
-  absl::Status Embed();
-  absl::Status BlockForward(const Block& b, TensorId out);
-  // The block's forward up to the MLP's projection: every activation its
-  // backward reads, from b.x (what checkpointing recomputes).
-  absl::Status BlockForwardSaved(const Block& b);
+  absl::Status Embed(int k);
+  // A block's forward in operations (each one LeaseGroup): 0 LayerNorm 1 and
+  // the QKV projection, 1 attention, its projection and the residual add,
+  // 2 LayerNorm 2 and the MLP's first layer — every activation backward
+  // reads (what checkpointing recomputes) — then ProjectMlp, the MLP's
+  // projection and second residual add into `out`.
+  static constexpr int kSavedOps = 3;
+  absl::Status ForwardOp(const Block& b, int op, int k);
+  absl::Status ProjectMlp(const Block& b, int k, TensorId out);
   // Under checkpointing, after the block's forward: drops what
-  // BlockForwardSaved wrote and, for kOffload, sends b.x to the host tier.
-  absl::Status CheckpointBlock(const Block& b);
-  absl::Status FinalNorm();
+  // BlockForwardSaved wrote and, for kOffload, sends the input to the host
+  // tier.
+  absl::Status CheckpointBlock(const Acts& a);
+  absl::Status FinalNorm(int k);
+  // Layer-major over the micro-batches.
   absl::Status Forward();
-  // The classifier over rows [first_row, first_row + rows) in slices: the
-  // summed loss; with `gradient`, dlnf (into dln) and the classifier's part
-  // of wte's gradient.
-  absl::StatusOr<double> Classifier(bool gradient, int64_t first_row,
+  // The classifier over micro-batch k's rows [first_row, first_row + rows)
+  // in slices: the summed loss; with `gradient`, dlnf (into dln) and the
+  // classifier's part of wte's gradient (added to the earlier micro-batches'
+  // for k > 0).
+  absl::StatusOr<double> Classifier(bool gradient, int k, int64_t first_row,
                                     int64_t rows);
-  absl::Status FinalNormBackward();
+  absl::Status FinalNormBackward(int k);
+  // Micro-batch k's LayerNorm backward (its dln into its dres): the first
+  // micro-batch overwrites the norm's gradients, the others add to them.
   absl::Status NormBackward(TensorId x, const ParamSlot& w, const ParamSlot& b,
-                            TensorId stats);
+                            TensorId stats, int k);
+  // Every micro-batch through the block's backward, then its parameters to
+  // the optimizer.
   absl::Status BlockBackward(const Block& b);
-  absl::Status EmbedBackward();
+  // A block's backward in operations: 0 the MLP, 1 LayerNorm 2, 2 the
+  // attention and its projection, 3 the QKV projection, 4 LayerNorm 1.
+  static constexpr int kBackwardOps = 5;
+  absl::Status BackwardOp(const Block& b, int op, int k);
+  absl::Status EmbedBackward(int k);
   absl::Status DiscardActivations();
   // Discards `id`, telling the activation meter.
   absl::Status Drop(TensorId id);
@@ -252,11 +294,14 @@ class Gpt {
   const ModelFootprint footprint_;
   std::vector<Block> blocks_;  // reserved once: groups are held by address
   Globals g_;
+  std::vector<MicroIo> io_;  // [accumulate]
   Scratch s_;
   std::vector<Param> params_;      // by name, for ReadParameter
   std::vector<TensorId> created_;  // every tensor, for the destructor
   ClippedAdamW optimizer_;
-  int64_t rows_ = 0;  // token rows of the current pass
+  std::vector<int64_t> micro_rows_;  // token rows of each micro-batch
+  int64_t rows_ = 0;                 // of the current micro-batch
+  int64_t pass_rows_ = 0;            // of all of them
   int64_t steps_ = 0;
   int64_t skipped_steps_ = 0;
   std::optional<DynamicLossScale> loss_scale_;  // fp16 only

@@ -49,6 +49,11 @@ absl::Status CheckGptConfig(const GptConfig& c) {
   if (c.embed < 1) return bad("embed", c.embed);
   if (c.context < 1) return bad("context", c.context);
   if (c.batch < 1) return bad("batch", c.batch);
+  if (c.accumulate < 1 || c.accumulate > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--accumulate=%d: micro-batches per step must be 1..4096",
+        c.accumulate));
+  }
   if (c.vocab < 2) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--vocab=%d: need at least 2 tokens", c.vocab));
@@ -176,9 +181,13 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
     f.backup_bytes = (c.layers * BlockBackupFloats(c) + 3 * 2 * C) * kF;
   }
   const uint64_t per_block = 16 * N * C + 4 * N + c.batch * c.heads * c.context;
-  f.activation_bytes = (c.layers * per_block + 2 * N * C + 2 * N + 2 * N +
-                        c.classifier_rows * c.vocab + 9 * N * C) *
-                       kF;
+  // Per micro-batch: each block's activations, the tokens and targets, the
+  // last block's and the final norm's outputs and stats, the gradients of
+  // the residual stream, a norm's output and QKV; shared: the logits slice
+  // and two gradients within an operation.
+  const uint64_t per_micro = c.layers * per_block + 7 * N * C + 4 * N;
+  f.activation_bytes =
+      (c.accumulate * per_micro + c.classifier_rows * c.vocab + 5 * N * C) * kF;
   f.device_working_set_bytes = DeviceWorkingSet(c);
   const uint64_t granule = c.optimizer_tier == Tier::kDevice
                                ? kDeviceAllocationGranuleBytes

@@ -18,12 +18,17 @@
 namespace strata::train {
 
 struct GptConfig {
-  int layers = 4;             // transformer blocks (L)
-  int heads = 4;              // attention heads (H); must divide embed
-  int64_t embed = 128;        // embedding width (C)
-  int64_t context = 128;      // tokens per sequence (T)
-  int64_t vocab = 256;        // token ids [0, vocab) (V)
-  int64_t batch = 8;          // sequences per step (B)
+  int layers = 4;         // transformer blocks (L)
+  int heads = 4;          // attention heads (H); must divide embed
+  int64_t embed = 128;    // embedding width (C)
+  int64_t context = 128;  // tokens per sequence (T)
+  int64_t vocab = 256;    // token ids [0, vocab) (V)
+  int64_t batch = 8;      // sequences per micro-batch (B)
+  // Micro-batches of `batch` sequences per optimizer step, run layer-major
+  // (every micro-batch through a block before the next), so each weight
+  // crosses to the device once per pass and direction, not once per
+  // micro-batch; gradients sum in fp32 on the device.
+  int accumulate = 1;
   uint64_t seed = 1;          // weight initialisation
   AdamParams adam;            // lr, betas, eps (corrections set per step)
   float weight_decay = 0.1f;  // AdamW, on 2-D weights only
@@ -45,6 +50,7 @@ struct GptConfig {
   Rounding rounding = Rounding::kNearestEven;
   LossScaleOptions loss_scale;  // fp16's (loss_scale.h); unused otherwise
   int64_t tokens() const { return batch * context; }  // N = B x T
+  int64_t step_sequences() const { return batch * accumulate; }
 };
 
 // Parameters of a GPT-2 layout of `c`'s shape (the tied embedding counted

@@ -50,16 +50,16 @@ absl::Status Gpt::Linear(const LeaseGroup& g, int x, int w, int b, int y,
 }
 
 absl::Status Gpt::LinearGrad(const LeaseGroup& g, int x, int w, int dy, int dw,
-                             int db, int dx, int64_t in, int64_t out) {
+                             int db, int dx, int64_t in, int64_t out,
+                             bool accumulate) {
   if (!mixed()) {
     return compute_->LinearBackward(g.data(x), g.data(w), g.data(dy),
                                     g.data(dw), g.data(db), g.data(dx), rows_,
-                                    in, out, /*accumulate=*/false);
+                                    in, out, accumulate);
   }
   return compute_->LinearBackward16(config_.precision, g.data(x), g.half(w),
                                     g.data(dy), g.data(dw), g.data(db),
-                                    g.data(dx), rows_, in, out,
-                                    /*accumulate=*/false);
+                                    g.data(dx), rows_, in, out, accumulate);
 }
 
 absl::Status Gpt::Drop(TensorId id) {
@@ -67,11 +67,22 @@ absl::Status Gpt::Drop(TensorId id) {
   return store_->Discard(id);
 }
 
+void Gpt::SplitMicroBatches(int64_t sequences) {
+  micro_rows_.clear();
+  for (int64_t left = sequences; left > 0; left -= config_.batch) {
+    micro_rows_.push_back(std::min(left, config_.batch) * config_.context);
+  }
+  pass_rows_ = sequences * config_.context;
+  SetMicro(0);
+}
+
 absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
                          int64_t sequences) {
-  if (sequences < 1 || sequences > config_.batch) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d sequences: must be 1..%d (--batch)", sequences, config_.batch));
+  const int64_t most = config_.step_sequences();
+  if (sequences < 1 || sequences > most) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d sequences: must be 1..%d (--batch x --accumulate)",
+                        sequences, most));
   }
   const int64_t n = sequences * config_.context;
   for (const int32_t* t : {inputs, targets}) {
@@ -84,20 +95,26 @@ absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
       }
     }
   }
-  STRATA_RETURN_IF_ERROR(store_->Write(s_.tokens, inputs, n * sizeof(int32_t)));
-  STRATA_RETURN_IF_ERROR(
-      store_->Write(s_.targets, targets, n * sizeof(int32_t)));
-  activations_.Produced(s_.tokens, n * sizeof(int32_t));
-  activations_.Produced(s_.targets, n * sizeof(int32_t));
+  SplitMicroBatches(sequences);
+  int64_t at = 0;
+  for (size_t k = 0; k < micro_rows_.size(); ++k) {
+    const uint64_t bytes = micro_rows_[k] * sizeof(int32_t);
+    STRATA_RETURN_IF_ERROR(store_->Write(io_[k].tokens, inputs + at, bytes));
+    STRATA_RETURN_IF_ERROR(store_->Write(io_[k].targets, targets + at, bytes));
+    activations_.Produced(io_[k].tokens, bytes);
+    activations_.Produced(io_[k].targets, bytes);
+    at += micro_rows_[k];
+  }
   return absl::OkStatus();
 }
 
-absl::Status Gpt::Embed() {
+absl::Status Gpt::Embed(int k) {
+  SetMicro(k);
   const ParamSlot& wte = g_.embeddings.params[0];
   const ParamSlot& wpe = g_.embeddings.params[1];
   LeaseGroup g = DeviceGroup();
-  const int tok = g.Add(s_.tokens, kR), te = AddWeight(g, wte),
-            pe = AddWeight(g, wpe), x = g.Add(blocks_.front().x, kO);
+  const int tok = g.Add(io_[k].tokens, kR), te = AddWeight(g, wte),
+            pe = AddWeight(g, wpe), x = g.Add(blocks_.front().micro[k].x, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   const int64_t B = rows_ / config_.context;
   const int64_t T = config_.context, C = config_.embed, V = config_.vocab;
@@ -110,14 +127,15 @@ absl::Status Gpt::Embed() {
   return g.Release();
 }
 
-absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
+absl::Status Gpt::ProjectMlp(const Block& b, int k, TensorId out) {
+  SetMicro(k);
+  const Acts& a = b.micro[k];
   const int64_t N = rows_, C = config_.embed;
   using B = Block;
-  STRATA_RETURN_IF_ERROR(BlockForwardSaved(b));
   // The MLP's projection and the second residual add.
   LeaseGroup g = DeviceGroup();
-  const int gelu = g.Add(b.gelu, kR), w = AddWeight(g, b.p(B::kFcProjW)),
-            bias = AddWeight(g, b.p(B::kFcProjB)), mid = g.Add(b.mid, kR),
+  const int gelu = g.Add(a.gelu, kR), w = AddWeight(g, b.p(B::kFcProjW)),
+            bias = AddWeight(g, b.p(B::kFcProjB)), mid = g.Add(a.mid, kR),
             y = g.Add(out, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(Linear(g, gelu, w, bias, y, 4 * C, C));
@@ -126,44 +144,42 @@ absl::Status Gpt::BlockForward(const Block& b, TensorId out) {
   return g.Release();
 }
 
-absl::Status Gpt::CheckpointBlock(const Block& b) {
+absl::Status Gpt::CheckpointBlock(const Acts& a) {
   if (config_.checkpoint == ActivationCheckpointing::kNone) {
     return absl::OkStatus();
   }
-  for (TensorId id : {b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid, b.ln2,
-                      b.ln2_stats, b.fc, b.gelu}) {
-    STRATA_RETURN_IF_ERROR(Drop(id));
-  }
+  for (TensorId id : a.saved()) STRATA_RETURN_IF_ERROR(Drop(id));
   // The block was its input's last reader in forward: off the device now
   // rather than when room runs out.
   if (config_.checkpoint == ActivationCheckpointing::kOffload) {
-    return store_->Evict(b.x, Tier::kHost);
+    return store_->Evict(a.x, Tier::kHost);
   }
   return absl::OkStatus();
 }
 
-absl::Status Gpt::BlockForwardSaved(const Block& b) {
+absl::Status Gpt::ForwardOp(const Block& b, int op, int k) {
+  SetMicro(k);
+  const Acts& a = b.micro[k];
   const int64_t N = rows_, C = config_.embed;
   using B = Block;
-  {  // LayerNorm 1 and the QKV projection.
-    LeaseGroup g = DeviceGroup();
-    const int x = g.Add(b.x, kR), w = g.Add(b.p(B::kLn1W).w, kR),
-              bias = g.Add(b.p(B::kLn1B).w, kR), ln = g.Add(b.ln1, kO),
-              st = g.Add(b.ln1_stats, kO), qw = AddWeight(g, b.p(B::kQkvW)),
-              qb = AddWeight(g, b.p(B::kQkvB)), qkv = g.Add(b.qkv, kO);
+  LeaseGroup g = DeviceGroup();
+  if (op == 0) {  // LayerNorm 1 and the QKV projection.
+    const int x = g.Add(a.x, kR), w = g.Add(b.p(B::kLn1W).w, kR),
+              bias = g.Add(b.p(B::kLn1B).w, kR), ln = g.Add(a.ln1, kO),
+              st = g.Add(a.ln1_stats, kO), qw = AddWeight(g, b.p(B::kQkvW)),
+              qb = AddWeight(g, b.p(B::kQkvB)), qkv = g.Add(a.qkv, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->LayerNormForward(
         g.data(x), g.data(w), g.data(bias), g.data(ln), g.data(st),
         g.data(st) + N, N, C));
     STRATA_RETURN_IF_ERROR(Linear(g, ln, qw, qb, qkv, C, 3 * C));
-    STRATA_RETURN_IF_ERROR(g.Release());
+    return g.Release();
   }
-  {  // Attention, its projection and the residual add.
-    LeaseGroup g = DeviceGroup();
-    const int qkv = g.Add(b.qkv, kR), att = g.Add(b.att, kO),
-              lse = g.Add(b.lse, kO), pw = AddWeight(g, b.p(B::kProjW)),
-              pb = AddWeight(g, b.p(B::kProjB)), x = g.Add(b.x, kR),
-              mid = g.Add(b.mid, kO);
+  if (op == 1) {  // Attention, its projection and the residual add.
+    const int qkv = g.Add(a.qkv, kR), att = g.Add(a.att, kO),
+              lse = g.Add(a.lse, kO), pw = AddWeight(g, b.p(B::kProjW)),
+              pb = AddWeight(g, b.p(B::kProjB)), x = g.Add(a.x, kR),
+              mid = g.Add(a.mid, kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
     STRATA_RETURN_IF_ERROR(compute_->AttentionForward(
         g.data(qkv), g.data(att), g.data(lse), N / config_.context,
@@ -171,15 +187,14 @@ absl::Status Gpt::BlockForwardSaved(const Block& b) {
     STRATA_RETURN_IF_ERROR(Linear(g, att, pw, pb, mid, C, C));
     STRATA_RETURN_IF_ERROR(
         compute_->Add(g.data(mid), g.data(x), g.data(mid), N * C));
-    STRATA_RETURN_IF_ERROR(g.Release());
+    return g.Release();
   }
   // LayerNorm 2 and the MLP's first layer.
-  LeaseGroup g = DeviceGroup();
-  const int mid = g.Add(b.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
-            bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(b.ln2, kO),
-            st = g.Add(b.ln2_stats, kO), fw = AddWeight(g, b.p(B::kFcW)),
-            fb = AddWeight(g, b.p(B::kFcB)), fc = g.Add(b.fc, kO),
-            gelu = g.Add(b.gelu, kO);
+  const int mid = g.Add(a.mid, kR), w = g.Add(b.p(B::kLn2W).w, kR),
+            bias = g.Add(b.p(B::kLn2B).w, kR), ln = g.Add(a.ln2, kO),
+            st = g.Add(a.ln2_stats, kO), fw = AddWeight(g, b.p(B::kFcW)),
+            fb = AddWeight(g, b.p(B::kFcB)), fc = g.Add(a.fc, kO),
+            gelu = g.Add(a.gelu, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(
       compute_->LayerNormForward(g.data(mid), g.data(w), g.data(bias),
@@ -190,12 +205,13 @@ absl::Status Gpt::BlockForwardSaved(const Block& b) {
   return g.Release();
 }
 
-absl::Status Gpt::FinalNorm() {
+absl::Status Gpt::FinalNorm(int k) {
+  SetMicro(k);
   const int64_t N = rows_;
   LeaseGroup g = DeviceGroup();
-  const int x = g.Add(g_.out, kR), w = g.Add(g_.lnf.params[0].w, kR),
-            bias = g.Add(g_.lnf.params[1].w, kR), ln = g.Add(g_.lnf_out, kO),
-            st = g.Add(g_.lnf_stats, kO);
+  const int x = g.Add(io_[k].out, kR), w = g.Add(g_.lnf.params[0].w, kR),
+            bias = g.Add(g_.lnf.params[1].w, kR),
+            ln = g.Add(io_[k].lnf_out, kO), st = g.Add(io_[k].lnf_stats, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(
       compute_->LayerNormForward(g.data(x), g.data(w), g.data(bias), g.data(ln),
@@ -205,24 +221,27 @@ absl::Status Gpt::FinalNorm() {
 
 // logits = lnf_out wte^T one slice of rows at a time; with the gradient,
 // dlogits (in place) gives dln = dlogits wte and wte.grad += dlogits^T x.
-absl::StatusOr<double> Gpt::Classifier(bool gradient, int64_t first_row,
+absl::StatusOr<double> Gpt::Classifier(bool gradient, int k, int64_t first_row,
                                        int64_t rows) {
-  const int64_t N = rows_, C = config_.embed, V = config_.vocab;
+  SetMicro(k);
+  const int64_t C = config_.embed, V = config_.vocab;
   const int64_t S = config_.classifier_rows;
   const ParamSlot& wte = g_.embeddings.params[0];
   LeaseGroup g = DeviceGroup();
-  const int x = g.Add(g_.lnf_out, kR), w = AddWeight(g, wte),
-            logits = g.Add(s_.logits, kO), tg = g.Add(s_.targets, kR);
-  const int dln = gradient ? g.Add(s_.dln, kO) : -1;
-  const int dw = gradient ? g.Add(wte.g, kO) : -1;
+  const int x = g.Add(io_[k].lnf_out, kR), w = AddWeight(g, wte),
+            logits = g.Add(s_.logits, kO), tg = g.Add(io_[k].targets, kR);
+  const int dln = gradient ? g.Add(io_[k].dln, kO) : -1;
+  const int dw = gradient ? g.Add(wte.g, k == 0 ? kO : kW) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   double loss = 0;
-  // The mean's gradient, times fp16's loss scale (a power of two: exact).
-  const float scale =
-      (loss_scale_ ? loss_scale_->scale() : 1.0f) / static_cast<float>(N);
+  // The gradient of the mean over the whole step's tokens, times fp16's
+  // loss scale (a power of two: exact).
+  const float scale = (loss_scale_ ? loss_scale_->scale() : 1.0f) /
+                      static_cast<float>(pass_rows_);
   const Precision type = config_.precision;
   for (int64_t r0 = first_row; r0 < first_row + rows; r0 += S) {
     const int64_t s = std::min(S, first_row + rows - r0);
+    const bool add = r0 != first_row || k > 0;  // to wte's gradient so far
     float* z = g.data(logits);
     const float* xs = g.data(x) + r0 * C;
     if (mixed()) {  // the tied wte as a bias-free 16-bit linear layer
@@ -241,162 +260,221 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int64_t first_row,
     float* dx = g.data(dln) + r0 * C;
     if (mixed()) {
       STRATA_RETURN_IF_ERROR(compute_->LinearBackward16(
-          type, xs, g.half(w), z, g.data(dw), nullptr, dx, s, C, V,
-          /*accumulate=*/r0 != first_row));
+          type, xs, g.half(w), z, g.data(dw), nullptr, dx, s, C, V, add));
       continue;
     }
     STRATA_RETURN_IF_ERROR(
         compute_->Gemm(false, false, s, C, V, z, V, g.data(w), C, 0.0f, dx, C));
     STRATA_RETURN_IF_ERROR(compute_->Gemm(true, false, V, C, s, z, V, xs, C,
-                                          r0 == first_row ? 0.0f : 1.0f,
-                                          g.data(dw), C));
+                                          add ? 1.0f : 0.0f, g.data(dw), C));
   }
   STRATA_RETURN_IF_ERROR(g.Release());
   return loss;
 }
 
-absl::Status Gpt::FinalNormBackward() {
+absl::Status Gpt::FinalNormBackward(int k) {
+  SetMicro(k);
   const int64_t N = rows_, C = config_.embed;
   const ParamSlot& w = g_.lnf.params[0];
   const ParamSlot& b = g_.lnf.params[1];
+  const MicroIo& io = io_[k];
+  const Access grads = k == 0 ? kO : kW;
   LeaseGroup g = DeviceGroup();
-  const int x = g.Add(g_.out, kR), wi = g.Add(w.w, kR),
-            st = g.Add(g_.lnf_stats, kR), dln = g.Add(s_.dln, kR),
-            dres = g.Add(s_.dres, kO), dw = g.Add(w.g, kO), db = g.Add(b.g, kO);
+  const int x = g.Add(io.out, kR), wi = g.Add(w.w, kR),
+            st = g.Add(io.lnf_stats, kR), dln = g.Add(io_[k].dln, kR),
+            dres = g.Add(io.dres, kO), dw = g.Add(w.g, grads),
+            db = g.Add(b.g, grads);
   STRATA_RETURN_IF_ERROR(g.Acquire());
-  for (int i : {dres, dw, db}) {
-    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
+  STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dres), g.bytes(dres) / kF));
+  if (k == 0) {
+    for (int i : {dw, db}) {
+      STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
+    }
   }
   STRATA_RETURN_IF_ERROR(compute_->LayerNormBackward(
       g.data(x), g.data(wi), g.data(st), g.data(st) + N, g.data(dln),
       g.data(dres), g.data(dw), g.data(db), N, C));
   STRATA_RETURN_IF_ERROR(g.Release());
-  for (TensorId id : {g_.out, g_.lnf_stats, s_.dln}) {
-    STRATA_RETURN_IF_ERROR(Drop(id));
-  }
-  return optimizer_.GroupComplete(g_.lnf);
-}
-
-// LayerNorm backward into the residual gradient: dres += dx, the norm's own
-// weight and bias gradients overwritten.
-absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
-                               const ParamSlot& b, TensorId stats_id) {
-  const int64_t N = rows_, C = config_.embed;
-  LeaseGroup g = DeviceGroup();
-  const int x = g.Add(x_id, kR), wi = g.Add(w.w, kR), st = g.Add(stats_id, kR),
-            dln = g.Add(s_.dln, kR), dres = g.Add(s_.dres, kW),
-            dw = g.Add(w.g, kO), db = g.Add(b.g, kO);
-  STRATA_RETURN_IF_ERROR(g.Acquire());
-  for (int i : {dw, db}) {
-    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
-  }
-  STRATA_RETURN_IF_ERROR(compute_->LayerNormBackward(
-      g.data(x), g.data(wi), g.data(st), g.data(st) + N, g.data(dln),
-      g.data(dres), g.data(dw), g.data(db), N, C));
-  STRATA_RETURN_IF_ERROR(g.Release());
-  for (TensorId id : {x_id, stats_id, s_.dln}) {
+  for (TensorId id : {io.out, io.lnf_stats, io_[k].dln}) {
     STRATA_RETURN_IF_ERROR(Drop(id));
   }
   return absl::OkStatus();
 }
 
-// dres holds the gradient of the block's output on entry, of its input on
-// return; the block's parameters are handed to the optimizer.
-absl::Status Gpt::BlockBackward(const Block& b) {
+// LayerNorm backward into the residual gradient: dres += dx; the norm's own
+// weight and bias gradients overwritten by the first micro-batch, added to
+// by the others.
+absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
+                               const ParamSlot& b, TensorId stats_id, int k) {
+  const TensorId dres_id = io_[k].dres, dln_id = io_[k].dln;
+  const bool first = k == 0;
   const int64_t N = rows_, C = config_.embed;
-  using B = Block;
+  const Access grads = first ? kO : kW;
+  LeaseGroup g = DeviceGroup();
+  const int x = g.Add(x_id, kR), wi = g.Add(w.w, kR), st = g.Add(stats_id, kR),
+            dln = g.Add(dln_id, kR), dres = g.Add(dres_id, kW),
+            dw = g.Add(w.g, grads), db = g.Add(b.g, grads);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  if (first) {
+    for (int i : {dw, db}) {
+      STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(compute_->LayerNormBackward(
+      g.data(x), g.data(wi), g.data(st), g.data(st) + N, g.data(dln),
+      g.data(dres), g.data(dw), g.data(db), N, C));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  for (TensorId id : {x_id, stats_id, dln_id}) {
+    STRATA_RETURN_IF_ERROR(Drop(id));
+  }
+  return absl::OkStatus();
+}
+
+// Under checkpointing each micro-batch recomputes its block and runs its
+// backward before the next one's recompute (one micro-batch's activations
+// live at a time); without, each operation runs for every micro-batch in
+// turn, so its weights are leased once for all of them.
+absl::Status Gpt::BlockBackward(const Block& b) {
+  const int micro = static_cast<int>(micro_rows_.size());
   if (config_.checkpoint != ActivationCheckpointing::kNone) {
-    // The same operations on the same b.x as in forward: the same bits.
-    const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(BlockForwardSaved(b));
-    recompute_seconds_ += Since(start);
-  }
-  {  // The MLP: projection, GELU, first layer.
-    LeaseGroup g = DeviceGroup();
-    const int gelu = g.Add(b.gelu, kR), pw = AddWeight(g, b.p(B::kFcProjW)),
-              dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kFcProjW).g, kO),
-              dpb = g.Add(b.p(B::kFcProjB).g, kO), dfc = g.Add(s_.dfc, kO),
-              fc = g.Add(b.fc, kR), ln = g.Add(b.ln2, kR),
-              fw = AddWeight(g, b.p(B::kFcW)), dfw = g.Add(b.p(B::kFcW).g, kO),
-              dfb = g.Add(b.p(B::kFcB).g, kO), dln = g.Add(s_.dln, kO);
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(
-        LinearGrad(g, gelu, pw, dres, dpw, dpb, dfc, 4 * C, C));
-    STRATA_RETURN_IF_ERROR(
-        compute_->ActivationBackward(Activation::kGeluTanh, g.data(fc),
-                                     g.data(dfc), g.data(dfc), N * 4 * C));
-    STRATA_RETURN_IF_ERROR(LinearGrad(g, ln, fw, dfc, dfw, dfb, dln, C, 4 * C));
-    STRATA_RETURN_IF_ERROR(g.Release());
-    for (TensorId id : {b.gelu, b.fc, b.ln2, s_.dfc}) {
-      STRATA_RETURN_IF_ERROR(Drop(id));
+    for (int k = 0; k < micro; ++k) {
+      // The same operations on the same input as in forward: the same bits.
+      const auto start = std::chrono::steady_clock::now();
+      for (int op = 0; op < kSavedOps; ++op) {
+        STRATA_RETURN_IF_ERROR(ForwardOp(b, op, k));
+      }
+      recompute_seconds_ += Since(start);
+      for (int op = 0; op < kBackwardOps; ++op) {
+        STRATA_RETURN_IF_ERROR(BackwardOp(b, op, k));
+      }
+    }
+  } else {
+    for (int op = 0; op < kBackwardOps; ++op) {
+      for (int k = 0; k < micro; ++k) {
+        STRATA_RETURN_IF_ERROR(BackwardOp(b, op, k));
+      }
     }
   }
-  STRATA_RETURN_IF_ERROR(
-      NormBackward(b.mid, b.p(B::kLn2W), b.p(B::kLn2B), b.ln2_stats));
-  {  // The attention's projection, attention, the QKV projection.
-    LeaseGroup g = DeviceGroup();
-    const int att = g.Add(b.att, kR), pw = AddWeight(g, b.p(B::kProjW)),
-              dres = g.Add(s_.dres, kR), dpw = g.Add(b.p(B::kProjW).g, kO),
-              dpb = g.Add(b.p(B::kProjB).g, kO), datt = g.Add(s_.datt, kO),
-              qkv = g.Add(b.qkv, kR), lse = g.Add(b.lse, kR),
-              dqkv = g.Add(s_.dqkv, kO);
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(LinearGrad(g, att, pw, dres, dpw, dpb, datt, C, C));
-    STRATA_RETURN_IF_ERROR(compute_->AttentionBackward(
-        g.data(qkv), g.data(att), g.data(datt), g.data(lse), g.data(dqkv),
-        N / config_.context, config_.context, C, config_.heads));
-    STRATA_RETURN_IF_ERROR(g.Release());
-    for (TensorId id : {b.att, b.lse, b.qkv, s_.datt}) {
-      STRATA_RETURN_IF_ERROR(Drop(id));
-    }
-  }
-  {
-    LeaseGroup g = DeviceGroup();
-    const int ln = g.Add(b.ln1, kR), qw = AddWeight(g, b.p(B::kQkvW)),
-              dqkv = g.Add(s_.dqkv, kR), dqw = g.Add(b.p(B::kQkvW).g, kO),
-              dqb = g.Add(b.p(B::kQkvB).g, kO), dln = g.Add(s_.dln, kO);
-    STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(
-        LinearGrad(g, ln, qw, dqkv, dqw, dqb, dln, C, 3 * C));
-    STRATA_RETURN_IF_ERROR(g.Release());
-    for (TensorId id : {b.ln1, s_.dqkv}) {
-      STRATA_RETURN_IF_ERROR(Drop(id));
-    }
-  }
-  STRATA_RETURN_IF_ERROR(
-      NormBackward(b.x, b.p(B::kLn1W), b.p(B::kLn1B), b.ln1_stats));
   return optimizer_.GroupComplete(b.group);
 }
 
-absl::Status Gpt::EmbedBackward() {
+// Micro-batch k's dres holds the gradient of the block's output before op
+// 0, of its input after op 4; the block's parameter gradients gain its part
+// (the first micro-batch overwrites them).
+absl::Status Gpt::BackwardOp(const Block& b, int op, int k) {
+  SetMicro(k);
+  const Acts& a = b.micro[k];
+  const TensorId dres_id = io_[k].dres;
+  const int64_t C = config_.embed;
+  const bool add = k > 0;  // to the earlier micro-batches' gradients
+  const Access grads = add ? kW : kO;
+  using B = Block;
+  if (op == 1) {
+    return NormBackward(a.mid, b.p(B::kLn2W), b.p(B::kLn2B), a.ln2_stats, k);
+  }
+  if (op == 4) {
+    return NormBackward(a.x, b.p(B::kLn1W), b.p(B::kLn1B), a.ln1_stats, k);
+  }
+  LeaseGroup g = DeviceGroup();
+  if (op == 0) {  // The MLP: projection, GELU, first layer.
+    const int gelu = g.Add(a.gelu, kR), pw = AddWeight(g, b.p(B::kFcProjW)),
+              dres = g.Add(dres_id, kR), dpw = g.Add(b.p(B::kFcProjW).g, grads),
+              dpb = g.Add(b.p(B::kFcProjB).g, grads), dfc = g.Add(s_.dfc, kO),
+              fc = g.Add(a.fc, kR), ln = g.Add(a.ln2, kR),
+              fw = AddWeight(g, b.p(B::kFcW)),
+              dfw = g.Add(b.p(B::kFcW).g, grads),
+              dfb = g.Add(b.p(B::kFcB).g, grads), dln = g.Add(io_[k].dln, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(
+        LinearGrad(g, gelu, pw, dres, dpw, dpb, dfc, 4 * C, C, add));
+    STRATA_RETURN_IF_ERROR(
+        compute_->ActivationBackward(Activation::kGeluTanh, g.data(fc),
+                                     g.data(dfc), g.data(dfc), rows_ * 4 * C));
+    STRATA_RETURN_IF_ERROR(
+        LinearGrad(g, ln, fw, dfc, dfw, dfb, dln, C, 4 * C, add));
+    STRATA_RETURN_IF_ERROR(g.Release());
+    for (TensorId id : {a.gelu, a.fc, a.ln2, s_.dfc}) {
+      STRATA_RETURN_IF_ERROR(Drop(id));
+    }
+    return absl::OkStatus();
+  }
+  if (op == 2) {  // The attention's projection and attention.
+    const int att = g.Add(a.att, kR), pw = AddWeight(g, b.p(B::kProjW)),
+              dres = g.Add(dres_id, kR), dpw = g.Add(b.p(B::kProjW).g, grads),
+              dpb = g.Add(b.p(B::kProjB).g, grads), datt = g.Add(s_.datt, kO),
+              qkv = g.Add(a.qkv, kR), lse = g.Add(a.lse, kR),
+              dqkv = g.Add(io_[k].dqkv, kO);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    STRATA_RETURN_IF_ERROR(
+        LinearGrad(g, att, pw, dres, dpw, dpb, datt, C, C, add));
+    STRATA_RETURN_IF_ERROR(compute_->AttentionBackward(
+        g.data(qkv), g.data(att), g.data(datt), g.data(lse), g.data(dqkv),
+        rows_ / config_.context, config_.context, C, config_.heads));
+    STRATA_RETURN_IF_ERROR(g.Release());
+    for (TensorId id : {a.att, a.lse, a.qkv, s_.datt}) {
+      STRATA_RETURN_IF_ERROR(Drop(id));
+    }
+    return absl::OkStatus();
+  }
+  // The QKV projection.
+  const int ln = g.Add(a.ln1, kR), qw = AddWeight(g, b.p(B::kQkvW)),
+            dqkv = g.Add(io_[k].dqkv, kR), dqw = g.Add(b.p(B::kQkvW).g, grads),
+            dqb = g.Add(b.p(B::kQkvB).g, grads), dln = g.Add(io_[k].dln, kO);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_RETURN_IF_ERROR(
+      LinearGrad(g, ln, qw, dqkv, dqw, dqb, dln, C, 3 * C, add));
+  STRATA_RETURN_IF_ERROR(g.Release());
+  for (TensorId id : {a.ln1, io_[k].dqkv}) {
+    STRATA_RETURN_IF_ERROR(Drop(id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::EmbedBackward(int k) {
+  SetMicro(k);
   const ParamSlot& wte = g_.embeddings.params[0];
   const ParamSlot& wpe = g_.embeddings.params[1];
   {
     LeaseGroup g = DeviceGroup();
-    const int tok = g.Add(s_.tokens, kR), dres = g.Add(s_.dres, kR),
-              dte = g.Add(wte.g, kW), dpe = g.Add(wpe.g, kO);
+    const int tok = g.Add(io_[k].tokens, kR), dres = g.Add(io_[k].dres, kR),
+              dte = g.Add(wte.g, kW), dpe = g.Add(wpe.g, k == 0 ? kO : kW);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dpe), g.bytes(dpe) / kF));
+    if (k == 0) {
+      STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dpe), g.bytes(dpe) / kF));
+    }
     STRATA_RETURN_IF_ERROR(compute_->EmbeddingBackward(
         Ints(g, tok), g.data(dres), g.data(dte), g.data(dpe),
         rows_ / config_.context, config_.context, config_.embed,
         config_.vocab));
     STRATA_RETURN_IF_ERROR(g.Release());
   }
-  for (TensorId id : {s_.tokens, s_.dres}) {
+  for (TensorId id : {io_[k].tokens, io_[k].dres}) {
     STRATA_RETURN_IF_ERROR(Drop(id));
   }
   return absl::OkStatus();  // TrainStep hands the embeddings over last
 }
 
+// Layer-major: every micro-batch through each operation of a block before
+// the next operation, so its weights are leased once for all of them.
 absl::Status Gpt::Forward() {
-  STRATA_RETURN_IF_ERROR(Embed());
+  const int micro = static_cast<int>(micro_rows_.size());
+  for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(Embed(k));
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    const TensorId out = l + 1 < blocks_.size() ? blocks_[l + 1].x : g_.out;
-    STRATA_RETURN_IF_ERROR(BlockForward(blocks_[l], out));
-    STRATA_RETURN_IF_ERROR(CheckpointBlock(blocks_[l]));
+    const Block& b = blocks_[l];
+    for (int op = 0; op < kSavedOps; ++op) {
+      for (int k = 0; k < micro; ++k) {
+        STRATA_RETURN_IF_ERROR(ForwardOp(b, op, k));
+      }
+    }
+    for (int k = 0; k < micro; ++k) {
+      const TensorId out =
+          l + 1 < blocks_.size() ? blocks_[l + 1].micro[k].x : io_[k].out;
+      STRATA_RETURN_IF_ERROR(ProjectMlp(b, k, out));
+      STRATA_RETURN_IF_ERROR(CheckpointBlock(b.micro[k]));
+    }
   }
-  return FinalNorm();
+  for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(FinalNorm(k));
+  return absl::OkStatus();
 }
 
 // Every activation and temporary, for a pass that ends early (evaluation,
@@ -404,13 +482,18 @@ absl::Status Gpt::Forward() {
 absl::Status Gpt::DiscardActivations() {
   absl::Status status;
   for (const Block& b : blocks_) {
-    for (TensorId id : {b.x, b.ln1, b.ln1_stats, b.qkv, b.att, b.lse, b.mid,
-                        b.ln2, b.ln2_stats, b.fc, b.gelu}) {
+    for (const Acts& a : b.micro) {
+      status.Update(Drop(a.x));
+      for (TensorId id : a.saved()) status.Update(Drop(id));
+    }
+  }
+  for (const MicroIo& io : io_) {
+    for (TensorId id : {io.tokens, io.targets, io.out, io.lnf_out, io.lnf_stats,
+                        io.dres, io.dln, io.dqkv}) {
       status.Update(Drop(id));
     }
   }
-  for (TensorId id : {g_.out, g_.lnf_out, g_.lnf_stats, s_.tokens, s_.targets,
-                      s_.logits, s_.dres, s_.dln, s_.datt, s_.dqkv, s_.dfc}) {
+  for (TensorId id : {s_.logits, s_.datt, s_.dfc}) {
     status.Update(Drop(id));
   }
   return status;
@@ -419,18 +502,25 @@ absl::Status Gpt::DiscardActivations() {
 absl::StatusOr<double> Gpt::ForwardBackward(const int32_t* inputs,
                                             const int32_t* targets,
                                             int64_t sequences) {
-  rows_ = sequences * config_.context;
   STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
   STRATA_RETURN_IF_ERROR(Forward());
-  STRATA_ASSIGN_OR_RETURN(double loss, Classifier(true, 0, rows_));
-  for (TensorId id : {g_.lnf_out, s_.logits, s_.targets}) {
-    STRATA_RETURN_IF_ERROR(Drop(id));
+  const int micro = static_cast<int>(micro_rows_.size());
+  double loss = 0;
+  // Each micro-batch's classifier and final norm in turn: dln is shared.
+  for (int k = 0; k < micro; ++k) {
+    STRATA_ASSIGN_OR_RETURN(double part, Classifier(true, k, 0, rows_));
+    loss += part;
+    for (TensorId id : {io_[k].lnf_out, io_[k].targets}) {
+      STRATA_RETURN_IF_ERROR(Drop(id));
+    }
+    STRATA_RETURN_IF_ERROR(FinalNormBackward(k));
   }
-  STRATA_RETURN_IF_ERROR(FinalNormBackward());
+  STRATA_RETURN_IF_ERROR(Drop(s_.logits));
+  STRATA_RETURN_IF_ERROR(optimizer_.GroupComplete(g_.lnf));
   for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
     STRATA_RETURN_IF_ERROR(BlockBackward(blocks_[l]));
   }
-  STRATA_RETURN_IF_ERROR(EmbedBackward());
+  for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(EmbedBackward(k));
   STRATA_RETURN_IF_ERROR(compute_->Synchronize());
   return loss;
 }
@@ -514,10 +604,15 @@ absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
                                      int64_t sequences) {
   store_->BeginStep();
   absl::StatusOr<double> loss = [&]() -> absl::StatusOr<double> {
-    rows_ = sequences * config_.context;
     STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
     STRATA_RETURN_IF_ERROR(Forward());
-    return Classifier(false, 0, rows_);
+    double sum = 0;
+    for (int k = 0; k < static_cast<int>(micro_rows_.size()); ++k) {
+      STRATA_ASSIGN_OR_RETURN(double part,
+                              Classifier(false, k, 0, micro_rows_[k]));
+      sum += part;
+    }
+    return sum;
   }();
   absl::Status discard = DiscardActivations();
   store_->EndStep();
@@ -536,11 +631,13 @@ absl::StatusOr<std::vector<float>> Gpt::LastLogits(const int32_t* inputs,
   store_->BeginStep();
   std::vector<float> logits(config_.vocab);
   absl::Status status = [&]() -> absl::Status {
-    rows_ = sequences * config_.context;
     STRATA_RETURN_IF_ERROR(Upload(inputs, inputs, sequences));
     STRATA_RETURN_IF_ERROR(Forward());
-    const int64_t last = row * config_.context + config_.context - 1;
-    STRATA_RETURN_IF_ERROR(Classifier(false, last, 1).status());
+    // The row's micro-batch, and its last position there.
+    const int k = static_cast<int>(row / config_.batch);
+    const int64_t last =
+        (row % config_.batch) * config_.context + config_.context - 1;
+    STRATA_RETURN_IF_ERROR(Classifier(false, k, last, 1).status());
     return store_->Read(s_.logits, logits.data(), logits.size() * kF);
   }();
   status.Update(DiscardActivations());

@@ -118,7 +118,7 @@ absl::StatusOr<TensorId> Gpt::CreateBackup(const std::string& prefix,
 }
 
 absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
-  const int64_t C = config_.embed, N = config_.tokens();
+  const int64_t C = config_.embed;
   const std::string p = absl::StrFormat("block%d.", l);
   Block b;
   // Role order matches Block's enum.
@@ -147,25 +147,58 @@ absl::StatusOr<Gpt::Block> Gpt::CreateBlock(int l) {
     b.group.params.push_back(s);
   }
   STRATA_ASSIGN_OR_RETURN(b.group.backup, CreateBackup(p, b.group));
-  const DType f32 = DType::kFloat32;
+  for (int k = 0; k < config_.accumulate; ++k) {
+    STRATA_ASSIGN_OR_RETURN(Acts a, CreateActs(p, MicroSuffix(k)));
+    b.micro.push_back(a);
+  }
+  return b;
+}
+
+std::string Gpt::MicroSuffix(int k) const {
+  return config_.accumulate > 1 ? absl::StrFormat(".mb%d", k) : "";
+}
+
+absl::StatusOr<Gpt::Acts> Gpt::CreateActs(const std::string& p,
+                                          const std::string& suffix) {
+  const int64_t C = config_.embed, N = config_.tokens();
   auto act = [&](const char* name, std::vector<int64_t> shape) {
-    return CreateTensor(p + name, TensorKind::kActivation, f32,
+    return CreateTensor(p + name + suffix, TensorKind::kActivation,
+                        DType::kFloat32, std::move(shape));
+  };
+  Acts a;
+  STRATA_ASSIGN_OR_RETURN(a.x, act("input", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(a.ln1, act("ln1.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(a.ln1_stats, act("ln1.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(a.qkv, act("qkv.out", {N, 3 * C}));
+  STRATA_ASSIGN_OR_RETURN(a.att, act("attention.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(
+      a.lse,
+      act("attention.lse", {config_.batch, config_.heads, config_.context}));
+  STRATA_ASSIGN_OR_RETURN(a.mid, act("residual.mid", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(a.ln2, act("ln2.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(a.ln2_stats, act("ln2.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(a.fc, act("fc.out", {N, 4 * C}));
+  STRATA_ASSIGN_OR_RETURN(a.gelu, act("gelu.out", {N, 4 * C}));
+  return a;
+}
+
+absl::StatusOr<Gpt::MicroIo> Gpt::CreateMicroIo(const std::string& suffix) {
+  const int64_t C = config_.embed, N = config_.tokens();
+  auto act = [&](const char* name, std::vector<int64_t> shape,
+                 DType dtype = DType::kFloat32) {
+    return CreateTensor(name + suffix, TensorKind::kActivation, dtype,
                         std::move(shape));
   };
-  STRATA_ASSIGN_OR_RETURN(b.x, act("input", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(b.ln1, act("ln1.out", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(b.ln1_stats, act("ln1.stats", {2, N}));
-  STRATA_ASSIGN_OR_RETURN(b.qkv, act("qkv.out", {N, 3 * C}));
-  STRATA_ASSIGN_OR_RETURN(b.att, act("attention.out", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(
-      b.lse,
-      act("attention.lse", {config_.batch, config_.heads, config_.context}));
-  STRATA_ASSIGN_OR_RETURN(b.mid, act("residual.mid", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(b.ln2, act("ln2.out", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(b.ln2_stats, act("ln2.stats", {2, N}));
-  STRATA_ASSIGN_OR_RETURN(b.fc, act("fc.out", {N, 4 * C}));
-  STRATA_ASSIGN_OR_RETURN(b.gelu, act("gelu.out", {N, 4 * C}));
-  return b;
+  MicroIo io;
+  STRATA_ASSIGN_OR_RETURN(io.tokens, act("tokens", {N}, DType::kInt32));
+  STRATA_ASSIGN_OR_RETURN(io.targets, act("targets", {N}, DType::kInt32));
+  STRATA_ASSIGN_OR_RETURN(io.out, act("blocks.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(io.lnf_out, act("lnf.out", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(io.lnf_stats, act("lnf.stats", {2, N}));
+  STRATA_ASSIGN_OR_RETURN(io.dres, act("residual.grad", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(io.dln, act("ln.out.grad", {N, C}));
+  STRATA_ASSIGN_OR_RETURN(io.dqkv, act("qkv.out.grad", {N, 3 * C}));
+  return io;
 }
 
 absl::Status Gpt::CreateTensors() {
@@ -189,22 +222,18 @@ absl::Status Gpt::CreateTensors() {
                           CreateParam("lnf.bias", {C}, false, false));
   g_.lnf.params = {lw, lb};
   STRATA_ASSIGN_OR_RETURN(g_.lnf.backup, CreateBackup("lnf.", g_.lnf));
+  for (int k = 0; k < config_.accumulate; ++k) {
+    STRATA_ASSIGN_OR_RETURN(MicroIo io, CreateMicroIo(MicroSuffix(k)));
+    io_.push_back(io);
+  }
   using K = TensorKind;
-  auto act = [&](const char* name, std::vector<int64_t> shape,
-                 DType dtype = DType::kFloat32) {
-    return CreateTensor(name, K::kActivation, dtype, std::move(shape));
+  auto act = [&](const char* name, std::vector<int64_t> shape) {
+    return CreateTensor(name, K::kActivation, DType::kFloat32,
+                        std::move(shape));
   };
-  STRATA_ASSIGN_OR_RETURN(g_.out, act("blocks.out", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(g_.lnf_out, act("lnf.out", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(g_.lnf_stats, act("lnf.stats", {2, N}));
-  STRATA_ASSIGN_OR_RETURN(s_.tokens, act("tokens", {N}, DType::kInt32));
-  STRATA_ASSIGN_OR_RETURN(s_.targets, act("targets", {N}, DType::kInt32));
   STRATA_ASSIGN_OR_RETURN(s_.logits,
                           act("logits.slice", {config_.classifier_rows, V}));
-  STRATA_ASSIGN_OR_RETURN(s_.dres, act("residual.grad", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(s_.dln, act("ln.out.grad", {N, C}));
   STRATA_ASSIGN_OR_RETURN(s_.datt, act("attention.out.grad", {N, C}));
-  STRATA_ASSIGN_OR_RETURN(s_.dqkv, act("qkv.out.grad", {N, 3 * C}));
   STRATA_ASSIGN_OR_RETURN(s_.dfc, act("fc.out.grad", {N, 4 * C}));
   return absl::OkStatus();
 }

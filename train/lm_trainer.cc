@@ -70,10 +70,10 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
                                       const LmProgressFn &on_step,
                                       const LmEvalFn &on_eval) {
   const GptConfig &c = model.config();
-  if (batches.batch() != c.batch || batches.seq_len() != c.context) {
+  if (batches.batch() != c.step_sequences() || batches.seq_len() != c.context) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "batches of %d x %d tokens; the model takes %d x %d", batches.batch(),
-        batches.seq_len(), c.batch, c.context));
+        "batches of %d x %d tokens; the model takes %d x %d a step",
+        batches.batch(), batches.seq_len(), c.step_sequences(), c.context));
   }
   if (options.steps < 1) {
     return absl::InvalidArgumentError(
@@ -89,7 +89,8 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
   // Every step's loss, a resumed run's earlier ones first: final_loss and
   // checkpoints see the whole run.
   std::vector<double> all_losses = options.prior_losses;
-  std::vector<int32_t> in(c.tokens()), out(c.tokens());
+  const int64_t step_tokens = c.step_sequences() * c.context;
+  std::vector<int32_t> in(step_tokens), out(step_tokens);
   const auto run_start = std::chrono::steady_clock::now();
   auto evaluate = [&](int64_t step) -> absl::Status {
     const auto start = std::chrono::steady_clock::now();
@@ -106,16 +107,16 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     model.SetLearningRate(LmLearningRate(options, c.adam.lr, step));
     const double optimizer_before = model.clip_stats().optimizer_seconds;
     const auto start = std::chrono::steady_clock::now();
-    STRATA_ASSIGN_OR_RETURN(double loss,
-                            model.TrainStep(in.data(), out.data(), c.batch));
+    STRATA_ASSIGN_OR_RETURN(double loss, model.TrainStep(in.data(), out.data(),
+                                                         c.step_sequences()));
     result.step_seconds.push_back(Since(start));
     result.train_seconds += result.step_seconds.back();
     result.optimizer_seconds.push_back(model.clip_stats().optimizer_seconds -
                                        optimizer_before);
-    result.losses.push_back(loss / c.tokens());
+    result.losses.push_back(loss / step_tokens);
     all_losses.push_back(result.losses.back());
     result.tokens_per_second =
-        double(c.tokens()) * result.losses.size() / result.train_seconds;
+        double(step_tokens) * result.losses.size() / result.train_seconds;
     if (on_step) {
       on_step({.step = step + 1,
                .steps = options.steps,

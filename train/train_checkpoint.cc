@@ -245,6 +245,7 @@ std::map<std::string, std::string> GptCheckpointConfig(
           {"vocab", Dec(m.vocab)},
           {"tokenizer", tokenizer},
           {"batch", Dec(m.batch)},
+          {"accumulate", Dec(int64_t{m.accumulate})},
           {"seed", Dec(m.seed)},
           {"lr", Float(m.adam.lr)},
           {"weight_decay", Float(m.weight_decay)},
@@ -303,8 +304,11 @@ absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
                      {"model", "layers", "heads", "embed", "context", "vocab",
                       "tokenizer", "precision"},
                      store, model.StateTensors(), &resumed,
-                     // Checkpoints from before mixed precision were fp32.
-                     {{"precision", "fp32"}, {"rounding", "nearest"}}));
+                     // Checkpoints from before mixed precision were fp32,
+                     // from before accumulation one micro-batch a step.
+                     {{"precision", "fp32"},
+                      {"rounding", "nearest"},
+                      {"accumulate", "1"}}));
   const StateReader s(*reader);
   ClippedAdamW::Snapshot opt;
   ClipStats& c = opt.stats;
