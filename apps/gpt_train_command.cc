@@ -345,11 +345,13 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
       train::VectorPathName(train::ChosenVectorPath()),
       train::HostPool::Shared().threads());
   absl::PrintF(
-      "%-22s %lld of %zu steps clipped; %lld speculative updates rolled "
+      "%-22s %lld of %lld steps clipped; %lld speculative updates rolled "
       "back (%.2f s re-running); %lld steps updated at the step's end "
       "(deferred); %s copied to backups\n",
       "gradient clipping", static_cast<long long>(clip.clipped),
-      r.losses.size(), static_cast<long long>(clip.rolled_back),
+      // The whole run's, as the counters are (a resumed run's too).
+      static_cast<long long>(clip.steps + gpt.skipped_steps()),
+      static_cast<long long>(clip.rolled_back),
       gpt.rollback_seconds(), static_cast<long long>(clip.deferred),
       FormatByteSize(clip.backup_bytes));
   PrintPrecisionRow(gpt.config().precision, gpt.config().rounding,

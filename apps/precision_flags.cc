@@ -23,7 +23,8 @@ ABSL_FLAG(std::string, rounding, "nearest",
           "(to nearest even) or stochastic (seeded per tensor and step from "
           "--seed, so runs still repeat bit for bit). bf16/fp16 only.");
 ABSL_FLAG(double, loss_scale, strata::train::LossScaleOptions{}.initial_scale,
-          "fp16's initial loss scale, a power of two: halved (and the step "
+          "fp16's initial loss scale, a power of two in [1, 2^24]: halved "
+          "(and the step "
           "skipped) when a gradient overflows, doubled after 1000 clean "
           "steps, never below 1. fp16 only; a resumed run goes on with the "
           "checkpoint's scale.");

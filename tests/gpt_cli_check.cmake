@@ -62,10 +62,11 @@ if(NOT losses STREQUAL losses_again OR NOT config STREQUAL config_again OR
   message(FATAL_ERROR "--config did not repeat the run:\n${losses}\n${losses_again}")
 endif()
 
-# fp16: the report says what the run did (precision, skips, the loss scale),
-# and the text table has its row.
+# fp16 with two micro-batches a step: the report says what the run did
+# (precision, skips, the loss scale, accumulate), and the text table has its
+# row.
 execute_process(COMMAND "${STRATA}" ${common} --max-steps=2 --precision=fp16
-  --json=${WORK}/fp16.json RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  --accumulate=2 --json=${WORK}/fp16.json RESULT_VARIABLE rc OUTPUT_VARIABLE out
   ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "strata train --model=gpt --precision=fp16 failed (${rc}):\n${out}\n${err}")
@@ -75,8 +76,10 @@ string(JSON precision GET "${half_report}" precision)
 string(JSON skipped GET "${half_report}" skipped_steps)
 string(JSON scale0 GET "${half_report}" loss_scale_history 0 scale)
 string(JSON h2d GET "${half_report}" h2d_bytes_per_param_step)
+string(JSON accumulate GET "${half_report}" resolved accumulate)
 if(NOT precision MATCHES "^fp16$" OR skipped LESS 0 OR NOT scale0 MATCHES "^65536"
-   OR NOT h2d GREATER 0 OR NOT out MATCHES "precision +fp16")
+   OR NOT h2d GREATER 0 OR NOT out MATCHES "precision +fp16"
+   OR NOT accumulate EQUAL 2 OR err MATCHES "ignores")
   message(FATAL_ERROR "fp16 report: precision=${precision} skipped=${skipped} scale=${scale0} h2d=${h2d}\n${out}")
 endif()
 

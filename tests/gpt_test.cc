@@ -167,6 +167,29 @@ TEST(GptTest, TooSmallABudgetNamesTheFlag) {
       << setup.status();
 }
 
+TEST(GptTest, TheDeviceBudgetNamedIsEnoughWhenGiven) {
+  // The classifier's slice follows the budget: the budget named must hold
+  // the slice chosen for it, not only the one that failed.
+  TempDir dir;
+  GptConfig c = Micro();
+  c.classifier_rows = 0;  // chosen from the budget
+  c.vocab = 4096;
+  StoreOptions so = SmallStoreOptions(dir.path(), 256 * 1024, 64 * kMiB,
+                                      256 * kMiB);
+  GptConfig tried = c;
+  absl::StatusOr<std::unique_ptr<GptSetup>> small = OpenGptSetup(so, tried);
+  ASSERT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string m(small.status().message());
+  const size_t at = m.find("--device-budget to at least ");
+  ASSERT_NE(at, std::string::npos) << m;
+  const double mib = std::stod(m.substr(at + 28));
+  ASSERT_GT(mib, 0.25) << m;
+  so.device.budget_bytes = static_cast<uint64_t>(mib * kMiB);
+  tried = c;
+  absl::StatusOr<std::unique_ptr<GptSetup>> named = OpenGptSetup(so, tried);
+  EXPECT_TRUE(named.ok()) << named.status();
+}
+
 TEST(GptTest, BadShapesAreInvalidArgument) {
   GptConfig c = Micro();
   c.heads = 3;  // does not divide 64

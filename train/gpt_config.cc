@@ -134,16 +134,18 @@ uint64_t OptimizerWorkingSet(const GptConfig& c, uint64_t granule) {
   return std::max(embeddings, slot);
 }
 
+// `shrink`: the flags that lower `need`.
 absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t need,
-                       const char* what) {
+                       const char* what,
+                       const char* shrink = "--batch/--context/--embed") {
   const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
   if (capacity >= need) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s budget %s is below the %s the GPT needs there (%s with room to "
       "place it beside leased copies); raise --%s-budget to at least %s, or "
-      "lower --batch/--context/--embed",
+      "lower %s",
       TierName(tier), FormatByteSize(capacity), what, FormatByteSize(need),
-      TierName(tier), FormatByteSize(need)));
+      TierName(tier), FormatByteSize(need), shrink));
 }
 
 }  // namespace
@@ -204,21 +206,46 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
   return f;
 }
 
+namespace {
+
+// What the device tier must hold: the largest operation's working set and,
+// unless every tensor is homed there, one largest tensor of free range
+// beside it (leased copies cannot move).
+uint64_t DeviceNeed(const GptConfig& c, const ModelFootprint& f) {
+  const uint64_t slack =
+      c.home == Tier::kDevice ? 0 : f.largest_device_tensor_bytes;
+  return f.device_working_set_bytes + slack;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c) {
+  uint64_t budget = 0;
+  // Each round's need adds about a quarter of the budget's growth (the
+  // logits slice and its slack): a few rounds converge.
+  for (int round = 0; round < 64; ++round) {
+    c.classifier_rows = ChooseClassifierRows(c, budget);
+    STRATA_ASSIGN_OR_RETURN(ModelFootprint f, ComputeGptFootprint(c));
+    const uint64_t need = DeviceNeed(c, f);
+    if (need <= budget) break;
+    budget = need;
+  }
+  return budget;
+}
+
 absl::Status CheckGptFits(const Stats& stats, const GptConfig& c,
                           const ModelFootprint& f) {
   // Leased copies cannot move: the next lease needs one largest tensor of
   // free range beside them, unless the tier is every tensor's home.
   auto slack = [&](Tier t) { return c.home == t ? 0 : f.largest_tensor_bytes; };
-  const uint64_t device_slack =
-      c.home == Tier::kDevice ? 0 : f.largest_device_tensor_bytes;
-  STRATA_RETURN_IF_ERROR(CheckTier(stats, Tier::kDevice,
-                                   f.device_working_set_bytes + device_slack,
+  STRATA_RETURN_IF_ERROR(CheckTier(stats, Tier::kDevice, DeviceNeed(c, f),
                                    "largest operation's working set"));
   if (c.optimizer_tier == Tier::kHost) {
     STRATA_RETURN_IF_ERROR(CheckTier(
         stats, Tier::kHost, f.optimizer_working_set_bytes + slack(Tier::kHost),
         "optimizer's working set (weights, gradient, moments, "
-        "rollback backup)"));
+        "rollback backup)",
+        "--embed/--vocab"));
   }
   if (stats.device_memory != "copies") {
     STRATA_RETURN_IF_ERROR(CheckTier(

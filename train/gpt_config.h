@@ -62,6 +62,12 @@ int64_t GptParameterCount(const GptConfig& c);
 // most an eighth of it, at least 1.
 int64_t ChooseClassifierRows(const GptConfig& c, uint64_t device_capacity);
 
+// The least device budget that holds the GPT's device working set when its
+// classifier slice is the one ChooseClassifierRows picks for that budget
+// (the slice grows with the budget, so the need does too). Errors: those of
+// ComputeGptFootprint.
+absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c);
+
 // The footprint of `c` (with c.classifier_rows already chosen, >= 1).
 // InvalidArgument for sizes that make no sense (a dimension below 1, heads
 // not dividing embed, > 1e9 elements in a tensor).
