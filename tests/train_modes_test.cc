@@ -106,6 +106,34 @@ TEST_F(TrainModesTest, AccumulatedMicroBatchesMatchOneBatch) {
               1e-6 * one.result.losses[0]);
 }
 
+TEST_F(TrainModesTest, WholeChunkMicroBatchesAreOneBatchsBits) {
+  // Micro-batches of kReductionRows rows add the very chunks one batch's
+  // gradient sums add (compute.h): 4 x 64 trains to the bits of 256.
+  TrainOptions whole = SmallJob();
+  whole.model.batch = 4 * kReductionRows;
+  TrainOptions micro = whole;
+  micro.model.batch = kReductionRows;
+  micro.model.accumulate = 4;
+  const Dataset train = SyntheticData(1024, 3);
+  Budgets offloaded = Offloaded();
+  offloaded.device = 256 * 1024;  // a 64-row layer's working set, and room
+  offloaded.host = 1 * kMiB;
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    whole.model.precision = micro.model.precision = p;
+    const RunResult one = TrainWith(Resident(), whole, train, test_);
+    const RunResult four = TrainWith(offloaded, micro, train, test_);
+    ASSERT_EQ(one.result.losses.size(), 8u);
+    ASSERT_EQ(four.result.losses.size(), 8u);
+    EXPECT_EQ(one.weights, four.weights) << PrecisionName(p);
+    // The losses sum per micro-batch first, in double: equal to ~1e-16.
+    for (size_t i = 0; i < one.result.losses.size(); ++i) {
+      EXPECT_NEAR(four.result.losses[i], one.result.losses[i],
+                  1e-12 * one.result.losses[i]);
+    }
+    EXPECT_EQ(one.result.test_accuracy, four.result.test_accuracy);
+  }
+}
+
 TEST_F(TrainModesTest, AccumulatedOffloadedBitwiseEqualsResident) {
   TrainOptions job = Accumulated(4);
   job.model.checkpoint = ActivationCheckpointing::kBlock;

@@ -96,6 +96,19 @@ int64_t AdamMixedUpdateCpu(const AdamParams& p, const MixedAdamParams& mp,
 // multiplies, so the CUDA Scale gives the same bits.
 void ScaleCpu(float* x, float s, int64_t n);
 
+// On the CPU, a linear layer's products run in chunks of this many rows from
+// row 0 — the sums behind its weight and bias gradients (dw = dy^T x, db =
+// the column sums of dy) each chunk's sum added to the total in order, and
+// y = x w^T and dx = dy w one GEMM per chunk (OpenBLAS picks kernels by
+// shape: a narrow layer takes another path at 256 rows than at 64). So
+// micro-batches whose rows are a multiple of it, accumulated, compute what
+// one batch computes: --accumulate=4 at --batch=64 trains to the bits of
+// --batch=256. 64 rows keep each chunk a full BLAS kernel's depth; it is
+// also the 16-bit tiles' (cpu_linear16.h). The column sums run so on the
+// GPU too (the same bits as the CPU's); cuBLAS's GEMMs are whole (it too
+// picks kernels by shape, and chunking would cost launches).
+inline constexpr int64_t kReductionRows = 64;
+
 // Sum of the per-sample losses of a batch, and how many argmax predictions
 // matched the label.
 struct LossResult {
@@ -121,7 +134,8 @@ class Compute {
                                      int64_t in, int64_t out) = 0;
 
   // Gradients of LinearForward given dy[batch x out]:
-  //   dw[out x in] = dy^T * x,  db[out] = column sums of dy (rows in order),
+  //   dw[out x in] = dy^T * x,  db[out] = column sums of dy (each summed in
+  //   chunks of kReductionRows rows in order, the chunks added in order),
   //   dx[batch x in] = dy * w   (skipped when dx is null: the first layer).
   // With `accumulate`, dw and db gain these instead (dw += dy^T * x,
   // db += the column sums): gradient accumulation over micro-batches.
@@ -292,8 +306,9 @@ class Compute {
                                        int64_t out) = 0;
 
   // Gradients of LinearForward16 given fp32 dy[batch x out], in fp32:
-  //   dw[out x in] = r(dy)^T r(x),  db[out] = column sums of dy (rows in
-  //   order),  dx[batch x in] = r(dy) w  (skipped when dx is null).
+  //   dw[out x in] = r(dy)^T r(x),  db[out] = column sums of dy (chunked
+  //   as LinearBackward's),  dx[batch x in] = r(dy) w  (skipped when dx is
+  //   null).
   // accumulate: dw += and db += (micro-batches of one step; the caller
   // zeroes them first); else they are overwritten (may hold garbage).
   // db may be null: no bias.

@@ -22,6 +22,7 @@
 #include "strata/status.h"
 #include "train/compute.h"
 #include "train/cpu_linear16.h"
+#include "train/cpu_reduce.h"
 #include "train/cpu_transformer.h"
 #include "train/half_cast.h"
 
@@ -105,10 +106,17 @@ class CpuCompute final : public Compute {
       std::copy(bias, bias + out, y + i * out);
     }
     if (batch == 0 || out == 0 || in == 0) return absl::OkStatus();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
-                static_cast<int>(batch), static_cast<int>(out),
-                static_cast<int>(in), 1.0f, x, static_cast<int>(in), w,
-                static_cast<int>(in), 1.0f, y, static_cast<int>(out));
+    // One sgemm per chunk of kReductionRows rows: OpenBLAS picks kernels by
+    // shape (a narrow output takes another path at 256 rows than at 64), so
+    // a row's result then never depends on how many rows came with it.
+    for (int64_t r0 = 0; r0 < batch; r0 += kReductionRows) {
+      const int64_t rows = std::min(kReductionRows, batch - r0);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+                  static_cast<int>(rows), static_cast<int>(out),
+                  static_cast<int>(in), 1.0f, x + r0 * in, static_cast<int>(in),
+                  w, static_cast<int>(in), 1.0f, y + r0 * out,
+                  static_cast<int>(out));
+    }
     return absl::OkStatus();
   }
 
@@ -118,13 +126,18 @@ class CpuCompute final : public Compute {
                               bool accumulate) override {
     STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
     ColumnSums(dy, db, batch, out, accumulate);
-    // dw[out x in] = dy^T x (+ dw).
-    BlasGemm(CblasTrans, CblasNoTrans, out, in, batch, dy, out, x, in, dw, in,
-             accumulate);
-    // dx[batch x in] = dy w.
-    if (dx != nullptr) {
-      BlasGemm(CblasNoTrans, CblasNoTrans, batch, in, out, dy, out, w, in, dx,
-               in, /*accumulate=*/false);
+    // dw[out x in] = dy^T x (+ dw), in chunks of kReductionRows rows.
+    for (int64_t r0 = 0; r0 < std::max<int64_t>(batch, 1);
+         r0 += kReductionRows) {
+      const int64_t rows = std::min(kReductionRows, batch - r0);
+      BlasGemm(CblasTrans, CblasNoTrans, out, in, rows, dy + r0 * out, out,
+               x + r0 * in, in, dw, in, accumulate || r0 > 0);
+    }
+    // dx[batch x in] = dy w, by row chunks as LinearForward.
+    for (int64_t r0 = 0; dx != nullptr && r0 < batch; r0 += kReductionRows) {
+      const int64_t rows = std::min(kReductionRows, batch - r0);
+      BlasGemm(CblasNoTrans, CblasNoTrans, rows, in, out, dy + r0 * out, out, w,
+               in, dx + r0 * in, in, /*accumulate=*/false);
     }
     return absl::OkStatus();
   }
@@ -323,30 +336,14 @@ class CpuCompute final : public Compute {
   // last TakeNonFinite; atomic so an optimizer thread may add to it.
   std::atomic<int64_t> nonfinite_{0};
 
-  // db[j] = sum over rows i, in order, of dy[i][j], in float.
-  // db[j] = dy[0][j] + dy[1][j] + ... in row order; with `accumulate`,
-  // db[j] += that sum (formed first, as the CUDA kernel does).
+  // db[j] = the column sums of dy in chunks of kReductionRows rows (each
+  // chunk's rows in order, in float), the chunks added in order; with
+  // `accumulate`, to db.
   static void ColumnSums(const float* dy, float* db, int64_t batch, int64_t out,
                          bool accumulate) {
-    std::vector<float> partial;
-    float* sums = db;
-    if (accumulate) {
-      partial.resize(out);
-      sums = partial.data();
-    }
-    std::fill(sums, sums + out, 0.0f);
-    for (int64_t i = 0; i < batch; ++i) {
-      const float* row = dy + i * out;
-      for (int64_t j = 0; j < out; ++j) sums[j] += row[j];
-    }
-    if (accumulate) {
-      for (int64_t j = 0; j < out; ++j) db[j] += sums[j];
-    }
+    ColumnSumsInChunks(dy, db, batch, out, accumulate, kReductionRows);
   }
 
-  // c[m x n] = op(a) op(b) (+ c with `accumulate`: BLAS's beta 1),
-  // row-major; an empty inner dimension leaves c's sum of nothing (BLAS
-  // would not touch c for k == 0 on every implementation).
   static void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
                        int64_t n, int64_t k, const float* a, int64_t lda,
                        const float* b, int64_t ldb, float* c, int64_t ldc,

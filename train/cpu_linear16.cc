@@ -10,12 +10,17 @@
 
 #include "strata/status.h"
 #include "train/compute.h"
+#include "train/cpu_reduce.h"
 #include "train/half_cast.h"
 #include "train/host_pool.h"
 #include "train/vector_path.h"
 
 namespace strata::train {
 namespace {
+
+// The tiles along a product's inner dimension are the row chunks of a
+// gradient's sum (compute.h): micro-batches accumulate to one batch's bits.
+static_assert(kLinear16Tile == kReductionRows);
 
 // A row-major matrix operand of a product: fp32 values to be rounded to 16
 // bits, or 16-bit values to be widened (exactly one of f32, h16 set).
@@ -120,18 +125,6 @@ void TiledGemm(Precision type, bool trans_a, bool trans_b, int64_t m, int64_t n,
       });
 }
 
-// db[j] (= or +=) dy[0][j] + dy[1][j] + ... in row order, in float.
-void ColumnSums(const float* dy, float* db, int64_t batch, int64_t out,
-                bool accumulate) {
-  std::vector<float> sum(out, 0.0f);
-  for (int64_t i = 0; i < batch; ++i) {
-    const float* row = dy + i * out;
-    for (int64_t j = 0; j < out; ++j) sum[j] += row[j];
-  }
-  for (int64_t j = 0; j < out; ++j)
-    db[j] = accumulate ? db[j] + sum[j] : sum[j];
-}
-
 }  // namespace
 
 absl::Status Linear16ForwardCpu(Precision type, const float* x,
@@ -158,7 +151,9 @@ absl::Status Linear16BackwardCpu(Precision type, const float* x,
                                  int64_t in, int64_t out, bool accumulate) {
   STRATA_RETURN_IF_ERROR(CheckHalfArgs(type, 0, "LinearBackward16"));
   STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
-  if (db != nullptr) ColumnSums(dy, db, batch, out, accumulate);
+  if (db != nullptr) {
+    ColumnSumsInChunks(dy, db, batch, out, accumulate, kReductionRows);
+  }
   // dw[out x in] (+)= r(dy)^T r(x): dy is stored [batch x out].
   TiledGemm(type, true, false, out, in, batch, Operand{dy, nullptr, out},
             Operand{x, nullptr, in}, dw, in, accumulate);

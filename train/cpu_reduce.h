@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace strata::train {
 
@@ -90,6 +91,32 @@ inline float LaneMax(const float* x, int64_t n) {
     }
   }
   return acc[0];
+}
+
+// db[j] (= or, with `accumulate`, +=) the column sums of dy[rows x cols]
+// in chunks of `chunk` rows from row 0: each chunk's rows summed in order in
+// float, each chunk's sum added to db[j] in order (kReductionRows in
+// compute.h: micro-batches of whole chunks add what one batch adds).
+inline void ColumnSumsInChunks(const float* dy, float* db, int64_t rows,
+                               int64_t cols, bool accumulate, int64_t chunk) {
+  if (!accumulate) {
+    for (int64_t j = 0; j < cols; ++j) db[j] = 0.0f;
+  }
+  std::vector<float> sums(cols);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t end = r0 + chunk < rows ? r0 + chunk : rows;
+    for (int64_t j = 0; j < cols; ++j) sums[j] = 0.0f;
+    for (int64_t i = r0; i < end; ++i) {
+      const float* row = dy + i * cols;
+      for (int64_t j = 0; j < cols; ++j) sums[j] += row[j];
+    }
+    // The first chunk of an overwrite is its sum (0 + s is s, bit for bit,
+    // but -0 + 0 is not -0): kept as the sum.
+    const bool first = r0 == 0 && !accumulate;
+    for (int64_t j = 0; j < cols; ++j) {
+      db[j] = first ? sums[j] : db[j] + sums[j];
+    }
+  }
 }
 
 }  // namespace strata::train

@@ -110,7 +110,9 @@ absl::Status CudaCompute::LinearBackward(const float* x, const float* w,
     STRATA_RETURN_IF_ERROR(
         kernels::ColumnSums(dy, db, batch, out, accumulate, stream_));
   }
-  // dw^T[in x out] = x^T[in x batch] dy[batch x out] (+ dw^T: beta 1).
+  // dw^T[in x out] = x^T[in x batch] dy[batch x out] (+ dw^T: beta 1), one
+  // GEMM: cuBLAS picks kernels by shape, so row chunks would not make
+  // micro-batches one batch's bits here as they do on the CPU (compute.h).
   STRATA_RETURN_IF_ERROR(
       ColumnMajorGemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, x, in, dy, out,
                       /*beta=*/accumulate ? 1.0f : 0.0f, dw, in));

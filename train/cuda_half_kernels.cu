@@ -96,15 +96,6 @@ __global__ void EmbeddingForward16Kernel(const int32_t* tokens,
   }
 }
 
-__global__ void ColumnSumsIntoKernel(const float* dy, float* db, int64_t rows,
-                                     int64_t cols, bool accumulate) {
-  for (int64_t j = GridIndex(); j < cols; j += GridStride()) {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < rows; ++i) sum = __fadd_rn(sum, dy[i * cols + j]);
-    db[j] = accumulate ? __fadd_rn(db[j], sum) : sum;
-  }
-}
-
 // The hoisted scalars, as AdamMixedUpdateCpu hoists them.
 struct MixedAdamScalars {
   float beta1, beta2, one_minus_beta1, one_minus_beta2, lr, eps, c1, c2;
@@ -181,14 +172,6 @@ absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
   kernel<<<Blocks(n), kBlockThreads, 0, stream>>>(tokens, wte, wpe, out, T, C,
                                                   V, n);
   return CudaLaunchStatus("EmbeddingForward16Kernel");
-}
-
-absl::Status ColumnSumsInto(const float* dy, float* db, int64_t rows,
-                            int64_t cols, bool accumulate,
-                            cudaStream_t stream) {
-  ColumnSumsIntoKernel<<<Blocks(cols), kBlockThreads, 0, stream>>>(
-      dy, db, rows, cols, accumulate);
-  return CudaLaunchStatus("ColumnSumsIntoKernel");
 }
 
 absl::Status AdamMixed(const AdamParams& p, const MixedAdamParams& mp, float* w,

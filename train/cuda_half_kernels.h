@@ -46,10 +46,6 @@ absl::Status EmbeddingForward16(Precision type, const int32_t* tokens,
                                 float* out, int64_t B, int64_t T, int64_t C,
                                 int64_t V, cudaStream_t stream);
 
-// db[j] (= or +=) dy[0][j] + dy[1][j] + ... in row order, as on the CPU.
-absl::Status ColumnSumsInto(const float* dy, float* db, int64_t rows,
-                            int64_t cols, bool accumulate, cudaStream_t stream);
-
 // AdamMixedUpdateCpu's pass on n > 0 elements; adds the non-finite scaled
 // gradients to *nonfinite.
 absl::Status AdamMixed(const AdamParams& p, const MixedAdamParams& mp, float* w,

@@ -48,12 +48,22 @@ __global__ void BroadcastRowsKernel(const float* bias, float* y, int64_t rows,
 
 // db[j] = dy[0][j] + dy[1][j] + ... in row order, as on the CPU. Adjacent
 // threads read adjacent columns, so each row is read coalesced.
+// ColumnSumsInChunks (cpu_reduce.h) per column: the same adds in the same
+// order.
 __global__ void ColumnSumsKernel(const float* dy, float* db, int64_t rows,
                                  int64_t cols, bool accumulate) {
   for (int64_t j = GridIndex(); j < cols; j += GridStride()) {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < rows; ++i) sum = __fadd_rn(sum, dy[i * cols + j]);
-    db[j] = accumulate ? __fadd_rn(db[j], sum) : sum;
+    float total = accumulate ? db[j] : 0.0f;
+    for (int64_t r0 = 0; r0 < rows; r0 += kReductionRows) {
+      const int64_t end =
+          r0 + kReductionRows < rows ? r0 + kReductionRows : rows;
+      float sum = 0.0f;
+      for (int64_t i = r0; i < end; ++i) {
+        sum = __fadd_rn(sum, dy[i * cols + j]);
+      }
+      total = r0 == 0 && !accumulate ? sum : __fadd_rn(total, sum);
+    }
+    db[j] = total;
   }
 }
 

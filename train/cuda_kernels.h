@@ -45,8 +45,8 @@ struct BatchResult {
 absl::Status BroadcastRows(const float* bias, float* y, int64_t rows,
                            int64_t cols, cudaStream_t stream);
 
-// db[j] = dy[0][j] + dy[1][j] + ... in row order, as on the CPU; with
-// `accumulate`, db[j] += that sum.
+// db[j] = the column sums of dy in chunks of kReductionRows rows, as on the
+// CPU (ColumnSumsInChunks); with `accumulate`, added to db[j].
 absl::Status ColumnSums(const float* dy, float* db, int64_t rows, int64_t cols,
                         bool accumulate, cudaStream_t stream);
 

@@ -20,6 +20,7 @@
 #include "train/compute.h"
 #include "train/cuda_compute.h"
 #include "train/cuda_half_kernels.h"
+#include "train/cuda_kernels.h"
 
 namespace strata::train {
 namespace {
@@ -129,7 +130,7 @@ absl::Status CudaCompute::LinearBackward16(Precision type, const float* x,
   STRATA_RETURN_IF_ERROR(SetDevice());
   if (out > 0 && db != nullptr) {
     STRATA_RETURN_IF_ERROR(
-        kernels::ColumnSumsInto(dy, db, batch, out, accumulate, stream_));
+        kernels::ColumnSums(dy, db, batch, out, accumulate, stream_));
   }
   const size_t x_bytes = AlignUp(2 * batch * in);
   STRATA_RETURN_IF_ERROR(
@@ -139,7 +140,8 @@ absl::Status CudaCompute::LinearBackward16(Precision type, const float* x,
   STRATA_ASSIGN_OR_RETURN(uint16_t * dy16,
                           RoundIntoScratch(type, dy, batch * out, x_bytes));
   const cudaDataType t = CudaType(type);
-  // dw^T[in x out] (+)= x^T[in x batch] dy[batch x out].
+  // dw^T[in x out] (+)= x^T[in x batch] dy[batch x out] (one GEMM, as
+  // CudaCompute::LinearBackward's).
   STRATA_RETURN_IF_ERROR(ColumnMajorGemm16(CUBLAS_OP_N, CUBLAS_OP_T, in, out,
                                            batch, t, x16, in, dy16, out,
                                            accumulate ? 1.0f : 0.0f, dw, in));
