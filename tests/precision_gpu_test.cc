@@ -30,6 +30,15 @@ using ::strata::train::testing::SameBits;
 
 constexpr Precision kTypes[] = {Precision::kBf16, Precision::kFp16};
 
+// f rounded to `type` (nearest even).
+std::vector<uint16_t> ToHalf(Precision type, const std::vector<float>& f) {
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    h[i] = type == Precision::kFp16 ? FloatToFp16(f[i]) : FloatToBf16(f[i]);
+  }
+  return h;
+}
+
 class PrecisionGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -143,11 +152,7 @@ TEST_F(PrecisionGpuTest, LinearLayersMatchTheCpu) {
   constexpr int64_t kBatch = 33, kIn = 130, kOut = 70;
   for (Precision type : kTypes) {
     const auto to16 = [type](const std::vector<float>& f) {
-      std::vector<uint16_t> h(f.size());
-      for (size_t i = 0; i < f.size(); ++i) {
-        h[i] = type == Precision::kFp16 ? FloatToFp16(f[i]) : FloatToBf16(f[i]);
-      }
-      return h;
+      return ToHalf(type, f);
     };
     const auto x = Random(kBatch * kIn, 1);
     const auto w = to16(Random(kOut * kIn, 2, 0.1f));
@@ -190,11 +195,7 @@ TEST_F(PrecisionGpuTest, ClassifierAndEmbeddingMatchTheCpu) {
   constexpr int64_t B = 2, T = 9, C = 48, V = 130;
   for (Precision type : kTypes) {
     const auto to16 = [type](const std::vector<float>& f) {
-      std::vector<uint16_t> h(f.size());
-      for (size_t i = 0; i < f.size(); ++i) {
-        h[i] = type == Precision::kFp16 ? FloatToFp16(f[i]) : FloatToBf16(f[i]);
-      }
-      return h;
+      return ToHalf(type, f);
     };
     const auto wte = to16(Random(V * C, 5, 0.1f));
     const auto wpe = to16(Random(T * C, 6, 0.1f));
