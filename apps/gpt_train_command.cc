@@ -273,6 +273,7 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
       {"activation_bytes", f.activation_bytes},
       {"rollback_backup_bytes", f.backup_bytes},
       {"checkpoint", train::ActivationCheckpointingName(m.checkpoint)},
+      {"accumulate", m.accumulate},
       {"recompute_seconds", gpt.recompute_seconds()},
       {"peak_activation_bytes", gpt.peak_activation_bytes()},
       {"clipping",
@@ -345,17 +346,23 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
       train::VectorPathName(train::ChosenVectorPath()),
       train::HostPool::Shared().threads());
   absl::PrintF(
-      "%-22s %lld of %lld steps clipped; %lld speculative updates rolled "
+      "%-22s %lld of %lld steps clipped; %lld speculative update(s) rolled "
       "back (%.2f s re-running); %lld steps updated at the step's end "
       "(deferred); %s copied to backups\n",
       "gradient clipping", static_cast<long long>(clip.clipped),
       // The whole run's, as the counters are (a resumed run's too).
       static_cast<long long>(clip.steps + gpt.skipped_steps()),
-      static_cast<long long>(clip.rolled_back),
-      gpt.rollback_seconds(), static_cast<long long>(clip.deferred),
-      FormatByteSize(clip.backup_bytes));
-  PrintPrecisionRow(gpt.config().precision, gpt.config().rounding,
-                    gpt.skipped_steps(), gpt.loss_scale());
+      static_cast<long long>(clip.rolled_back), gpt.rollback_seconds(),
+      static_cast<long long>(clip.deferred), FormatByteSize(clip.backup_bytes));
+  const train::GptConfig& c = gpt.config();
+  absl::PrintF(
+      "%-22s %s peak (--checkpoint=%s, %.2f s recomputing; "
+      "--accumulate=%d)\n",
+      "activations", FormatByteSize(gpt.peak_activation_bytes()),
+      train::ActivationCheckpointingName(c.checkpoint), gpt.recompute_seconds(),
+      c.accumulate);
+  PrintPrecisionRow(c.precision, c.rounding, gpt.skipped_steps(),
+                    gpt.loss_scale());
 }
 
 // The plot of the run: loss per step, validation loss per evaluation, bytes

@@ -54,7 +54,8 @@ ABSL_FLAG(int32_t, depth, 5,
           "Hidden layers (the model has depth + 1 Linear "
           "layers: 784 -> width x depth -> 10).");
 ABSL_FLAG(int64_t, batch, 256,
-          "Samples per step (gpt: sequences of --context tokens).");
+          "Samples per micro-batch, so per step unless --accumulate (gpt: "
+          "sequences of --context tokens).");
 ABSL_FLAG(int32_t, accumulate, 1,
           "Micro-batches of --batch samples (gpt: sequences) per optimizer "
           "step (gradient accumulation), run layer-major: each weight "
