@@ -147,7 +147,8 @@ class Gpt {
     TensorId mid;             // x + attention projection [N x C]
     TensorId ln2, ln2_stats;
     TensorId fc, gelu;  // [N x 4C] each
-    // What BlockForwardSaved writes (all but x).
+    // What forward operations 0-2 write (all but x): what checkpointing
+    // drops and recomputes.
     std::array<TensorId, 10> saved() const {
       return {ln1, ln1_stats, qkv, att, lse, mid, ln2, ln2_stats, fc, gelu};
     }
@@ -223,7 +224,7 @@ class Gpt {
   absl::Status InitParam(const ParamSlot& slot, double stddev, double fill,
                          uint64_t stream);
 
-  // The passes (gpt_step.cc), over rows_ token rows.
+  // The passes (gpt_step.cc), each over one micro-batch's rows_ token rows.
   bool mixed() const { return config_.precision != Precision::kFp32; }
   LeaseGroup DeviceGroup();
   // Adds what the passes read of `s` to `g`: its 16-bit copy when mixed.
@@ -251,7 +252,7 @@ class Gpt {
   absl::Status ForwardOp(const Block& b, int op, int k);
   absl::Status ProjectMlp(const Block& b, int k, TensorId out);
   // Under checkpointing, after the block's forward: drops what
-  // BlockForwardSaved wrote and, for kOffload, sends the input to the host
+  // forward operations 0-2 wrote and, for kOffload, sends the input to the host
   // tier.
   absl::Status CheckpointBlock(const Acts& a);
   absl::Status FinalNorm(int k);
