@@ -174,8 +174,8 @@ TEST(GptTest, TheDeviceBudgetNamedIsEnoughWhenGiven) {
   GptConfig c = Micro();
   c.classifier_rows = 0;  // chosen from the budget
   c.vocab = 4096;
-  StoreOptions so = SmallStoreOptions(dir.path(), 256 * 1024, 64 * kMiB,
-                                      256 * kMiB);
+  StoreOptions so =
+      SmallStoreOptions(dir.path(), 256 * 1024, 64 * kMiB, 256 * kMiB);
   GptConfig tried = c;
   absl::StatusOr<std::unique_ptr<GptSetup>> small = OpenGptSetup(so, tried);
   ASSERT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
