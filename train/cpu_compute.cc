@@ -125,7 +125,7 @@ class CpuCompute final : public Compute {
                               int64_t in, int64_t out,
                               bool accumulate) override {
     STRATA_RETURN_IF_ERROR(CheckLinearDims(batch, in, out));
-    ColumnSums(dy, db, batch, out, accumulate);
+    ColumnSumsInChunks(dy, db, batch, out, accumulate, kReductionRows);
     // dw[out x in] = dy^T x (+ dw), in chunks of kReductionRows rows.
     for (int64_t r0 = 0; r0 < std::max<int64_t>(batch, 1);
          r0 += kReductionRows) {
@@ -335,14 +335,6 @@ class CpuCompute final : public Compute {
   // Non-finite results of CastToHalf and gradients of AdamMixed since the
   // last TakeNonFinite; atomic so an optimizer thread may add to it.
   std::atomic<int64_t> nonfinite_{0};
-
-  // db[j] = the column sums of dy in chunks of kReductionRows rows (each
-  // chunk's rows in order, in float), the chunks added in order; with
-  // `accumulate`, to db.
-  static void ColumnSums(const float* dy, float* db, int64_t batch, int64_t out,
-                         bool accumulate) {
-    ColumnSumsInChunks(dy, db, batch, out, accumulate, kReductionRows);
-  }
 
   static void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
                        int64_t n, int64_t k, const float* a, int64_t lda,

@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -39,30 +38,29 @@ absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
       OpenStoreAndCompute(store_options, &setup->store, &setup->compute));
   const uint64_t device =
       setup->store->GetStats().tiers[int(Tier::kDevice)].capacity_bytes;
-  const bool own_slice = model.classifier_rows <= 0;
-  if (own_slice) model.classifier_rows = ChooseClassifierRows(model, device);
-  absl::StatusOr<std::unique_ptr<Gpt>> gpt =
-      Gpt::Create(setup->store.get(), setup->compute.get(), model);
-  if (!gpt.ok() && own_slice && absl::IsResourceExhausted(gpt.status()) &&
-      absl::StrContains(gpt.status().message(), "--device-budget")) {
-    // The need quoted is for this budget's slice, which grows with the
-    // budget: name the budget whose own slice fits instead.
-    GptConfig probe = model;
-    probe.classifier_rows = 0;
-    STRATA_ASSIGN_OR_RETURN(uint64_t need, DeviceBudgetForOwnSlice(probe));
-    // Rounded up, so that the value printed is enough when given back.
-    const double mib = std::ceil(10.0 * need / kMiB) / 10;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "device budget %s is below the GPT's largest operation's working "
-        "set; raise --device-budget to at least %.1fMiB (the classifier's "
-        "slice "
-        "of token rows is an eighth of the budget, so the need grows with "
-        "it; this is where they meet), or lower --batch/--context/--embed/"
-        "--vocab",
-        FormatByteSize(device), mib));
+  if (model.classifier_rows <= 0) {
+    // The slice follows the budget and the need follows the slice: a budget
+    // below the point where they meet is refused naming that point (the
+    // need at this budget's slice would be too low to give back).
+    STRATA_ASSIGN_OR_RETURN(const uint64_t need,
+                            DeviceBudgetForOwnSlice(model));
+    if (device < need) {
+      // Rounded up, so that the value printed is enough when given back.
+      const double mib = std::ceil(10.0 * need / kMiB) / 10;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "device budget %s is below the GPT's largest operation's working "
+          "set; raise --device-budget to at least %.1fMiB (the classifier's "
+          "slice of token rows is an eighth of the budget, so the need grows "
+          "with it; this is where they meet), or lower --batch/--context/"
+          "--embed/--vocab",
+          FormatByteSize(device), mib));
+    }
+    model.classifier_rows = ChooseClassifierRows(model, device);
   }
-  if (!gpt.ok()) return gpt.status();
-  setup->model = *std::move(gpt);
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Gpt> gpt,
+      Gpt::Create(setup->store.get(), setup->compute.get(), model));
+  setup->model = std::move(gpt);
   return setup;
 }
 
