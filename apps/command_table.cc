@@ -42,16 +42,17 @@ std::vector<FlagEntry> StoreFlags(const std::string& device = "",
   };
 }
 
-// "16MiB; gpt: 7.5MiB": train's budget default, and the GPT's if other.
+// "7.5MiB; mlp: 16MiB": train's budget default (the GPT's, the default
+// model), and the MLP's if other.
 std::string TrainBudget(uint64_t mlp, uint64_t gpt) {
-  return mlp == gpt ? Size(mlp) : Size(mlp) + "; gpt: " + Size(gpt);
+  return mlp == gpt ? Size(gpt) : Size(gpt) + "; mlp: " + Size(mlp);
 }
 
 std::vector<FlagEntry> TrainFlags() {
   using enum ModelScope;
-  const std::string gpt = "; gpt: ";
+  const std::string mlp = "; mlp: ";
   std::vector<FlagEntry> flags = {
-      {"model", "model", "mlp|gpt"},
+      {"model", "model", "gpt|mlp"},
       {"width", "model", "N", kMlp},
       {"depth", "model", "N", kMlp},
       {"activation", "model", "relu|gelu", kMlp},
@@ -64,7 +65,7 @@ std::vector<FlagEntry> TrainFlags() {
       {"corpus", "data", "FILE", kGpt},
       {"tokenizer", "data", "byte|bpe", kGpt},
       {"cache_dir", "data", "DIR", kGpt},
-      {"batch", "training", "N", kAll, "256" + gpt + std::to_string(kGptBatch)},
+      {"batch", "training", "N", kAll, std::to_string(kGptBatch) + mlp + "256"},
       {"accumulate", "training", "N", kAll},
       {"checkpoint", "training", "none|block|offload"},
       {"precision", "training", "fp32|bf16|fp16", kAll},
@@ -72,8 +73,8 @@ std::vector<FlagEntry> TrainFlags() {
       {"loss_scale", "training", "X", kAll},
       {"epochs", "training", "N", kMlp},
       {"max_steps", "training", "N", kAll,
-       "0" + gpt + std::to_string(kGptSteps)},
-      {"lr", "training", "X", kAll, "0.001" + gpt + "0.003"},
+       std::to_string(kGptSteps) + mlp + "0"},
+      {"lr", "training", "X", kAll, "0.003" + mlp + "0.001"},
       {"lr_schedule", "training", "cosine|constant"},
       {"warmup_steps", "training", "N", kGpt},
       {"weight_decay", "training", "X", kGpt},
@@ -143,9 +144,10 @@ std::vector<FlagEntry> InfoFlags() {
 const std::vector<CommandSpec>& Commands() {
   static const std::vector<CommandSpec> commands = {
       {"train",
-       "train a model whose every tensor lives in the store (--model=mlp|gpt)",
-       "The main job: train a deep MLP on Fashion-MNIST (--model=mlp) or a "
-       "GPT-2 style language model on the King James Bible (--model=gpt), "
+       "train a model whose every tensor lives in the store (--model=gpt|mlp)",
+       "The main job: train a GPT-2 style language model on the King James "
+       "Bible (--model=gpt, the default) or a deep MLP on Fashion-MNIST "
+       "(--model=mlp), "
        "every weight, gradient, Adam moment and activation in the store, its "
        "state several times the device budget (spilling to host and NVMe). "
        "Prints the loss, the test accuracy or validation loss, and what "

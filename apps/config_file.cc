@@ -93,7 +93,7 @@ bool IsRunSetting(const FlagEntry& e) {
 bool RanWithModel(const FlagEntry& e) {
   if (e.scope == ModelScope::kAll) return true;
   const absl::CommandLineFlag* model = absl::FindCommandLineFlag("model");
-  const std::string ran = model != nullptr ? model->CurrentValue() : "mlp";
+  const std::string ran = model != nullptr ? model->CurrentValue() : "gpt";
   return (e.scope == ModelScope::kGpt) == (ran == "gpt");
 }
 

@@ -405,13 +405,20 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                 const std::string& plot_path) {
   ApplyGptDefaults();
   // The MLP's own flags are named, not silently ignored (as --model=mlp
-  // names the GPT's).
+  // names the GPT's). Without --model they are an error: the GPT became the
+  // default model, and `strata train --width=512` means the MLP.
   for (const FlagEntry& f : FindCommand("train")->flags) {
-    if (f.scope == ModelScope::kMlp && FlagGiven(f.name)) {
+    if (f.scope != ModelScope::kMlp || !FlagGiven(f.name)) continue;
+    if (!FlagGiven("model")) {
       std::fprintf(stderr,
-                   "strata train: --%s is the MLP's; --model=gpt ignores it\n",
+                   "strata train: --%s is the MLP's, and the default model "
+                   "is gpt: add --model=mlp\n",
                    Dashed(f.name).c_str());
+      return 2;
     }
+    std::fprintf(stderr,
+                 "strata train: --%s is the MLP's; --model=gpt ignores it\n",
+                 Dashed(f.name).c_str());
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();

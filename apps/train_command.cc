@@ -45,10 +45,10 @@
 #include "train/trainer.h"
 #include "train/vector_path.h"
 
-ABSL_FLAG(std::string, model, "mlp",
-          "mlp (a deep MLP on Fashion-MNIST) or gpt (a GPT-2 "
-          "style transformer on the King James Bible; flags --layers, "
-          "--heads, --embed, --context, --tokenizer, ...).");
+ABSL_FLAG(std::string, model, "gpt",
+          "gpt (a GPT-2 style transformer on the King James Bible; flags "
+          "--layers, --heads, --embed, --context, --tokenizer, ...) or mlp "
+          "(a deep MLP on Fashion-MNIST; flags --width, --depth, ...).");
 ABSL_FLAG(int64_t, width, 1024, "Units per hidden layer.");
 ABSL_FLAG(int32_t, depth, 5,
           "Hidden layers (the model has depth + 1 Linear "
@@ -348,7 +348,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
     return RunGptTrain(json_path, timeline_path, plot_path);
   }
   if (model_name != "mlp") {
-    std::fprintf(stderr, "strata train: --model=%s: use mlp or gpt\n",
+    std::fprintf(stderr, "strata train: --model=%s: use gpt or mlp\n",
                  model_name.c_str());
     return 2;
   }

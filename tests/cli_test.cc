@@ -113,13 +113,17 @@ TEST(CliHelpTest, GroupsDashesDefaultsAndNoSourcePaths) {
         "\nScheduler:\n", "\nMemory mode:\n", "\nOutput:\n"}) {
     EXPECT_NE(r.out.find(group), std::string::npos) << group;
   }
-  // The command's own defaults: train's budgets, the GPT's, the GPT's batch.
-  EXPECT_NE(flat.find("Default: 16MiB; gpt: 7.5MiB."), std::string::npos);
+  // The command's own defaults: the GPT's (the default model) budgets and
+  // batch, the MLP's where they differ.
+  EXPECT_NE(flat.find("Default: 7.5MiB; mlp: 16MiB."), std::string::npos);
   EXPECT_NE(flat.find("Default: 512MiB. "), std::string::npos);  // the same
-  EXPECT_NE(flat.find("Default: 256; gpt: 2."), std::string::npos);
+  EXPECT_NE(flat.find("Default: 4; mlp: 256."), std::string::npos);
+  EXPECT_NE(flat.find("mlp (a deep MLP on Fashion-MNIST; flags --width, "
+                      "--depth, ...). Default: gpt."),
+            std::string::npos);
   EXPECT_NE(r.out.find("--device-budget=SIZE"), std::string::npos);
   EXPECT_NE(r.out.find("--[no]prefetch"), std::string::npos);
-  EXPECT_NE(r.out.find("--model=mlp|gpt"), std::string::npos);
+  EXPECT_NE(r.out.find("--model=gpt|mlp"), std::string::npos);
   EXPECT_NE(r.out.find("(gpt) Transformer blocks."), std::string::npos);
   for (const std::string& flag : ListedFlags(r.out)) {
     EXPECT_EQ(flag.find('_'), std::string::npos) << flag;  // dashes only
@@ -213,6 +217,7 @@ TEST(CliVersionTest, SaysWhatWasBuiltIn) {
 // A tiny MLP run: three steps through the store with NVMe in `dir`.
 std::vector<std::string> TinyTrain(const std::string& dir) {
   return {"train",
+          "--model=mlp",
           "--width=32",
           "--depth=2",
           "--batch=64",
@@ -287,11 +292,13 @@ TEST(CliPrecisionTest, Fp16ReportsItsLossScaleAndBadCombinationsExit2) {
   EXPECT_EQ(j["loss_scale_history"][0]["scale"], 65536.0);
   EXPECT_GT(j["h2d_bytes_per_param_step"].get<double>(), 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"--rounding=stochastic"}, "--rounding=stochastic"},
-      {{"--loss-scale=1024"}, "--precision=fp16"},
-      {{"--precision=fp16", "--loss-scale=1000"}, "power of two"},
-      {{"--precision=bf17"}, "bf17"},
-      {{"--precision=fp16", "--loss-scale=65536.00000001"}, "power of two"},
+      {{"--model=mlp", "--rounding=stochastic"}, "--rounding=stochastic"},
+      {{"--model=mlp", "--loss-scale=1024"}, "--precision=fp16"},
+      {{"--model=mlp", "--precision=fp16", "--loss-scale=1000"},
+       "power of two"},
+      {{"--model=mlp", "--precision=bf17"}, "bf17"},
+      {{"--model=mlp", "--precision=fp16", "--loss-scale=65536.00000001"},
+       "power of two"},
       {{"--model=gpt", "--loss-scale=1024"}, "--precision=fp16"},
       {{"--model=gpt", "--rounding=stochastic"}, "--precision=bf16 or fp16"},
   };
@@ -380,7 +387,8 @@ TEST(CliPlotTest, UnwritablePlotIsRefusedBeforeTraining) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("/nonexistent/strata/run.png"), std::string::npos)
       << r.err;
-  EXPECT_EQ(r.out.find("MLP 784"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("strata train: GPT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("preparing the corpus"), std::string::npos) << r.err;
 }
 
 TEST(CliPlotTest, MissingGnuplotIsRefusedBeforeTraining) {
@@ -390,7 +398,8 @@ TEST(CliPlotTest, MissingGnuplotIsRefusedBeforeTraining) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("gnuplot not found on PATH"), std::string::npos)
       << r.err;
-  EXPECT_EQ(r.out.find("MLP 784"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("strata train: GPT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("preparing the corpus"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run.png"));
 }
 
@@ -411,7 +420,7 @@ TEST(CliCompletionTest, CompletesEveryTrainFlagAndChoices) {
   }
   EXPECT_EQ(words.find("--bench-size"), std::string::npos);
   EXPECT_NE(words.find("--noprefetch"), std::string::npos);
-  EXPECT_NE(r.out.find("--model) COMPREPLY=($(compgen -W \"mlp gpt\""),
+  EXPECT_NE(r.out.find("--model) COMPREPLY=($(compgen -W \"gpt mlp\""),
             std::string::npos);
   EXPECT_NE(r.out.find("complete -F _strata strata"), std::string::npos);
   // The file cmake --install installs is this script.
