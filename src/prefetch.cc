@@ -169,7 +169,8 @@ StoreCore::Next StoreCore::WaitForHost(const JobPtr& job) {
 StoreCore::Next StoreCore::Reserve(const JobPtr& job, Tier tier, uint64_t bytes,
                                    std::optional<Extent>* extent, Stage next) {
   TensorRecord& rec = *tensors_.at(job->id);
-  Room room = MakeRoom(tier, bytes, rec.spec, job->protect);
+  Room room = MakeRoom(tier, bytes, rec.spec, job->protect,
+                       /*explain=*/false);
   Then retry = [this, job](const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                    mu_) { Resume(job, s, job->stage); };
   switch (room.kind) {

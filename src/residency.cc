@@ -151,7 +151,7 @@ Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
 
 StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
                                     const TensorSpec& spec,
-                                    uint64_t protect_within) {
+                                    uint64_t protect_within, bool explain) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
     return Room::Failed(absl::ResourceExhaustedError(absl::StrFormat(
         "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
@@ -192,7 +192,10 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
       continue;
     }
     if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
-      Room full = Room::Failed(TierFull(tier, bytes, spec));
+      Room full =
+          Room::Failed(explain ? TierFull(tier, bytes, spec)
+                               : absl::ResourceExhaustedError(absl::StrFormat(
+                                     "%s tier full", TierName(tier))));
       full.tier_full = true;
       return full;
     }
