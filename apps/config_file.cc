@@ -113,8 +113,7 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
                                            false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--config=%s: not a JSON object of flags (e.g. {\"width\": 512})",
-        path));
+        "--config=%s: not a JSON object of flags (e.g. {\"batch\": 8})", path));
   }
   if (j.contains("config") && j["config"].is_object()) return j["config"];
   return j;

@@ -73,7 +73,8 @@ ABSL_FLAG(int64_t, max_steps, 0,
           "(gpt: the run's length, >= 1).");
 ABSL_FLAG(double, lr, 1e-3, "Adam's peak learning rate (see --lr-schedule).");
 ABSL_FLAG(std::string, lr_schedule, "cosine",
-          "cosine (decay to 0 over the run) or constant.");
+          "cosine (decay over the run: to 0 for the MLP, to a tenth of "
+          "--lr for the GPT) or constant.");
 ABSL_FLAG(uint64_t, seed, 1,
           "Seed of the initial weights and the batch order; "
           "the same seed gives the same losses, bit for bit, whatever the "
@@ -199,6 +200,7 @@ nlohmann::json ReportJson(const train::TrainOptions& t, const StoreOptions& s,
                       {"steps_per_second", e.steps_per_second}});
   }
   nlohmann::json report = {
+      {"model", "mlp"},
       {"test_accuracy", r.test_accuracy},
       {"final_loss", r.final_loss},
       {"model_state_bytes", f.state_bytes()},

@@ -247,6 +247,8 @@ TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
   const Result a = Strata(first);
   ASSERT_EQ(a.rc, 0) << a.err;
   const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
+  EXPECT_EQ(ja["model"], "mlp");
+  EXPECT_EQ(ja["config"]["model"], "mlp");
   EXPECT_EQ(ja["config"]["width"], 32);
   EXPECT_EQ(ja["config"]["seed"], 7);
   EXPECT_EQ(ja["config"]["device_budget"], "1MiB");
