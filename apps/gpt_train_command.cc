@@ -335,6 +335,8 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
                margin >= 0 ? "below" : "above", baseline);
   absl::PrintF("%-22s %.4f\n", "final train loss", r.final_loss);
   PrintStoreRows(st, gpt.footprint().state_bytes());
+  PrintNvmeFloorRow(st, gpt.train_link_bytes(),
+                    static_cast<int64_t>(r.losses.size()));
   const double step = train::Median(r.step_seconds);
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training, %.0f tokens/s)\n",
                "step median", step * 1e3, r.losses.size(), r.train_seconds,

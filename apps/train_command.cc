@@ -266,6 +266,8 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
   absl::PrintF("%-22s %.4f\n", "test accuracy", r.test_accuracy);
   absl::PrintF("%-22s %.4f\n", "final loss", r.final_loss);
   PrintStoreRows(st, f.state_bytes());
+  PrintNvmeFloorRow(st, model.train_link_bytes(),
+                    static_cast<int64_t>(r.losses.size()));
   absl::PrintF("%-22s %.1f ms (%zu steps, %.1f s training)\n", "step median",
                train::Median(r.step_seconds) * 1e3, r.losses.size(),
                r.train_seconds);

@@ -51,6 +51,9 @@ nlohmann::json StoreReportJson(const Stats& st) {
         {"d2h", st.links[int(Link::kD2H)].gbps()},
         {"nvme_read", st.links[int(Link::kNvmeRead)].gbps()},
         {"nvme_write", st.links[int(Link::kNvmeWrite)].gbps()}}},
+      // The fewest bytes a step must read from NVMe at these budgets (the
+      // largest step shape's), beside nvme_read_bytes_per_param_step.
+      {"nvme_read_floor_bytes_per_step", st.scheduler.nvme_read_floor_bytes},
       {"prefetch_hit_rate", train::PrefetchHitRate(st)},
       {"prefetch",
        {{"issued", st.prefetch.issued},
@@ -96,6 +99,18 @@ absl::Status WriteReportJson(const std::string& path,
                                absl::StrFormat("cannot write --json=%s", path));
   }
   return absl::OkStatus();
+}
+
+void PrintNvmeFloorRow(const Stats& st,
+                       const std::array<uint64_t, kNumLinks>& link_bytes,
+                       int64_t steps) {
+  const uint64_t floor = st.scheduler.nvme_read_floor_bytes;
+  if (floor == 0 || steps <= 0) return;
+  const double read =
+      static_cast<double>(link_bytes[int(Link::kNvmeRead)]) / steps;
+  absl::PrintF(
+      "%-22s %.1f MB (the fewest these budgets allow: %.1f MB; %.2fx)\n",
+      "nvme read per step", read / 1e6, floor / 1e6, read / floor);
 }
 
 void PrintStoreRows(const Stats& st, uint64_t state_bytes) {

@@ -47,6 +47,13 @@ absl::Status WriteReportJson(const std::string& path,
 // model state, shown against the device budget.
 void PrintStoreRows(const Stats& st, uint64_t state_bytes);
 
+// The row that sets the NVMe bytes a training step read (`link_bytes` over
+// `steps`: training only) beside the fewest it must read at these budgets
+// (SchedulerStats::nvme_read_floor_bytes); nothing when the floor is 0.
+void PrintNvmeFloorRow(const Stats& st,
+                       const std::array<uint64_t, kNumLinks>& link_bytes,
+                       int64_t steps);
+
 // A mixed-precision run's keys: precision, rounding, skipped_steps and, for
 // fp16 (`loss_scale` set), loss_scale and loss_scale_history (each change's
 // step and scale).

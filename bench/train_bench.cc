@@ -493,6 +493,13 @@ int Main() {
          {"nvme_read_bytes", r.stats.links[int(Link::kNvmeRead)].bytes},
          {"nvme_write_bytes", r.stats.links[int(Link::kNvmeWrite)].bytes},
          {"nvme_read_bytes_per_step", read},
+         {"nvme_read_floor_bytes_per_step",
+          r.stats.scheduler.nvme_read_floor_bytes},
+         {"nvme_read_vs_floor",
+          r.stats.scheduler.nvme_read_floor_bytes > 0
+              ? read /
+                    static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes)
+              : 0.0},
          {"nvme_write_bytes_per_step", write},
          {"nvme_read_requests_per_step",
           static_cast<double>(r.stats.links[int(Link::kNvmeRead)].transfers) /
@@ -506,6 +513,19 @@ int Main() {
          {"prefetch_hit_rate", r.hit_rate},
          {"stall_seconds", r.stats.stall_seconds},
          {"stall_fraction", stall_fraction}});
+  }
+  // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).
+  for (const ModeResult& r : results) {
+    const uint64_t floor = r.stats.scheduler.nvme_read_floor_bytes;
+    if (floor == 0) continue;
+    absl::PrintF(
+        "%-10s NVMe read per step %.3f GB, %.2fx the floor of %.3f GB\n",
+        r.name,
+        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps /
+            1e9,
+        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps /
+            static_cast<double>(floor),
+        static_cast<double>(floor) / 1e9);
   }
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");

@@ -123,6 +123,12 @@ class Predictor {
   bool has_prediction() const { return current_ != nullptr; }
   const PredictorStats& stats() const { return stats_; }
   size_t trace_count() const { return slots_.size(); }
+  // Every stored trace (step shape), in no particular order.
+  std::vector<const Trace*> traces() const {
+    std::vector<const Trace*> out;
+    for (const auto& slot : slots_) out.push_back(&slot->trace);
+    return out;
+  }
 
  private:
   // One stored trace (a step shape).

@@ -410,6 +410,8 @@ class StoreCore : public internal::LeaseReleaser,
                                uint64_t bytes, uint64_t protect_within) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stats' SchedulerStats::nvme_read_floor_bytes (store_report.cc).
+  uint64_t NvmeReadFloor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Predicted distance to rec's next use; no prediction = furthest.
   uint64_t NextUseDistance(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,9 +1,12 @@
 // store_report.cc: what StoreCore reports — a tensor's spec and residency,
 // the Stats counters, and the tiers' description for `strata info`.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
+#include "scheduler/nvme_floor.h"
 #include "src/store_core.h"
 #include "strata/status.h"
 
@@ -43,6 +46,24 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
   return r;
 }
 
+uint64_t StoreCore::NvmeReadFloor() const {
+  if (tiers_.nvme == nullptr) return 0;
+  // Unified memory: device copies are host pages, so only host memory
+  // holds bytes above NVMe.
+  const uint64_t above =
+      capacity_[static_cast<int>(Tier::kHost)] +
+      (unified() ? 0 : capacity_[static_cast<int>(Tier::kDevice)]);
+  const auto bytes_of = [this](TensorId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = tensors_.find(id);  // called here, with mu_ held
+    return it == tensors_.end() ? uint64_t{0} : it->second->spec.size_bytes;
+  };
+  uint64_t floor = 0;
+  for (const Trace* trace : predictor_.traces()) {
+    floor = std::max(floor, NvmeReadFloorBytes(*trace, bytes_of, above));
+  }
+  return floor;
+}
+
 Stats StoreCore::GetStats() const {
   Stats s;
   mover_->AddTo(&s);
@@ -65,7 +86,8 @@ Stats StoreCore::GetStats() const {
                  .hits = p.hits,
                  .resyncs = p.resyncs,
                  .misses = p.misses,
-                 .rerecords = p.rerecords};
+                 .rerecords = p.rerecords,
+                 .nvme_read_floor_bytes = NvmeReadFloor()};
   s.acquires = acquires_;
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;

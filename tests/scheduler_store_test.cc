@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "src/store_open.h"
 #include "strata/store.h"
@@ -162,6 +164,47 @@ TEST_F(SchedulerStoreTest, PrefetchServesAReplayedLoop) {
   EXPECT_LE(
       s.prefetch.hit + s.prefetch.late + s.prefetch.wasted + s.prefetch.failed,
       s.prefetch.issued);
+}
+
+// The NVMe read floor the store reports for the step it learned
+// (scheduler/nvme_floor.h): four 1 MiB tensors read every step, 1 MiB of
+// device and 2 MiB of host memory above NVMe, so 1 MiB must come from NVMe
+// each step, whatever the schedule; and the store reads at least that.
+TEST(SchedulerStoreFloorTest, ReportsTheFewestBytesAStepMustReadFromNvme) {
+  ::strata::testing::TempDir dir;
+  StoreOptions o = ::strata::testing::SmallStoreOptions(dir.path(), kMiB,
+                                                        2 * kMiB, 64 * kMiB);
+  o.scheduler.prefetch = false;
+  auto opened = Store::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  std::vector<TensorId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = store.Create(
+        {.name = std::string(1, char('A' + i)), .size_bytes = kMiB});
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(store.Write(*id, Pattern(kMiB, i).data(), kMiB).ok());
+    ASSERT_TRUE(store.Evict(*id, Tier::kNvme).ok());
+    ids.push_back(*id);
+  }
+  EXPECT_EQ(store.GetStats().scheduler.nvme_read_floor_bytes, 0u);  // none yet
+  uint64_t read_before_last = 0;
+  for (int step = 0; step < 4; ++step) {
+    if (step == 3) {
+      read_before_last =
+          store.GetStats().links[static_cast<int>(Link::kNvmeRead)].bytes;
+    }
+    store.BeginStep();
+    for (TensorId id : ids) {
+      auto lease = store.Acquire(id, Tier::kDevice, Access::kRead);
+      ASSERT_TRUE(lease.ok()) << lease.status();
+    }
+    store.EndStep();
+  }
+  const Stats s = store.GetStats();
+  EXPECT_EQ(s.scheduler.nvme_read_floor_bytes, kMiB);
+  EXPECT_GE(s.links[static_cast<int>(Link::kNvmeRead)].bytes - read_before_last,
+            kMiB);
 }
 
 }  // namespace

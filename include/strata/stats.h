@@ -60,6 +60,12 @@ struct SchedulerStats {
   uint64_t resyncs = 0;    // found further ahead in the trace (a skip)
   uint64_t misses = 0;     // not predicted at all
   uint64_t rerecords = 0;  // traces replaced after a step diverged
+  // The fewest bytes a step must read from NVMe at these budgets: the live
+  // bytes at the step's fullest point beyond the device and host budgets
+  // (scheduler/nvme_floor.h), for the largest step shape learned (a
+  // training step's, where evaluation steps hold less); 0 without NVMe or
+  // before a step is learned. Set it beside the NVMe read bytes per step.
+  uint64_t nvme_read_floor_bytes = 0;
 };
 
 // Unified-memory mode (DeviceOptions::memory == kUnified): how device
