@@ -62,6 +62,8 @@ nlohmann::json StoreReportJson(const Stats& st) {
         {"wasted", st.prefetch.wasted},
         {"failed", st.prefetch.failed}}},
       {"acquires", st.acquires},
+      // Dirty copies written to a slower tier (evictions that had to write).
+      {"write_backs", st.write_backs},
       {"stalled_acquires", st.stalled_acquires},
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},

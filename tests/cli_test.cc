@@ -248,6 +248,10 @@ TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
   ASSERT_EQ(a.rc, 0) << a.err;
   const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
   EXPECT_EQ(ja["model"], "mlp");
+  // This tiny model's whole step fits in the device and host budgets: no
+  // byte need come from NVMe (scheduler_store_test checks a floor above 0).
+  EXPECT_EQ(ja["nvme_read_floor_bytes_per_step"], 0);
+  EXPECT_TRUE(ja["write_backs"].is_number_unsigned());
   EXPECT_EQ(ja["config"]["model"], "mlp");
   EXPECT_EQ(ja["config"]["width"], 32);
   EXPECT_EQ(ja["config"]["seed"], 7);
