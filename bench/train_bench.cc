@@ -516,16 +516,14 @@ int Main() {
   }
   // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).
   for (const ModeResult& r : results) {
-    const uint64_t floor = r.stats.scheduler.nvme_read_floor_bytes;
+    const auto floor =
+        static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes);
     if (floor == 0) continue;
+    const double read =
+        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps;
     absl::PrintF(
         "%-10s NVMe read per step %.3f GB, %.2fx the floor of %.3f GB\n",
-        r.name,
-        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps /
-            1e9,
-        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps /
-            static_cast<double>(floor),
-        static_cast<double>(floor) / 1e9);
+        r.name, read / 1e9, read / floor, floor / 1e9);
   }
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");
