@@ -512,6 +512,10 @@ class StoreCore : public internal::LeaseReleaser,
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
+  // NvmeReadFloor's last answer, and the predictor's traces_recorded then
+  // (no trace changes without a recording).
+  mutable uint64_t floor_traces_recorded_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable uint64_t floor_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // PickVictim's snapshot, kept to reuse its storage.
   mutable std::vector<CopyView> victim_views_ ABSL_GUARDED_BY(mu_);
 };

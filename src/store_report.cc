@@ -48,6 +48,10 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
 
 uint64_t StoreCore::NvmeReadFloor() const {
   if (tiers_.nvme == nullptr) return 0;
+  // Training steps call GetStats twice each, with mu_ held: the floor is
+  // recomputed only when the traces change (every change is a recording).
+  const uint64_t recorded = predictor_.stats().traces_recorded;
+  if (floor_traces_recorded_ == recorded) return floor_bytes_;
   // Unified memory: device copies are host pages, so only host memory
   // holds bytes above NVMe.
   const uint64_t above =
@@ -61,6 +65,8 @@ uint64_t StoreCore::NvmeReadFloor() const {
   for (const Trace* trace : predictor_.traces()) {
     floor = std::max(floor, NvmeReadFloorBytes(*trace, bytes_of, above));
   }
+  floor_traces_recorded_ = recorded;
+  floor_bytes_ = floor;
   return floor;
 }
 
