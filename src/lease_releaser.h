@@ -18,6 +18,12 @@ class LeaseReleaser {
   // Ends the grant `token` of tensor `id`. FailedPrecondition if unknown.
   virtual absl::Status ReleaseLease(TensorId id, uint64_t token,
                                     void* stream) = 0;
+  // Copies `bytes` between the granted copy's bytes at `leased` and caller
+  // host memory `user` (into the copy when `into_lease`), after the work on
+  // `stream`. FailedPrecondition if the grant `token` is unknown.
+  virtual absl::Status CopyLeased(TensorId id, uint64_t token, void* leased,
+                                  void* user, uint64_t bytes, bool into_lease,
+                                  void* stream) = 0;
 
  protected:
   // Lease's constructor is private; releasers build leases through this.

@@ -115,6 +115,24 @@ absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
   return status;
 }
 
+absl::Status Mover::CopyLeased(CopyKind kind, void* dst, const void* src,
+                               uint64_t bytes, DeviceEvent* after,
+                               std::string_view label) {
+  const bool down = kind == CopyKind::kD2H;
+  const Tier from = down ? Tier::kDevice : Tier::kHost;
+  const Tier to = down ? Tier::kHost : Tier::kDevice;
+  const absl::Time start = absl::Now();
+  Enter(from, to, start);
+  const absl::Status status = device_->Copy(kind, dst, src, bytes, after);
+  Span(label, down ? "range device -> caller" : "range caller -> device", start,
+       status.ok());
+  const absl::Time end = absl::Now();
+  Count(down ? Link::kD2H : Link::kH2D, bytes,
+        absl::ToDoubleSeconds(end - start), status.ok());
+  Leave(from, to, end);
+  return status;
+}
+
 bool Mover::Uses(Link link, Tier src, Tier dst) {
   switch (link) {
     case Link::kNvmeRead:

@@ -105,6 +105,13 @@ class Mover {
   absl::Status ServeFault(const ManagedRange& range, MemLocation to,
                           std::string_view label);
 
+  // A range copy between a leased device copy and caller host memory
+  // (Lease::CopyOut/CopyIn): kD2H or kH2D, after `after` (may be null);
+  // counted on its link and drawn on the timeline as a transfer is.
+  absl::Status CopyLeased(CopyKind kind, void* dst, const void* src,
+                          uint64_t bytes, DeviceEvent* after,
+                          std::string_view label);
+
   // Fills `bytes` at `place` (device or host) with zeros.
   absl::Status Zero(const Place& place, uint64_t bytes);
 

@@ -102,6 +102,9 @@ class StoreCore : public internal::LeaseReleaser,
 
   absl::Status ReleaseLease(TensorId id, uint64_t token, void* stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CopyLeased(TensorId id, uint64_t token, void* leased, void* user,
+                          uint64_t bytes, bool into_lease,
+                          void* stream) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // --- store_core.cc: the public operations' checks; acquire.cc: the

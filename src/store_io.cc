@@ -84,6 +84,40 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
   return released;
 }
 
+absl::Status StoreCore::CopyLeased(TensorId id, uint64_t token, void* leased,
+                                   void* user, uint64_t bytes, bool into_lease,
+                                   void* stream) {
+  Tier tier;
+  std::string label;
+  {
+    MutexLock lock(&mu_);
+    auto it = closed_ ? tensors_.end() : tensors_.find(id);
+    if (it == tensors_.end() || !it->second->leases.contains(token)) {
+      return absl::FailedPreconditionError(closed_ ? "the store was closed"
+                                                   : "lease already released");
+    }
+    tier = it->second->leases[token].tier;
+    if (timeline_ != nullptr) label = it->second->spec.name;
+  }
+  // The leased copy cannot move or be freed while the grant is held, and
+  // the lease's holder is its only user: the copy needs no lock.
+  if (tier == Tier::kHost) {
+    if (into_lease) {
+      std::memcpy(leased, user, bytes);
+    } else {
+      std::memcpy(user, leased, bytes);
+    }
+    return absl::OkStatus();
+  }
+  // Stream-ordered: the copy starts after the caller's work queued so far.
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<DeviceEvent> after,
+                          tiers_.device->RecordEvent(stream));
+  return into_lease ? mover_->CopyLeased(CopyKind::kH2D, leased, user, bytes,
+                                         after.get(), label)
+                    : mover_->CopyLeased(CopyKind::kD2H, user, leased, bytes,
+                                         after.get(), label);
+}
+
 std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
                                                    const UserBytes& user) {
   TierCopy& copy = rec.copy(Tier::kDevice);

@@ -43,10 +43,30 @@ class Lease {
   // was already released or is empty, or if its store was closed.
   absl::Status Release(void* stream = nullptr);
 
+  // Range copies between the leased copy and caller host memory: `bytes` at
+  // byte `offset` of the tensor, without a second lease — how a host
+  // optimizer streams a device-leased gradient and weight through buffers a
+  // fraction of their size. On the device tier each is a D2H (CopyOut) or
+  // H2D (CopyIn) copy, counted on that link, ordered after the work already
+  // queued on `stream` (the caller's cudaStream_t; null: the legacy default
+  // stream), and complete when the call returns; on the host tier a memcpy.
+  // CopyIn needs a kWrite or kOverwrite lease. Errors: FailedPrecondition
+  // (released or empty lease, CopyIn on a kRead lease, the store closed);
+  // InvalidArgument (the range is outside the tensor, or a null buffer with
+  // bytes > 0); Internal (a CUDA copy failed: the destination range is
+  // undefined, the source untouched).
+  absl::Status CopyOut(uint64_t offset, void* dst, uint64_t bytes,
+                       void* stream = nullptr) const;
+  absl::Status CopyIn(uint64_t offset, const void* src, uint64_t bytes,
+                      void* stream = nullptr);
+
  private:
   friend class internal::LeaseReleaser;
   Lease(std::weak_ptr<internal::LeaseReleaser> owner, TensorId id, Tier tier,
         Access access, void* data, uint64_t size_bytes, uint64_t token);
+  // CopyOut and CopyIn's checks and the store's copy.
+  absl::Status CopyRange(uint64_t offset, void* user, uint64_t bytes,
+                         bool into_lease, void* stream) const;
 
   std::weak_ptr<internal::LeaseReleaser> owner_;
   TensorId id_;
