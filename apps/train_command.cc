@@ -416,7 +416,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
   absl::PrintF(
       "strata train: MLP 784 -> %lld x %d -> 10 (%s), %s of model state "
       "(%.1fx the device budget %s), host budget %s, NVMe budget %s; home "
-      "tier %s, Adam on %s; %s (%s) with %s\n",
+      "tier %s, Adam on %s%s; %s (%s) with %s\n",
       static_cast<long long>(t.model.width), t.model.depth,
       t.model.activation == train::Activation::kRelu ? "relu" : "gelu",
       FormatByteSize(f.state_bytes()),
@@ -424,8 +424,12 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
       FormatByteSize(st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[1].capacity_bytes),
       FormatByteSize(st0.tiers[2].capacity_bytes), TierName(t.model.home),
-      TierName(t.model.optimizer_tier), st0.device_backend, st0.device_memory,
-      compute->name());
+      TierName(t.model.optimizer_tier),
+      model->streams_optimizer()
+          ? " (streamed in 4 MiB parts: the host budget is below one "
+            "layer's whole update)"
+          : "",
+      st0.device_backend, st0.device_memory, compute->name());
   std::fflush(stdout);
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed =
@@ -470,6 +474,7 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
     nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
     report.update(TrainingModesJson(*model, t, *result));
     report.update(checkpoints->ReportJson());
+    report["optimizer_streamed"] = model->streams_optimizer();
     if (absl::Status w = WriteReportJson(json_path, report); !w.ok()) {
       return Fail(w);
     }

@@ -99,7 +99,8 @@ RunResult TrainWith(const Budgets& b, train::TrainOptions job,
                 .recompute_seconds = (*model)->recompute_seconds(),
                 .train_link_bytes = (*model)->train_link_bytes(),
                 .adam_steps = (*model)->steps(),
-                .skipped_steps = (*model)->skipped_steps()};
+                .skipped_steps = (*model)->skipped_steps(),
+                .optimizer_streamed = (*model)->streams_optimizer()};
   if (const train::DynamicLossScale* ls = (*model)->loss_scale()) {
     run.loss_scale_history = ls->history();
   }

@@ -52,6 +52,7 @@ struct RunResult {
   int64_t adam_steps = 0;     // updates applied
   int64_t skipped_steps = 0;  // mixed precision's skipped steps
   std::vector<train::LossScaleChange> loss_scale_history;  // fp16 only
+  bool optimizer_streamed = false;  // Mlp::streams_optimizer()
 };
 
 // Trains `job` with `b` on a fresh store and CPU compute; failures are

@@ -12,6 +12,7 @@
 #include "strata/status.h"
 #include "strata/tensor.h"
 #include "train/model.h"
+#include "train/optimizer_parts.h"
 
 namespace strata::train {
 namespace {
@@ -116,13 +117,20 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
         {f.device_working_set_bytes, forward, backward, activation_backward});
     const uint64_t granule =
         c.optimizer_tier == Tier::kDevice ? kDeviceGranule : kHostGranule;
-    // Weight, gradient and both moments; mixed: master, moments, the 16-bit
-    // gradient and the 16-bit weight it writes.
+    // Weight, gradient and one part of each moment; mixed: the 16-bit
+    // gradient and the 16-bit weight it writes, and a part of the moments
+    // and master weights. Streamed (host only): a part of everything.
+    const uint64_t part = std::min<uint64_t>(in * out, kOptimizerPartElements);
+    const uint64_t p32 = RoundUp(part * kF, kHostGranule);
+    const uint64_t p16 = RoundUp(part * pb, kHostGranule);
     const uint64_t update =
-        mixed ? 3 * RoundUp(w, granule) + 2 * RoundUp(w16, granule)
-              : 4 * RoundUp(w, granule);
+        mixed ? 3 * RoundUp(part * kF, granule) + 2 * RoundUp(w16, granule)
+              : 2 * RoundUp(w, granule) + 2 * RoundUp(part * kF, granule);
     f.optimizer_working_set_bytes =
         std::max(f.optimizer_working_set_bytes, update);
+    f.streamed_optimizer_bytes = std::max(f.streamed_optimizer_bytes,
+                                          mixed ? 3 * p32 + 2 * p16 : 4 * p32);
+    f.largest_part_bytes = std::max(f.largest_part_bytes, part * kF);
   }
   // The input batch, labels, logits' gradient and two activation gradients.
   const uint64_t widest = std::max(c.width, c.classes);
@@ -145,9 +153,10 @@ namespace {
 // every tensor and the leased copies are the reserved ones.
 absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
                        const ModelConfig& config, const ModelFootprint& f,
-                       const char* what) {
+                       const char* what, uint64_t largest = 0) {
   const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
-  const uint64_t slack = config.home == tier ? 0 : f.largest_tensor_bytes;
+  if (largest == 0) largest = f.largest_tensor_bytes;
+  const uint64_t slack = config.home == tier ? 0 : largest;
   const uint64_t need = working_set + slack;
   if (capacity >= need) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -158,6 +167,31 @@ absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
       FormatByteSize(working_set), config.batch, FormatByteSize(slack),
       TierName(tier), FormatByteSize(need)));
 }
+
+// The host optimizer can stream: it runs on the host while the device
+// keeps real copies (in unified memory a device lease is host pages too).
+bool CanStream(const Stats& stats, const ModelConfig& config,
+               const ModelFootprint& f) {
+  return config.optimizer_tier == Tier::kHost && config.home != Tier::kHost &&
+         stats.device_memory == "copies" && f.streamed_optimizer_bytes > 0;
+}
+
+bool Fits(const Stats& stats, Tier tier, uint64_t working_set,
+          const ModelConfig& config, uint64_t largest) {
+  const uint64_t slack = config.home == tier ? 0 : largest;
+  return stats.tiers[int(tier)].capacity_bytes >= working_set + slack;
+}
+
+}  // namespace
+
+bool StreamsOptimizer(const Stats& stats, const ModelConfig& config,
+                      const ModelFootprint& f) {
+  return CanStream(stats, config, f) &&
+         !Fits(stats, Tier::kHost, f.optimizer_working_set_bytes, config,
+               f.largest_tensor_bytes);
+}
+
+namespace {
 
 absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
                           const ModelFootprint& f) {
@@ -174,10 +208,17 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
   STRATA_RETURN_IF_ERROR(
       CheckTier(stats, Tier::kDevice, device, config, f, what));
   if (config.optimizer_tier == Tier::kHost) {
-    STRATA_RETURN_IF_ERROR(CheckTier(
-        stats, Tier::kHost, f.optimizer_working_set_bytes, config, f,
-        "the optimizer's working set (a weight, its gradient, two Adam "
-        "moments)"));
+    STRATA_RETURN_IF_ERROR(
+        !StreamsOptimizer(stats, config, f)
+            ? CheckTier(stats, Tier::kHost, f.optimizer_working_set_bytes,
+                        config, f,
+                        "the optimizer's working set (a weight, its "
+                        "gradient, a part of its Adam moments)")
+            : CheckTier(stats, Tier::kHost, f.streamed_optimizer_bytes, config,
+                        f,
+                        "the streamed optimizer's working set (a 4 MiB part "
+                        "of a weight, its gradient and Adam moments)",
+                        f.largest_part_bytes));
   }
   if (stats.device_memory != "copies") {
     // Unified memory: a device copy is its host copy's pages.

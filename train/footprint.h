@@ -30,8 +30,15 @@ struct ModelFootprint {
   // The most bytes one operation holds under device leases at once; the
   // device budget must exceed it.
   uint64_t device_working_set_bytes = 0;
-  // The same for the optimizer tier (weight, gradient, two moments).
+  // The same for the optimizer tier (weight, gradient, one part of each
+  // moment; optimizer_parts.h).
   uint64_t optimizer_working_set_bytes = 0;
+  // The host's working set when the host optimizer streams (Mlp, model.h):
+  // one part of each moment (and master weight), a part of the gradient and
+  // one of the weight; 0 for models that do not stream.
+  uint64_t streamed_optimizer_bytes = 0;
+  // The largest optimizer part, in fp32 bytes.
+  uint64_t largest_part_bytes = 0;
   uint64_t largest_tensor_bytes = 0;
   // The largest tensor leased on the device (0: largest_tensor_bytes).
   uint64_t largest_device_tensor_bytes = 0;
@@ -55,6 +62,13 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config);
 // flag to raise and the bytes it needs.
 absl::Status CheckFootprintFits(const Stats& stats, const ModelConfig& config,
                                 const ModelFootprint& f);
+
+// Whether the host optimizer should stream its updates (Mlp): it runs on the
+// host tier, device memory is copies (not unified), and the host's budget
+// holds the streamed working set but not the whole one. The choice changes
+// only what crosses the links, never a bit of the result.
+bool StreamsOptimizer(const Stats& stats, const ModelConfig& config,
+                      const ModelFootprint& f);
 
 }  // namespace strata::train
 

@@ -59,6 +59,9 @@ class LeaseGroup {
   uint16_t* half(int index) const {
     return reinterpret_cast<uint16_t*>(data(index));
   }
+  // Request `index`'s lease (valid after Acquire): for its range copies
+  // (Lease::CopyOut, CopyIn).
+  Lease& lease(int index) { return requests_[index].lease; }
   // Request `index`'s size in bytes (valid after Acquire).
   uint64_t bytes(int index) const { return requests_[index].bytes; }
 

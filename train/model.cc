@@ -53,6 +53,8 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));
   std::unique_ptr<Mlp> mlp(new Mlp(store, compute, config, footprint));
+  mlp->stream_optimizer_ =
+      StreamsOptimizer(store->GetStats(), config, footprint);
   if (config.precision == Precision::kFp16) {
     STRATA_ASSIGN_OR_RETURN(mlp->loss_scale_,
                             DynamicLossScale::Create(config.loss_scale));
@@ -64,15 +66,17 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
 
 absl::StatusOr<TensorId> Mlp::CreateTensor(std::string name, TensorKind kind,
                                            DType dtype,
-                                           std::vector<int64_t> shape) {
+                                           std::vector<int64_t> shape,
+                                           std::optional<Tier> home) {
   uint64_t bytes = DTypeSize(dtype);
   for (int64_t d : shape) bytes *= d;
-  absl::StatusOr<TensorId> id = store_->Create({.name = std::move(name),
-                                                .size_bytes = bytes,
-                                                .dtype = dtype,
-                                                .shape = std::move(shape),
-                                                .kind = kind,
-                                                .home = config_.home});
+  absl::StatusOr<TensorId> id =
+      store_->Create({.name = std::move(name),
+                      .size_bytes = bytes,
+                      .dtype = dtype,
+                      .shape = std::move(shape),
+                      .kind = kind,
+                      .home = home.value_or(config_.home)});
   if (id.ok()) created_.push_back(*id);
   return id;
 }
@@ -117,19 +121,9 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
                             make("weight.grad", K::kGradient, wshape, param));
     STRATA_ASSIGN_OR_RETURN(L.gb16,
                             make("bias.grad", K::kGradient, bshape, param));
-    STRATA_ASSIGN_OR_RETURN(L.master_w,
-                            make("weight.master", K::kOptimizerState, wshape));
-    STRATA_ASSIGN_OR_RETURN(L.master_b,
-                            make("bias.master", K::kOptimizerState, bshape));
   }
-  STRATA_ASSIGN_OR_RETURN(L.mw,
-                          make("weight.adam_m", K::kOptimizerState, wshape));
-  STRATA_ASSIGN_OR_RETURN(L.vw,
-                          make("weight.adam_v", K::kOptimizerState, wshape));
-  STRATA_ASSIGN_OR_RETURN(L.mb,
-                          make("bias.adam_m", K::kOptimizerState, bshape));
-  STRATA_ASSIGN_OR_RETURN(L.vb,
-                          make("bias.adam_v", K::kOptimizerState, bshape));
+  STRATA_ASSIGN_OR_RETURN(L.sw, CreateOptimizerState(p + "weight", wshape));
+  STRATA_ASSIGN_OR_RETURN(L.sb, CreateOptimizerState(p + "bias", bshape));
   // Under checkpointing a hidden layer's pre-activation lives only while
   // backward recomputes and uses it, one micro-batch at a time.
   const int zs = L.hidden && !KeepsPreActivation() ? 1 : micro;
@@ -185,6 +179,21 @@ absl::Status Mlp::CreateTensors() {
     STRATA_ASSIGN_OR_RETURN(MicroBatch m, CreateMicroBatch(k));
     micro_.push_back(m);
   }
+  if (!stream_optimizer_) return absl::OkStatus();
+  int64_t part = 0;
+  for (const Layer& L : layers_) part = std::max(part, L.sw.parts[0].count);
+  // The device-side gradient and weight: fp32, or the 16-bit copies.
+  const DType dtype =
+      mixed() ? ParameterDType(config_.precision) : DType::kFloat32;
+  // Homed on the host, where they are only ever leased: they take no NVMe
+  // space and their host space is reserved, part of the streamed working set.
+  using K = TensorKind;
+  STRATA_ASSIGN_OR_RETURN(
+      stage_g_, CreateTensor("optimizer.stage.grad", K::kGradient, dtype,
+                             {part}, Tier::kHost));
+  STRATA_ASSIGN_OR_RETURN(
+      stage_w_, CreateTensor("optimizer.stage.weight", K::kParameter, dtype,
+                             {part}, Tier::kHost));
   return absl::OkStatus();
 }
 
@@ -211,8 +220,13 @@ absl::Status Mlp::InitWeights() {
     }
     // The master weights are the fp32 values; the parameters their 16-bit
     // rounding to nearest (every later rounding is the optimizer's).
-    STRATA_RETURN_IF_ERROR(store_->Write(L.master_w, w.data(), w.size() * kF));
-    STRATA_RETURN_IF_ERROR(store_->Write(L.master_b, zeros.data(), L.out * kF));
+    for (size_t k = 0; k < L.sw.parts.size(); ++k) {
+      const OptimizerPart& part = L.sw.parts[k];
+      STRATA_RETURN_IF_ERROR(store_->Write(
+          L.sw.master[k], w.data() + part.first, part.count * kF));
+    }
+    STRATA_RETURN_IF_ERROR(
+        store_->Write(L.sb.master[0], zeros.data(), L.out * kF));
     std::vector<uint16_t> half(w.size());
     CastToHalfCpu(config_.precision, {}, w.data(), half.data(), w.size());
     STRATA_RETURN_IF_ERROR(
@@ -352,8 +366,8 @@ absl::Status Mlp::Backward(const AdamParams& adam) {
     // optimizer-state traffic (NVMe -> host loads, write-backs) overlaps the
     // backward pass of the layers below, as in ZeRO-Offload. Nothing below
     // reads this layer's weights, so the math is that of a separate step.
-    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.w, L.mw, L.vw, L.gw));
-    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.b, L.mb, L.vb, L.gb));
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sw, L.gw, L.w, 0));
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sb, L.gb, L.b, 0));
   }
   return mixed() ? FinishMixedStep(adam) : absl::OkStatus();
 }
@@ -385,10 +399,8 @@ absl::Status Mlp::FinishMixedStep(const AdamParams& adam) {
   for (int l = layers() - 1; l >= 0; --l) {
     const Layer& L = layers_[l];
     const uint64_t tensor = 2 * static_cast<uint64_t>(l);
-    STRATA_RETURN_IF_ERROR(
-        AdamOn(adam, L.master_w, L.mw, L.vw, L.gw16, L.w, tensor));
-    STRATA_RETURN_IF_ERROR(
-        AdamOn(adam, L.master_b, L.mb, L.vb, L.gb16, L.b, tensor + 1));
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sw, L.gw16, L.w, tensor));
+    STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sb, L.gb16, L.b, tensor + 1));
   }
   return absl::OkStatus();
 }
@@ -468,47 +480,6 @@ absl::Status Mlp::Drop(TensorId id) {
   return store_->Discard(id);
 }
 
-absl::Status Mlp::AdamOn(const AdamParams& p, TensorId w_id, TensorId m_id,
-                         TensorId v_id, TensorId g_id, TensorId w16_id,
-                         uint64_t tensor) {
-  const Tier T = config_.optimizer_tier;
-  const bool on_device = T == Tier::kDevice;
-  LeaseGroup group(store_, T, on_device ? compute_->stream() : nullptr,
-                   &created_);
-  const int g = group.Add(g_id, Access::kRead),
-            w = group.Add(w_id, Access::kWrite),
-            m = group.Add(m_id, Access::kWrite),
-            v = group.Add(v_id, Access::kWrite);
-  const int w16 = mixed() ? group.Add(w16_id, Access::kOverwrite) : -1;
-  STRATA_RETURN_IF_ERROR(group.Acquire());
-  const int64_t n = static_cast<int64_t>(group.bytes(w) / kF);
-  float *const wd = group.data(w), *const md = group.data(m),
-               *const vd = group.data(v);
-  const auto start = std::chrono::steady_clock::now();
-  if (mixed()) {
-    MixedAdamParams mp;
-    mp.type = config_.precision;
-    mp.grad_scale = loss_scale_ ? loss_scale_->inverse_scale() : 1.0f;
-    mp.rounding.rounding = config_.rounding;
-    mp.rounding.seed = StochasticSeed(config_.seed, tensor, steps_);
-    if (on_device) {
-      STRATA_RETURN_IF_ERROR(compute_->AdamMixed(
-          p, mp, wd, md, vd, group.half(g), group.half(w16), n));
-    } else {
-      AdamMixedUpdateCpu(p, mp, wd, md, vd, group.half(g), group.half(w16), n);
-    }
-  } else if (on_device) {
-    STRATA_RETURN_IF_ERROR(compute_->Adam(p, wd, md, vd, group.data(g), n));
-  } else {
-    AdamUpdateCpu(p, wd, md, vd, group.data(g), n);
-  }
-  optimizer_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  STRATA_RETURN_IF_ERROR(group.Release());
-  return store_->Discard(g_id);  // the gradient is dead until next backward
-}
-
 AdamParams Mlp::StepAdamParams() const {
   AdamParams p = config_.adam;
   p.lr = lr_;
@@ -581,8 +552,11 @@ int64_t Mlp::parameters() const {
 std::vector<TensorId> Mlp::StateTensors() const {
   std::vector<TensorId> ids;
   for (const Layer& L : layers_) {
-    ids.insert(ids.end(), {L.w, L.b, L.mw, L.vw, L.mb, L.vb});
-    if (mixed()) ids.insert(ids.end(), {L.master_w, L.master_b});
+    ids.insert(ids.end(), {L.w, L.b});
+    for (const std::vector<TensorId>* parts :
+         {&L.sw.m, &L.sw.v, &L.sb.m, &L.sb.v, &L.sw.master, &L.sb.master}) {
+      ids.insert(ids.end(), parts->begin(), parts->end());
+    }
   }
   return ids;
 }
@@ -611,8 +585,13 @@ absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
   }
   const Layer& L = layers_[layer];
   out->resize(L.in * L.out);
-  return store_->Read(mixed() ? L.master_w : L.w, out->data(),
-                      out->size() * kF);
+  if (!mixed()) return store_->Read(L.w, out->data(), out->size() * kF);
+  for (size_t k = 0; k < L.sw.parts.size(); ++k) {
+    const OptimizerPart& part = L.sw.parts[k];
+    STRATA_RETURN_IF_ERROR(store_->Read(
+        L.sw.master[k], out->data() + part.first, part.count * kF));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace strata::train

@@ -57,6 +57,7 @@
 #include "train/footprint.h"  // ModelFootprint, ComputeFootprint
 #include "train/lease_group.h"
 #include "train/loss_scale.h"
+#include "train/optimizer_parts.h"
 #include "train/precision.h"
 
 namespace strata::train {
@@ -162,6 +163,11 @@ class Mlp {
   // the host time to issue the updates (the update itself on the simulated
   // device, kernel launches on a GPU). Leases and transfers excluded.
   double optimizer_seconds() const { return optimizer_seconds_; }
+  // Whether the host optimizer streams its updates part by part, the
+  // gradient and weight staying leased on the device: chosen at Create when
+  // the host budget cannot hold a whole weight, its gradient and moments
+  // (footprint.h StreamsOptimizer). The bits are the same either way.
+  bool streams_optimizer() const { return stream_optimizer_; }
   // The most bytes of activation tensors (inputs, labels, saved and
   // recomputed activations, their gradients) that held contents at once
   // since creation: what activation checkpointing lowers.
@@ -179,6 +185,12 @@ class Mlp {
   int64_t parameters() const;
 
  private:
+  // One parameter's optimizer state, in parts (optimizer_parts.h).
+  struct OptimizerState {
+    std::vector<OptimizerPart> parts;
+    std::vector<TensorId> m, v;    // Adam's first and second moments
+    std::vector<TensorId> master;  // mixed precision: fp32 master weights
+  };
   // One Linear layer's tensors.
   struct Layer {
     int64_t in = 0, out = 0;
@@ -186,10 +198,11 @@ class Mlp {
     // Their gradients in fp32: what backward sums micro-batches into (when
     // mixed, on the device only, discarded once cast).
     TensorId gw, gb;
-    TensorId mw, vw, mb, vb;  // Adam's first and second moments
-    // Mixed precision only: the 16-bit gradients the optimizer reads and
-    // the fp32 master weights it updates.
-    TensorId gw16, gb16, master_w, master_b;
+    // Mixed precision only: the 16-bit gradients the optimizer reads.
+    TensorId gw16, gb16;
+    // The weight's and the bias's Adam moments, and under mixed precision
+    // their fp32 master weights.
+    OptimizerState sw, sb;
     // Pre-activation [batch x out] (the logits if last), one per micro-batch;
     // a hidden layer under checkpointing has one, the recompute buffer.
     std::vector<TensorId> z;
@@ -228,10 +241,11 @@ class Mlp {
   TensorId LayerInput(int l, int k) const {
     return l == 0 ? micro_[k].input : layers_[l - 1].a[k];
   }
-  // One store tensor of `config_.home`, remembered in created_.
-  absl::StatusOr<TensorId> CreateTensor(std::string name, TensorKind kind,
-                                        DType dtype,
-                                        std::vector<int64_t> shape);
+  // One store tensor of `home` (default config_.home), remembered in
+  // created_.
+  absl::StatusOr<TensorId> CreateTensor(
+      std::string name, TensorKind kind, DType dtype,
+      std::vector<int64_t> shape, std::optional<Tier> home = std::nullopt);
   absl::Status InitWeights();
   // Cuts `rows` into micro_[0..used_) and uploads each one's samples.
   absl::Status UploadBatch(const float* images, const int32_t* labels,
@@ -263,12 +277,31 @@ class Mlp {
   absl::Status Drop(TensorId id);
   // Adam's parameters for this step: the learning rate, bias corrections.
   AdamParams StepAdamParams() const;
-  // One update where the optimizer runs: fp32 Adam of w from g, or, mixed,
-  // the fused pass (compute.h AdamMixed) of the master weights w from the
-  // 16-bit g, writing the 16-bit parameter w16 (`tensor` seeds its
-  // stochastic rounding). Discards the gradient.
-  absl::Status AdamOn(const AdamParams& p, TensorId w, TensorId m, TensorId v,
-                      TensorId g, TensorId w16 = {}, uint64_t tensor = 0);
+  // One parameter's update where the optimizer runs (mlp_optimizer.cc):
+  // fp32 Adam of the weight `w` from the gradient `g`, or, mixed, the fused
+  // pass (compute.h AdamMixed) of the master weights in `s` from the 16-bit
+  // `g`, writing the 16-bit parameter `w` (`tensor` seeds its stochastic
+  // rounding). Part by part through `s`; discards the gradient.
+  absl::Status AdamOn(const AdamParams& p, const OptimizerState& s, TensorId g,
+                      TensorId w, uint64_t tensor);
+  // AdamOn with `g` and `w` leased whole on the optimizer's tier.
+  absl::Status AdamLeased(const AdamParams& p, const OptimizerState& s,
+                          TensorId g, TensorId w, uint64_t tensor);
+  // AdamOn on the host with `g` and `w` leased on the device and streamed
+  // through the staging tensors one part at a time (streams_optimizer()).
+  absl::Status AdamStreamed(const AdamParams& p, const OptimizerState& s,
+                            TensorId g, TensorId w, uint64_t tensor);
+  // The update of one part: `w` the fp32 weight (fp32) or master weight
+  // (mixed), `g` the gradient (fp32, or 16-bit), `w16` the 16-bit
+  // parameter written (mixed); `first` its first element in the tensor.
+  absl::Status UpdatePart(const AdamParams& p, float* w, float* m, float* v,
+                          const void* g, uint16_t* w16, int64_t first,
+                          int64_t n, uint64_t tensor, bool on_device);
+  // The parts of a parameter of `shape`, created as "<base>.adam_m",
+  // ".adam_v" and (mixed) ".master" store tensors (a single part keeps the
+  // shape; several are flat).
+  absl::StatusOr<OptimizerState> CreateOptimizerState(
+      const std::string& base, const std::vector<int64_t>& shape);
   absl::Status DiscardActivations();
 
   Store* const store_;
@@ -283,6 +316,11 @@ class Mlp {
   int64_t skipped_steps_ = 0;
   std::optional<DynamicLossScale> loss_scale_;  // fp16 only
   double optimizer_seconds_ = 0;
+  // The host optimizer streams (footprint.h StreamsOptimizer): one part of
+  // the device gradient and weight at a time crosses to the host through
+  // these (one largest part each; created only when streaming).
+  bool stream_optimizer_ = false;
+  TensorId stage_g_, stage_w_;
   double recompute_seconds_ = 0;
   std::array<uint64_t, kNumLinks> train_link_bytes_{};
   ActivationMeter activations_;
