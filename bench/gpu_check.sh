@@ -8,7 +8,7 @@
 # vector paths against the scalar reference (the GPU host usually has
 # AVX-512, which the build machine may lack) and cpu_adam_bench on its
 # cores, and short `strata train` runs of the MLP (offloaded, in unified
-# memory, resident; fp32, bf16, fp16) and of the GPT (offloaded, resident;
+# memory, resident; fp32, bf16, fp16; the streamed host optimizer) and of the GPT (offloaded, resident;
 # fp32, bf16), whose losses must be bitwise equal. Prints a short table last.
 #
 #   bench/gpu_check.sh                 # build with the default preset, then run
@@ -139,6 +139,23 @@ for p in bf16 fp16; do
   run_step "train_${p}_resident" "$(bin apps/strata)" train --model=mlp --device=cuda \
     --precision=$p --resident --max-steps=100 --json="$out/train_${p}_resident.json"
 done
+# The streamed host optimizer (a host budget below one layer's whole update:
+# the device gradient and weight cross in 4 MiB parts through Lease::CopyOut
+# and CopyIn), fp32 and bf16 with stochastic rounding, against resident.
+stream_flags=(train --model=mlp --device=cuda --width=2048 --depth=2
+  --max-steps=30)
+run_step train_streamed "$(bin apps/strata)" "${stream_flags[@]}" \
+  --host-budget=32MiB --device-budget=64MiB --nvme-dir="$nvme_dir" \
+  --json="$out/train_streamed.json"
+run_step train_streamed_resident "$(bin apps/strata)" "${stream_flags[@]}" \
+  --resident --json="$out/train_streamed_resident.json"
+run_step train_streamed_bf16 "$(bin apps/strata)" "${stream_flags[@]}" \
+  --precision=bf16 --rounding=stochastic --host-budget=24MiB \
+  --device-budget=64MiB --nvme-dir="$nvme_dir" \
+  --json="$out/train_streamed_bf16.json"
+run_step train_streamed_bf16_resident "$(bin apps/strata)" \
+  "${stream_flags[@]}" --precision=bf16 --rounding=stochastic --resident \
+  --json="$out/train_streamed_bf16_resident.json"
 # The GPT (the default model): 60 steps offloaded (state 4.3x its 7.5 MiB
 # device budget, NVMe in use) and resident, bitwise equal.
 gpt_flags=(train --model=gpt --device=cuda --max-steps=60 --eval-tokens=8192
@@ -161,6 +178,8 @@ for pair in "train_identity train train_resident 200" \
     "unified_identity train_unified train_resident 200" \
     "bf16_identity train_bf16 train_bf16_resident 100" \
     "fp16_identity train_fp16 train_fp16_resident 100" \
+    "streamed_identity train_streamed train_streamed_resident 30" \
+    "streamed_bf16_identity train_streamed_bf16 train_streamed_bf16_resident 30" \
     "gpt_identity gpt gpt_resident 60" \
     "gpt_bf16_identity gpt_bf16 gpt_bf16_resident 30"; do
   set -- $pair
@@ -186,7 +205,9 @@ for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
     train_bf16 train_bf16_resident bf16_identity train_fp16 \
-    train_fp16_resident fp16_identity gpt gpt_resident gpt_identity \
+    train_fp16_resident fp16_identity train_streamed train_streamed_resident \
+    streamed_identity train_streamed_bf16 train_streamed_bf16_resident \
+    streamed_bf16_identity gpt gpt_resident gpt_identity \
     gpt_bf16 gpt_bf16_resident gpt_bf16_identity train_bench train_bench_gpt; do
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done

@@ -92,5 +92,31 @@ TEST_F(StoreGpuTest, PartialWriteToDeviceHomedTensor) {
   EXPECT_TRUE(out == want);
 }
 
+// Lease::CopyOut / CopyIn on device memory: ranges of a leased copy cross
+// to pinned-or-pageable host memory and back, counted on the links.
+TEST_F(StoreGpuTest, LeaseRangeCopiesReachDeviceMemory) {
+  const uint64_t n = 2 * kMiB + 9;
+  auto id = store_->Create({.name = "ranges", .size_bytes = n});
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::vector<std::byte> want = Pattern(n, 31);
+  ASSERT_TRUE(store_->Write(*id, want.data(), n).ok());
+  const uint64_t d2h = store_->GetStats().links[int(Link::kD2H)].bytes;
+  {
+    auto lease = store_->Acquire(*id, Tier::kDevice, Access::kWrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    std::vector<std::byte> part(kMiB);
+    ASSERT_TRUE(lease->CopyOut(kMiB + 7, part.data(), kMiB).ok());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), want.begin() + kMiB + 7));
+    const std::vector<std::byte> patch = Pattern(65536, 32);
+    ASSERT_TRUE(lease->CopyIn(4096, patch.data(), patch.size()).ok());
+    std::copy(patch.begin(), patch.end(), want.begin() + 4096);
+    ASSERT_TRUE(lease->Release().ok());
+  }
+  EXPECT_EQ(store_->GetStats().links[int(Link::kD2H)].bytes - d2h, kMiB);
+  std::vector<std::byte> out(n);
+  ASSERT_TRUE(store_->Read(*id, out.data(), n).ok());  // device -> host
+  EXPECT_TRUE(out == want);
+}
+
 }  // namespace
 }  // namespace strata
