@@ -131,6 +131,10 @@ class Mover {
                           uint64_t checksum);
   absl::Status HostToNvme(const Place& src, const Place& dst, uint64_t bytes,
                           uint64_t* checksum);
+  // NVMe -> pinned host memory `buf` in pieces, each hashed while the next
+  // is read; DataLoss on a checksum mismatch.
+  absl::Status ReadVerifying(const Place& src, std::byte* buf, uint64_t bytes,
+                             uint64_t checksum);
   absl::Status NvmeToDevice(const Place& src, const Place& dst, uint64_t bytes,
                             uint64_t checksum);
   absl::Status DeviceToNvme(const Place& src, const Place& dst, uint64_t bytes,
