@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "strata/status.h"
 #include "strata/store.h"
 #include "tests/test_util.h"
 #include "tests/train_test_util.h"
@@ -86,8 +87,20 @@ class OptimizerStreamTest : public ::testing::Test {
     EXPECT_EQ(a.weights, b.weights);
     EXPECT_EQ(a.adam_steps, b.adam_steps);
   }
+  // An Mlp of `config` in a fresh store: 32 MiB device, `host` bytes of
+  // host, 64 MiB NVMe.
+  absl::StatusOr<std::unique_ptr<Mlp>> Create(uint64_t host,
+                                              const ModelConfig& config) {
+    STRATA_ASSIGN_OR_RETURN(store_,
+                            Store::Open(::strata::testing::SmallStoreOptions(
+                                dir_.path(), 32 * kMiB, host, 64 * kMiB)));
+    return Mlp::Create(store_.get(), compute_.get(), config);
+  }
   const Dataset train_ = SyntheticData(256, 1);
   const Dataset test_ = SyntheticData(64, 2);
+  ::strata::testing::TempDir dir_;
+  std::unique_ptr<Compute> compute_ = MakeCpuCompute(1);
+  std::unique_ptr<Store> store_;
 };
 
 TEST_F(OptimizerStreamTest, StreamedFp32IsBitwiseWholeAndResident) {
@@ -127,14 +140,9 @@ TEST_F(OptimizerStreamTest, StreamedMixedPrecisionIsBitwiseResident) {
 // 16-bit weight is the stochastic rounding of its master weight drawn from
 // (the tensor's seed, i), whichever part it was updated in.
 TEST_F(OptimizerStreamTest, StochasticRoundingFollowsTheElementNotThePart) {
-  ::strata::testing::TempDir dir;
-  auto store = Store::Open(::strata::testing::SmallStoreOptions(
-      dir.path(), 32 * kMiB, 24 * kMiB, 64 * kMiB));
-  ASSERT_TRUE(store.ok()) << store.status();
-  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
   TrainOptions job = WideJob(Precision::kBf16, Rounding::kStochastic);
   job.max_steps = 2;
-  auto model = Mlp::Create(store->get(), compute.get(), job.model);
+  auto model = Create(24 * kMiB, job.model);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE((*model)->streams_optimizer());
   ASSERT_TRUE(Train(**model, train_, test_, job).ok());
@@ -144,10 +152,10 @@ TEST_F(OptimizerStreamTest, StochasticRoundingFollowsTheElementNotThePart) {
   ASSERT_EQ(master.size(), 1536u * 1536);
   TensorId w16_id;
   for (TensorId id : (*model)->StateTensors()) {
-    if ((*store)->GetSpec(id)->name == "layer1.weight") w16_id = id;
+    if (store_->GetSpec(id)->name == "layer1.weight") w16_id = id;
   }
   std::vector<uint16_t> w16(master.size()), expect(master.size());
-  ASSERT_TRUE((*store)->Read(w16_id, w16.data(), w16.size() * 2).ok());
+  ASSERT_TRUE(store_->Read(w16_id, w16.data(), w16.size() * 2).ok());
   // Layer 1's weight is tensor 2 (model.cc FinishMixedStep); the last
   // update was the one after step 1.
   const RoundingMode mode{.rounding = Rounding::kStochastic,
@@ -158,13 +166,7 @@ TEST_F(OptimizerStreamTest, StochasticRoundingFollowsTheElementNotThePart) {
 }
 
 TEST_F(OptimizerStreamTest, TooSmallAHostBudgetNamesTheStreamedNeed) {
-  ::strata::testing::TempDir dir;
-  auto store = Store::Open(::strata::testing::SmallStoreOptions(
-      dir.path(), 32 * kMiB, 12 * kMiB, 64 * kMiB));
-  ASSERT_TRUE(store.ok()) << store.status();
-  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
-  ModelConfig c = WideJob().model;
-  auto model = Mlp::Create(store->get(), compute.get(), c);
+  auto model = Create(12 * kMiB, WideJob().model);
   ASSERT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
   // Four 4 MiB parts and one part's free range: 20 MiB, not the 35 MiB of
   // a whole update.
@@ -174,17 +176,12 @@ TEST_F(OptimizerStreamTest, TooSmallAHostBudgetNamesTheStreamedNeed) {
 }
 
 TEST_F(OptimizerStreamTest, StateTensorsAreTheParts) {
-  ::strata::testing::TempDir dir;
-  auto store = Store::Open(::strata::testing::SmallStoreOptions(
-      dir.path(), 32 * kMiB, 24 * kMiB, 64 * kMiB));
-  ASSERT_TRUE(store.ok()) << store.status();
-  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
-  auto model = Mlp::Create(store->get(), compute.get(), WideJob().model);
+  auto model = Create(24 * kMiB, WideJob().model);
   ASSERT_TRUE(model.ok()) << model.status();
   std::vector<std::string> names;
   uint64_t moment_bytes = 0;
   for (TensorId id : (*model)->StateTensors()) {
-    const TensorSpec spec = *(*store)->GetSpec(id);
+    const TensorSpec spec = *store_->GetSpec(id);
     names.push_back(spec.name);
     if (spec.name.find("layer1.weight.adam_") == 0) {
       moment_bytes += spec.size_bytes;
