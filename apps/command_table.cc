@@ -139,6 +139,31 @@ std::vector<FlagEntry> InfoFlags() {
   return flags;
 }
 
+std::vector<FlagEntry> ScaleFlags() {
+  return {
+      {"ranks", "scale", "N[,N...]"},
+      {"shapes", "scale", "gpt2-xl|gpt3-175b|1t|32t"},
+      {"tokens_per_rank", "scale", "N"},
+      {"micro_batches", "scale", "N"},
+      {"ranks_per_node", "scale", "N"},
+      {"intra_node_gbps", "scale", "GBPS"},
+      {"rank_device", "scale", "SIZE"},
+      {"rank_host", "scale", "SIZE"},
+      {"rank_nvme", "scale", "SIZE"},
+      {"device_tflops", "scale", "TFLOPS"},
+      {"net_gbps", "scale", "GBPS"},
+      {"net_latency_us", "scale", "US"},
+      {"host_adam_gps", "scale", "GPARAMS"},
+      {"machine_profile", "scale", "FILE", ModelScope::kAll, "",
+       "Take the host<->device and NVMe bandwidths from a machine profile "
+       "`strata bench --profile=FILE` measured (without one: the H200's "
+       "pinned copies measured in bench/gpu_check.sh, 53.4/53.7 GB/s, and "
+       "this development machine's NVMe, 4.08/9.8 GB/s)."},
+      {"json", kOutput, "FILE"},
+      {"config", kOutput, "FILE.json"},
+  };
+}
+
 }  // namespace
 
 const std::vector<CommandSpec>& Commands() {
@@ -172,6 +197,16 @@ const std::vector<CommandSpec>& Commands() {
        "users can load strata-trained weights.",
        "CHECKPOINT [flags]",
        {{"safetensors", kOutput, "FILE"}}},
+      {"scale", "estimate sharded training on N ranks, on paper (ZeRO-3 model)",
+       "Estimate ZeRO-3-style sharded data parallelism on N ranks, on "
+       "paper: per-rank memory on each tier, bytes communicated, moved over "
+       "the host<->device link and NVMe, and the step time they imply "
+       "(every transfer overlapped, and none), for transformer shapes from "
+       "GPT-2 XL to 32T parameters, from one rank's profile (tier sizes and "
+       "rates from the flags, links from --machine-profile); then "
+       "ZeRO-Infinity's published figures next to the model on its DGX-2 "
+       "testbed. The model and what it leaves out: train/scale_model.h.",
+       "[flags]", ScaleFlags()},
       {"help",
        "show help: `strata help <command>` (also --help)",
        "Show the commands, or a command's flags: strata help <command>.",
@@ -205,8 +240,8 @@ const FlagEntry* FindFlagEntry(const CommandSpec& command,
 
 const std::vector<const char*>& FlagGroups() {
   static const std::vector<const char*> groups = {
-      "model", "data",     "training", "checkpoints", "cases",
-      kTiers,  kScheduler, kMemory,    kOutput};
+      "model", "data", "training", "checkpoints", "cases",
+      "scale", kTiers, kScheduler, kMemory,       kOutput};
   return groups;
 }
 

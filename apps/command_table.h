@@ -33,7 +33,7 @@ struct CommandSpec {
   std::vector<FlagEntry> flags;
 };
 
-// train, info, bench, export, then the commands without flags (help,
+// train, info, bench, export, scale, then the commands without flags (help,
 // completion).
 const std::vector<CommandSpec>& Commands();
 

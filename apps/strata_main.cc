@@ -18,6 +18,7 @@
 #include "apps/config_file.h"
 #include "apps/flag_suggest.h"
 #include "apps/info_command.h"
+#include "apps/scale_command.h"
 #include "apps/store_flags.h"
 #include "apps/train_command.h"
 #include "base/byte_size.h"
@@ -125,6 +126,7 @@ int Run(const std::string& command) {
                     absl::GetFlag(FLAGS_plot));
   }
   if (command == "info") return RunInfo(absl::GetFlag(FLAGS_json));
+  if (command == "scale") return RunScale(absl::GetFlag(FLAGS_json));
   absl::StatusOr<StoreOptions> options = StoreOptionsFromFlags();
   if (!options.ok()) return BadInput(command, options.status());
   BenchRequest request{.selector = absl::GetFlag(FLAGS_bench_case),

@@ -146,8 +146,9 @@ TEST(CliHelpTest, HelpCommandAndMainPage) {
   EXPECT_EQ(Strata({"help", "train"}).out, Strata({"train", "--help"}).out);
   const Result main = Strata({"--help"});
   ASSERT_EQ(main.rc, 0);
-  for (const char* s : {"  train", "  info", "  bench", "  completion",
-                        "strata <command> --help", "Exit codes"}) {
+  for (const char* s :
+       {"  train", "  info", "  bench", "  scale", "  completion",
+        "strata <command> --help", "Exit codes"}) {
     EXPECT_NE(main.out.find(s), std::string::npos) << s;
   }
   EXPECT_EQ(main.out.find("--width"), std::string::npos);
@@ -448,6 +449,40 @@ TEST(CliCompletionTest, BashCompletesAFlagAndAValue) {
   const std::string out_path = dir.path() + "/out";
   ASSERT_EQ(std::system(("bash " + script + " >" + out_path).c_str()), 0);
   EXPECT_EQ(ReadFile(out_path), "--device= --device-budget=\ngpt\n");
+}
+
+// `strata scale`: the ZeRO-3 model on paper prints a row per shape and rank
+// count and writes them as JSON; ZeRO-3's bytes; bad flags exit 2.
+TEST(CliScaleTest, EstimatesPrintAndWriteJson) {
+  ::strata::testing::TempDir dir;
+  const std::string json = dir.path() + "/scale.json";
+  const Result r =
+      Strata({"scale", "--shapes=gpt2-xl", "--ranks=1,8", "--json=" + json});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt2-xl"), std::string::npos);
+  EXPECT_NE(r.out.find("ZeRO-Infinity"), std::string::npos);
+  const nlohmann::json j = ReadJson(json);
+  ASSERT_EQ(j["estimates"].size(), 2u);
+  const nlohmann::json& one = j["estimates"][0];
+  const nlohmann::json& eight = j["estimates"][1];
+  EXPECT_EQ(one["ranks"], 1);
+  EXPECT_EQ(one["sent_bytes_per_step"], 0.0);
+  const double p = eight["parameters"];
+  EXPECT_DOUBLE_EQ(eight["sent_bytes_per_step"].get<double>(), 6 * p * 7 / 8);
+  EXPECT_EQ(j["zero_infinity"].size(), 3u);
+  EXPECT_EQ(j["config"]["ranks"], nlohmann::json({"1", "8"}));
+}
+
+TEST(CliScaleTest, BadFlagsAreRefusedWithExitCode2) {
+  Result r = Strata({"scale", "--ranks=0"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--ranks"), std::string::npos) << r.err;
+  r = Strata({"scale", "--shapes=gpt5"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("known: gpt2-xl"), std::string::npos) << r.err;
+  r = Strata({"scale", "--net-gbps=0"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("interconnect"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,0 +1,302 @@
+// scale_command.cc: `strata scale` (see scale_command.h).
+#include "apps/scale_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "apps/command_table.h"
+#include "apps/config_file.h"
+#include "apps/exit_code.h"
+#include "apps/train_report.h"
+#include "base/byte_size.h"
+#include "strata/profile.h"
+#include "strata/status.h"
+#include "train/scale_model.h"
+
+ABSL_DECLARE_FLAG(std::string, machine_profile);  // store_flags.cc
+
+ABSL_FLAG(std::vector<std::string>, ranks,
+          std::vector<std::string>({"1", "8", "64", "512"}),
+          "Rank counts to estimate, comma-separated.");
+ABSL_FLAG(std::vector<std::string>, shapes,
+          std::vector<std::string>({"gpt2-xl", "gpt3-175b", "1t"}),
+          "Transformer shapes to estimate, comma-separated: gpt2-xl (1.56 B "
+          "parameters), gpt3-175b, 1t, 32t.");
+ABSL_FLAG(strata::ByteSize, rank_device, strata::ByteSize{141'000'000'000},
+          "Device memory per rank (141 GB: an H200's).");
+ABSL_FLAG(strata::ByteSize, rank_host, strata::ByteSize{256'000'000'000},
+          "Host memory per rank.");
+ABSL_FLAG(strata::ByteSize, rank_nvme, strata::ByteSize{3'840'000'000'000},
+          "NVMe capacity per rank (0: no NVMe tier).");
+ABSL_FLAG(int64_t, tokens_per_rank, 2048,
+          "Tokens each rank computes per micro-batch (its activations' "
+          "size).");
+ABSL_FLAG(int32_t, micro_batches, 1,
+          "Micro-batches per optimizer step: each gathers the parameters and "
+          "reduce-scatters the gradients; the optimizer state moves once.");
+ABSL_FLAG(int32_t, ranks_per_node, 8,
+          "Ranks that share a node's faster links (--intra-node-gbps).");
+ABSL_FLAG(double, intra_node_gbps, 450,
+          "Bandwidth between the ranks of a node, GB/s per rank (450: "
+          "NVLink 4 on an H200 node).");
+ABSL_FLAG(double, device_tflops, 400,
+          "Sustained 16-bit matmul rate per rank, TFLOP/s (400: about 40 % "
+          "of an H200's dense bf16 peak).");
+ABSL_FLAG(double, net_gbps, 50,
+          "Interconnect bandwidth per rank and direction, GB/s (50: a 400 "
+          "Gb/s NIC per GPU).");
+ABSL_FLAG(double, net_latency_us, 5,
+          "Interconnect latency per hop of a ring collective, microseconds.");
+ABSL_FLAG(double, host_adam_gps, 1,
+          "Host optimizer rate per rank, 1e9 parameters per second "
+          "(cpu_adam_bench measures it).");
+
+namespace strata {
+namespace {
+
+using train::RankProfile;
+using train::ScaleEstimate;
+
+// The largest copy's bandwidth in a profile's sweep (0 if none).
+double LargestCopyGbps(const std::vector<LinkPoint>& points) {
+  return points.empty() ? 0 : points.back().gbps;
+}
+
+absl::StatusOr<RankProfile> ProfileFromFlags(std::string* links) {
+  RankProfile p{
+      .device_bytes = double(absl::GetFlag(FLAGS_rank_device).bytes),
+      .host_bytes = double(absl::GetFlag(FLAGS_rank_host).bytes),
+      .nvme_bytes = double(absl::GetFlag(FLAGS_rank_nvme).bytes),
+      // Measured: the lent H200's pinned copies (README, Store and tiers)
+      // and this development machine's NVMe (strata bench -t nvme).
+      .h2d_gbps = 53.4,
+      .d2h_gbps = 53.7,
+      .nvme_read_gbps = 4.08,
+      .nvme_write_gbps = 9.8,
+      .net_gbps = absl::GetFlag(FLAGS_net_gbps),
+      .net_latency_s = absl::GetFlag(FLAGS_net_latency_us) * 1e-6,
+      .ranks_per_node = absl::GetFlag(FLAGS_ranks_per_node),
+      .intra_node_gbps = absl::GetFlag(FLAGS_intra_node_gbps),
+      .device_tflops = absl::GetFlag(FLAGS_device_tflops),
+      .host_adam_gps = absl::GetFlag(FLAGS_host_adam_gps),
+      .tokens_per_rank = absl::GetFlag(FLAGS_tokens_per_rank),
+      .micro_batches = absl::GetFlag(FLAGS_micro_batches)};
+  *links = "measured earlier (README): H200 pinned copies, this machine's NVMe";
+  const std::string path = absl::GetFlag(FLAGS_machine_profile);
+  if (path.empty()) return p;
+  STRATA_ASSIGN_OR_RETURN(MachineProfile m, LoadMachineProfile(path));
+  if (!m.h2d.empty()) p.h2d_gbps = LargestCopyGbps(m.h2d);
+  if (!m.d2h.empty()) p.d2h_gbps = LargestCopyGbps(m.d2h);
+  if (m.nvme_read_gbps > 0) p.nvme_read_gbps = m.nvme_read_gbps;
+  if (m.nvme_write_gbps > 0) p.nvme_write_gbps = m.nvme_write_gbps;
+  *links = absl::StrFormat("from %s (%s)", path, m.device);
+  return p;
+}
+
+absl::StatusOr<std::vector<int>> RanksFromFlag() {
+  std::vector<int> ranks;
+  for (const std::string& r : absl::GetFlag(FLAGS_ranks)) {
+    int n = 0;
+    if (!absl::SimpleAtoi(r, &n) || n < 1 || n > 1'000'000) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--ranks: '%s' is not a rank count (1..1000000)", r));
+    }
+    ranks.push_back(n);
+  }
+  return ranks;
+}
+
+absl::StatusOr<std::vector<train::ScaleShape>> ShapesFromFlag() {
+  std::vector<train::ScaleShape> shapes;
+  std::vector<std::string> known;
+  for (const train::ScaleShape& s : train::ScaleShapes())
+    known.push_back(s.name);
+  for (const std::string& name : absl::GetFlag(FLAGS_shapes)) {
+    bool found = false;
+    for (const train::ScaleShape& s : train::ScaleShapes()) {
+      if (s.name == name) shapes.push_back(s), found = true;
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--shapes: no shape '%s' (known: %s)", name,
+                          absl::StrJoin(known, ", ")));
+    }
+  }
+  return shapes;
+}
+
+std::string Gb(double bytes) { return absl::StrFormat("%.1f", bytes / 1e9); }
+
+void PrintRow(const ScaleEstimate& e) {
+  if (!e.fits) {
+    absl::PrintF("%-10s %7.3g %6d  does not fit: %s\n", e.shape, e.parameters,
+                 e.ranks, e.why_not);
+    return;
+  }
+  absl::PrintF("%-10s %7.3g %6d %9s %7s %7s %7s %9s %8.3f %8.3f  %-14s %7.1f\n",
+               e.shape, e.parameters, e.ranks, Gb(e.state_bytes),
+               Gb(e.state_on[0]), Gb(e.state_on[1]), Gb(e.state_on[2]),
+               Gb(e.sent_bytes), e.step_s, e.serial_step_s, e.bound,
+               e.tflops_per_rank);
+}
+
+nlohmann::json EstimateJson(const ScaleEstimate& e) {
+  nlohmann::json j = {{"shape", e.shape},
+                      {"ranks", e.ranks},
+                      {"parameters", e.parameters},
+                      {"fits", e.fits}};
+  if (!e.fits) {
+    j["why_not"] = e.why_not;
+    return j;
+  }
+  j.update({{"state_bytes_per_rank", e.state_bytes},
+            {"state_bytes_on",
+             {{"device", e.state_on[0]},
+              {"host", e.state_on[1]},
+              {"nvme", e.state_on[2]}}},
+            {"parameters_on", e.parameters_on},
+            {"optimizer_on", e.optimizer_on},
+            {"checkpoints_on", e.checkpoints_on},
+            {"device_working_bytes", e.device_working_bytes},
+            {"sent_bytes_per_step", e.sent_bytes},
+            {"h2d_bytes_per_step", e.h2d_bytes},
+            {"d2h_bytes_per_step", e.d2h_bytes},
+            {"nvme_read_bytes_per_step", e.nvme_read_bytes},
+            {"nvme_write_bytes_per_step", e.nvme_write_bytes},
+            {"seconds",
+             {{"compute", e.compute_s},
+              {"interconnect", e.comm_s},
+              {"host_device", e.link_s},
+              {"nvme", e.nvme_s},
+              {"host_optimizer", e.optimizer_s}}},
+            {"step_seconds_overlapped", e.step_s},
+            {"step_seconds_serial", e.serial_step_s},
+            {"bound", e.bound},
+            {"tflops_per_rank", e.tflops_per_rank}});
+  return j;
+}
+
+// Bad flags or a profile that cannot be read: exit code 2 (or 1 for I/O).
+int Refuse(const absl::Status& status) {
+  std::fprintf(stderr, "strata scale: %s\n", status.ToString().c_str());
+  return ExitCodeBeforeRun(status);
+}
+
+const char* kHeader = "%-10s %7s %6s %9s %7s %7s %7s %9s %8s %8s  %-14s %7s\n";
+
+}  // namespace
+
+int RunScale(const std::string& json_path) {
+  std::string links;
+  absl::StatusOr<RankProfile> profile = ProfileFromFlags(&links);
+  if (!profile.ok()) return Refuse(profile.status());
+  absl::StatusOr<std::vector<int>> ranks = RanksFromFlag();
+  if (!ranks.ok()) return Refuse(ranks.status());
+  absl::StatusOr<std::vector<train::ScaleShape>> shapes = ShapesFromFlag();
+  if (!shapes.ok()) return Refuse(shapes.status());
+  const RankProfile& p = *profile;
+  absl::PrintF(
+      "strata scale: ZeRO-3 sharded data parallelism on paper "
+      "(train/scale_model.h). Per rank: device %s, host %s, NVMe %s; h2d "
+      "%.1f / d2h %.1f GB/s, NVMe read %.2f / write %.2f GB/s (%s); "
+      "interconnect %.1f GB/s between nodes, %.0f GB/s among %d ranks of a "
+      "node, %.1f us a hop; %.0f TFLOP/s; host Adam %.2f G params/s; %d "
+      "tokens a micro-batch, %d a step\n\n",
+      FormatByteSize(uint64_t(p.device_bytes)),
+      FormatByteSize(uint64_t(p.host_bytes)),
+      FormatByteSize(uint64_t(p.nvme_bytes)), p.h2d_gbps, p.d2h_gbps,
+      p.nvme_read_gbps, p.nvme_write_gbps, links, p.net_gbps, p.intra_node_gbps,
+      p.ranks_per_node, p.net_latency_s * 1e6, p.device_tflops, p.host_adam_gps,
+      p.tokens_per_rank, p.micro_batches);
+  absl::PrintF(kHeader, "shape", "params", "ranks", "state GB", "device",
+               "host", "nvme", "sent GB", "step s", "serial s", "bound",
+               "TFLOP/s");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const train::ScaleShape& shape : *shapes) {
+    for (int n : *ranks) {
+      absl::StatusOr<ScaleEstimate> e = train::EstimateScale(shape, p, n);
+      if (!e.ok()) return Refuse(e.status());
+      PrintRow(*e);
+      rows.push_back(EstimateJson(*e));
+    }
+  }
+  // ZeRO-Infinity's testbed, a V100 of a DGX-2, next to its published
+  // figures.
+  absl::PrintF(
+      "\nZeRO-Infinity (Rajbhandari et al., SC'21) on its testbed, the model "
+      "with a DGX-2 rank (train/scale_model.h Dgx2V100Rank: V100 32 GB, "
+      "1/16 of 1.5 TB host, 28 TB NVMe and 800 Gb/s, NVSwitch; 40 %% of 125 "
+      "TFLOP/s; 2048 tokens a micro-batch):\n");
+  nlohmann::json published = nlohmann::json::array();
+  const RankProfile dgx2 = train::Dgx2V100Rank();
+  for (const train::PublishedScale& f : train::ZeroInfinityFigures()) {
+    if (f.parameters == 0) {
+      absl::PrintF("  published: %s\n", f.what);
+      published.push_back({{"published", f.what},
+                           {"ranks", f.ranks},
+                           {"petaflops", f.petaflops}});
+      continue;
+    }
+    const train::ScaleShape& shape =
+        f.parameters > 2e12 ? train::ScaleShapes()[3] : train::ScaleShapes()[2];
+    absl::StatusOr<ScaleEstimate> e =
+        train::EstimateScale(shape, dgx2, f.ranks);
+    if (!e.ok()) return Refuse(e.status());
+    absl::PrintF(
+        "  published: %s. Model: %s (%s shape, %d ranks); %.1f GB of state "
+        "a rank, optimizer on %s; one micro-batch a step: %.0f s, %s-bound, "
+        "%.1f PFLOP/s in all\n",
+        f.what, e->fits ? "fits" : "does not fit", shape.name, f.ranks,
+        e->state_bytes / 1e9, e->fits ? e->optimizer_on : "-", e->step_s,
+        e->bound, e->fits ? e->tflops_per_rank * f.ranks / 1000 : 0.0);
+    nlohmann::json j = EstimateJson(*e);
+    j["published"] = f.what;
+    const int m = train::MicroBatchesToComputeBound(shape, dgx2, f.ranks);
+    j["micro_batches_to_compute_bound"] = m;
+    if (m > 0) {
+      train::RankProfile accumulated = dgx2;
+      accumulated.micro_batches = m;
+      const ScaleEstimate a =
+          *train::EstimateScale(shape, accumulated, f.ranks);
+      absl::PrintF(
+          "    with %d micro-batches a step: %.0f s, compute-bound, %.1f "
+          "PFLOP/s in all (%.1f TFLOP/s a GPU)\n",
+          m, a.step_s, a.tflops_per_rank * f.ranks / 1000, a.tflops_per_rank);
+      j["accumulated"] = EstimateJson(a);
+    } else {
+      // The gathers and compute both grow with the micro-batch's tokens:
+      // their ratio says how many tokens would hide the collectives.
+      const double ratio = e->comm_s / e->compute_s;
+      absl::PrintF(
+          "    no micro-batch count makes it compute-bound: each micro-batch's "
+          "collectives take %.1fx its compute (about %.0f tokens a "
+          "micro-batch would hide them, if its activations fit)\n",
+          ratio, std::ceil(ratio * dgx2.tokens_per_rank));
+    }
+    published.push_back(j);
+  }
+  absl::PrintF(
+      "\nLeft out (scale_model.h): pipeline bubbles, stragglers, shared-link "
+      "contention, transfer CPU cost, efficiency at small batches.\n");
+  if (!json_path.empty()) {
+    nlohmann::json report = {
+        {"estimates", rows},
+        {"zero_infinity", published},
+        {"config", EffectiveConfig(*FindCommand("scale"))}};
+    if (absl::Status s = WriteReportJson(json_path, report); !s.ok()) {
+      std::fprintf(stderr, "strata scale: %s\n", s.ToString().c_str());
+      return kExitFailure;
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata
