@@ -15,6 +15,7 @@
 #include "apps/command_table.h"
 #include "apps/config_file.h"
 #include "apps/exit_code.h"
+#include "apps/output_path.h"
 #include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "strata/profile.h"
@@ -46,7 +47,7 @@ ABSL_FLAG(int32_t, ranks_per_node, 8,
           "Ranks that share a node's faster links (--intra-node-gbps).");
 ABSL_FLAG(double, intra_node_gbps, 450,
           "Bandwidth between the ranks of a node, GB/s per rank (450: "
-          "NVLink 4 on an H200 node).");
+          "NVLink 4 on an H200 node; 0: none, the interconnect's).");
 ABSL_FLAG(double, device_tflops, 400,
           "Sustained 16-bit matmul rate per rank, TFLOP/s (400: about 40 % "
           "of an H200's dense bf16 peak).");
@@ -70,39 +71,54 @@ double LargestCopyGbps(const std::vector<LinkPoint>& points) {
   return points.empty() ? 0 : points.back().gbps;
 }
 
-absl::StatusOr<RankProfile> ProfileFromFlags(std::string* links) {
-  RankProfile p{
-      .device_bytes = double(absl::GetFlag(FLAGS_rank_device).bytes),
-      .host_bytes = double(absl::GetFlag(FLAGS_rank_host).bytes),
-      .nvme_bytes = double(absl::GetFlag(FLAGS_rank_nvme).bytes),
-      // Measured: the lent H200's pinned copies (README, Store and tiers)
-      // and this development machine's NVMe (strata bench -t nvme).
-      .h2d_gbps = 53.4,
-      .d2h_gbps = 53.7,
-      .nvme_read_gbps = 4.08,
-      .nvme_write_gbps = 9.8,
-      .net_gbps = absl::GetFlag(FLAGS_net_gbps),
-      .net_latency_s = absl::GetFlag(FLAGS_net_latency_us) * 1e-6,
-      .ranks_per_node = absl::GetFlag(FLAGS_ranks_per_node),
-      .intra_node_gbps = absl::GetFlag(FLAGS_intra_node_gbps),
-      .device_tflops = absl::GetFlag(FLAGS_device_tflops),
-      .host_adam_gps = absl::GetFlag(FLAGS_host_adam_gps),
-      .tokens_per_rank = absl::GetFlag(FLAGS_tokens_per_rank),
-      .micro_batches = absl::GetFlag(FLAGS_micro_batches)};
-  *links = "measured earlier (README): H200 pinned copies, this machine's NVMe";
+// Where the link and NVMe rates came from, for the banner.
+struct RateSources {
+  std::string link = "the lent H200's pinned copies, bench/gpu_check.sh";
+  std::string nvme = "this machine's disk, raw io_uring at 16 MiB (README)";
+};
+
+absl::StatusOr<RankProfile> ProfileFromFlags(RateSources* from) {
+  RankProfile p{.device_bytes = double(absl::GetFlag(FLAGS_rank_device).bytes),
+                .host_bytes = double(absl::GetFlag(FLAGS_rank_host).bytes),
+                .nvme_bytes = double(absl::GetFlag(FLAGS_rank_nvme).bytes),
+                // Measured in this project (README, Store and tiers): the lent
+                // H200's pinned copies and this development machine's disk.
+                .h2d_gbps = 53.4,
+                .d2h_gbps = 53.7,
+                .nvme_read_gbps = 3.8,
+                .nvme_write_gbps = 8.0,
+                .net_gbps = absl::GetFlag(FLAGS_net_gbps),
+                .net_latency_s = absl::GetFlag(FLAGS_net_latency_us) * 1e-6,
+                .ranks_per_node = absl::GetFlag(FLAGS_ranks_per_node),
+                .intra_node_gbps = absl::GetFlag(FLAGS_intra_node_gbps),
+                .device_tflops = absl::GetFlag(FLAGS_device_tflops),
+                .host_adam_gps = absl::GetFlag(FLAGS_host_adam_gps),
+                .tokens_per_rank = absl::GetFlag(FLAGS_tokens_per_rank),
+                .micro_batches = absl::GetFlag(FLAGS_micro_batches)};
   const std::string path = absl::GetFlag(FLAGS_machine_profile);
   if (path.empty()) return p;
   STRATA_ASSIGN_OR_RETURN(MachineProfile m, LoadMachineProfile(path));
-  if (!m.h2d.empty()) p.h2d_gbps = LargestCopyGbps(m.h2d);
-  if (!m.d2h.empty()) p.d2h_gbps = LargestCopyGbps(m.d2h);
-  if (m.nvme_read_gbps > 0) p.nvme_read_gbps = m.nvme_read_gbps;
-  if (m.nvme_write_gbps > 0) p.nvme_write_gbps = m.nvme_write_gbps;
-  *links = absl::StrFormat("from %s (%s)", path, m.device);
+  const std::string measured =
+      absl::StrFormat("%s, measured on %s", path,
+                      m.device.empty() ? "an unnamed device" : m.device);
+  if (!m.h2d.empty() && !m.d2h.empty()) {
+    p.h2d_gbps = LargestCopyGbps(m.h2d);
+    p.d2h_gbps = LargestCopyGbps(m.d2h);
+    from->link = measured;
+  }
+  if (m.nvme_read_gbps > 0 && m.nvme_write_gbps > 0) {
+    p.nvme_read_gbps = m.nvme_read_gbps;
+    p.nvme_write_gbps = m.nvme_write_gbps;
+    from->nvme = measured;
+  }
   return p;
 }
 
 absl::StatusOr<std::vector<int>> RanksFromFlag() {
   std::vector<int> ranks;
+  if (absl::GetFlag(FLAGS_ranks).empty()) {
+    return absl::InvalidArgumentError("--ranks: give at least one rank count");
+  }
   for (const std::string& r : absl::GetFlag(FLAGS_ranks)) {
     int n = 0;
     if (!absl::SimpleAtoi(r, &n) || n < 1 || n > 1'000'000) {
@@ -116,6 +132,9 @@ absl::StatusOr<std::vector<int>> RanksFromFlag() {
 
 absl::StatusOr<std::vector<train::ScaleShape>> ShapesFromFlag() {
   std::vector<train::ScaleShape> shapes;
+  if (absl::GetFlag(FLAGS_shapes).empty()) {
+    return absl::InvalidArgumentError("--shapes: give at least one shape");
+  }
   std::vector<std::string> known;
   for (const train::ScaleShape& s : train::ScaleShapes())
     known.push_back(s.name);
@@ -162,9 +181,10 @@ nlohmann::json EstimateJson(const ScaleEstimate& e) {
              {{"device", e.state_on[0]},
               {"host", e.state_on[1]},
               {"nvme", e.state_on[2]}}},
-            {"parameters_on", e.parameters_on},
-            {"optimizer_on", e.optimizer_on},
-            {"checkpoints_on", e.checkpoints_on},
+            {"parameters_on", e.parameters_split.Where()},
+            {"gradients_on", e.gradients_split.Where()},
+            {"optimizer_on", e.optimizer_split.Where()},
+            {"checkpoints_on", e.checkpoints_split.Where()},
             {"device_working_bytes", e.device_working_bytes},
             {"sent_bytes_per_step", e.sent_bytes},
             {"h2d_bytes_per_step", e.h2d_bytes},
@@ -195,39 +215,49 @@ const char* kHeader = "%-10s %7s %6s %9s %7s %7s %7s %9s %8s %8s  %-14s %7s\n";
 }  // namespace
 
 int RunScale(const std::string& json_path) {
-  std::string links;
-  absl::StatusOr<RankProfile> profile = ProfileFromFlags(&links);
+  RateSources from;
+  absl::StatusOr<RankProfile> profile = ProfileFromFlags(&from);
   if (!profile.ok()) return Refuse(profile.status());
   absl::StatusOr<std::vector<int>> ranks = RanksFromFlag();
   if (!ranks.ok()) return Refuse(ranks.status());
   absl::StatusOr<std::vector<train::ScaleShape>> shapes = ShapesFromFlag();
   if (!shapes.ok()) return Refuse(shapes.status());
+  if (absl::Status s = CheckWritable(json_path, "--json"); !s.ok()) {
+    return Refuse(s);
+  }
   const RankProfile& p = *profile;
-  absl::PrintF(
-      "strata scale: ZeRO-3 sharded data parallelism on paper "
-      "(train/scale_model.h). Per rank: device %s, host %s, NVMe %s; h2d "
-      "%.1f / d2h %.1f GB/s, NVMe read %.2f / write %.2f GB/s (%s); "
-      "interconnect %.1f GB/s between nodes, %.0f GB/s among %d ranks of a "
-      "node, %.1f us a hop; %.0f TFLOP/s; host Adam %.2f G params/s; %d "
-      "tokens a micro-batch, %d a step\n\n",
-      FormatByteSize(uint64_t(p.device_bytes)),
-      FormatByteSize(uint64_t(p.host_bytes)),
-      FormatByteSize(uint64_t(p.nvme_bytes)), p.h2d_gbps, p.d2h_gbps,
-      p.nvme_read_gbps, p.nvme_write_gbps, links, p.net_gbps, p.intra_node_gbps,
-      p.ranks_per_node, p.net_latency_s * 1e6, p.device_tflops, p.host_adam_gps,
-      p.tokens_per_rank, p.micro_batches);
-  absl::PrintF(kHeader, "shape", "params", "ranks", "state GB", "device",
-               "host", "nvme", "sent GB", "step s", "serial s", "bound",
-               "TFLOP/s");
-  nlohmann::json rows = nlohmann::json::array();
+  // Every estimate first: a bad value is refused before anything prints.
+  std::vector<ScaleEstimate> estimates;
   for (const train::ScaleShape& shape : *shapes) {
     for (int n : *ranks) {
       absl::StatusOr<ScaleEstimate> e = train::EstimateScale(shape, p, n);
       if (!e.ok()) return Refuse(e.status());
-      PrintRow(*e);
-      rows.push_back(EstimateJson(*e));
+      estimates.push_back(*std::move(e));
     }
   }
+  absl::PrintF(
+      "strata scale: ZeRO-3 sharded data parallelism on paper "
+      "(train/scale_model.h). Per rank: device %.0f GB, host %.0f GB, NVMe "
+      "%.0f GB; h2d %.1f / d2h %.1f GB/s (%s); NVMe read %.2f / write %.2f "
+      "GB/s (%s); interconnect %.1f GB/s between nodes, %.0f GB/s among %d "
+      "ranks of a node, %.1f us a hop; %.0f TFLOP/s; host Adam %.2f G "
+      "params/s; %d tokens a micro-batch, micro-batches a step: %d\n\n",
+      p.device_bytes / 1e9, p.host_bytes / 1e9, p.nvme_bytes / 1e9, p.h2d_gbps,
+      p.d2h_gbps, from.link, p.nvme_read_gbps, p.nvme_write_gbps, from.nvme,
+      p.net_gbps, p.intra_node_gbps, p.ranks_per_node, p.net_latency_s * 1e6,
+      p.device_tflops, p.host_adam_gps, p.tokens_per_rank, p.micro_batches);
+  absl::PrintF(kHeader, "shape", "params", "ranks", "state GB", "device",
+               "host", "nvme", "sent GB", "step s", "serial s", "bound",
+               "TF/rank");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ScaleEstimate& e : estimates) {
+    PrintRow(e);
+    rows.push_back(EstimateJson(e));
+  }
+  absl::PrintF(
+      "(GB per rank; sent: bytes a rank sends per step; step: the largest "
+      "term, serial: their sum; TF/rank: model TFLOP/s a rank, 6PT + "
+      "attention, recompute not counted)\n");
   // ZeRO-Infinity's testbed, a V100 of a DGX-2, next to its published
   // figures.
   absl::PrintF(
@@ -255,8 +285,9 @@ int RunScale(const std::string& json_path) {
         "a rank, optimizer on %s; one micro-batch a step: %.0f s, %s-bound, "
         "%.1f PFLOP/s in all\n",
         f.what, e->fits ? "fits" : "does not fit", shape.name, f.ranks,
-        e->state_bytes / 1e9, e->fits ? e->optimizer_on : "-", e->step_s,
-        e->bound, e->fits ? e->tflops_per_rank * f.ranks / 1000 : 0.0);
+        e->state_bytes / 1e9,
+        e->fits ? e->optimizer_split.Where().c_str() : "-", e->step_s, e->bound,
+        e->fits ? e->tflops_per_rank * f.ranks / 1000 : 0.0);
     nlohmann::json j = EstimateJson(*e);
     j["published"] = f.what;
     const int m = train::MicroBatchesToComputeBound(shape, dgx2, f.ranks);
@@ -293,7 +324,7 @@ int RunScale(const std::string& json_path) {
         {"config", EffectiveConfig(*FindCommand("scale"))}};
     if (absl::Status s = WriteReportJson(json_path, report); !s.ok()) {
       std::fprintf(stderr, "strata scale: %s\n", s.ToString().c_str());
-      return kExitFailure;
+      return kExitFailure;  // checked writable above: the machine's error
     }
   }
   return 0;

@@ -483,6 +483,13 @@ TEST(CliScaleTest, BadFlagsAreRefusedWithExitCode2) {
   r = Strata({"scale", "--net-gbps=0"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("interconnect"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");  // refused before anything prints
+  r = Strata({"scale", "--ranks="});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("at least one"), std::string::npos) << r.err;
+  r = Strata({"scale", "--json=/nonexistent/dir/scale.json"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

@@ -65,46 +65,84 @@ TEST(ScaleModelTest, OneRankCommunicatesNothingAndNRanksZero3sBytes) {
 TEST(ScaleModelTest, StateSpillsDeviceHostNvmeAsBudgetsShrink) {
   const ScaleShape& big = ShapeNamed("gpt3-175b");
   RankProfile p = Roomy();
-  p.tokens_per_rank = 2048;  // 4.8 GB of checkpoints: they stay on device
+  p.tokens_per_rank = 2048;                      // 4.8 GB of checkpoints
   ScaleEstimate e = *EstimateScale(big, p, 64);  // 43.75 GB of state a rank
   ASSERT_TRUE(e.fits) << e.why_not;
-  EXPECT_STREQ(e.optimizer_on, "device");
-  EXPECT_EQ(e.nvme_read_bytes, 0);
+  EXPECT_EQ(e.optimizer_split.Where(), "device");
+  EXPECT_EQ(e.nvme_read_bytes + e.nvme_write_bytes + e.d2h_bytes, 0);
   EXPECT_EQ(e.optimizer_s, 0);
-  // 6.5 GB of working set, the 16-bit copies (11 GB) and the checkpoints.
+  const double shard = e.parameters / 64;
+  // 6.5 GB of working set; the 16-bit copies (11 GB) and the checkpoints
+  // stay; the optimizer's 32.8 GB fills the device's last 7.8 GB and
+  // spills to the host.
   p.device_bytes = 30e9;
   e = *EstimateScale(big, p, 64);
   ASSERT_TRUE(e.fits) << e.why_not;
-  EXPECT_STREQ(e.parameters_on, "device");
-  EXPECT_STREQ(e.checkpoints_on, "device");
-  EXPECT_STREQ(e.optimizer_on, "host");
-  const double shard = e.parameters / 64;
-  EXPECT_DOUBLE_EQ(e.d2h_bytes, 2 * shard);  // gradients down
-  EXPECT_DOUBLE_EQ(e.h2d_bytes, 2 * shard);  // updated parameters up
-  EXPECT_GT(e.optimizer_s, 0);
-  p.host_bytes = 10e9;  // the optimizer's 32.8 GB no longer fits
+  EXPECT_EQ(e.parameters_split.Where(), "device");
+  EXPECT_EQ(e.checkpoints_split.Where(), "device");
+  EXPECT_EQ(e.optimizer_split.Where(), "device+host");
+  const double opt = 12 * shard;
+  EXPECT_NEAR(e.optimizer_split.on[0] + e.optimizer_split.on[1], opt, 1);
+  const double host_part = e.optimizer_split.on[1] / opt;
+  EXPECT_DOUBLE_EQ(e.d2h_bytes, 2 * shard * host_part);  // its gradients
+  EXPECT_DOUBLE_EQ(e.h2d_bytes, 2 * shard * host_part);  // its parameters
+  EXPECT_DOUBLE_EQ(e.optimizer_s, shard * host_part / 1e9);
+  EXPECT_EQ(e.nvme_read_bytes, 0);
+  p.host_bytes = 10e9;  // now the host fills too: the rest goes to NVMe
   e = *EstimateScale(big, p, 64);
   ASSERT_TRUE(e.fits) << e.why_not;
-  EXPECT_STREQ(e.optimizer_on, "nvme");
-  EXPECT_DOUBLE_EQ(e.nvme_read_bytes, 12 * shard);
-  EXPECT_DOUBLE_EQ(e.nvme_write_bytes, 12 * shard);
-  EXPECT_DOUBLE_EQ(e.nvme_s, 12 * shard / 6e9 + 12 * shard / 4e9);
+  EXPECT_EQ(e.optimizer_split.Where(), "device+host+nvme");
+  EXPECT_DOUBLE_EQ(e.optimizer_split.on[1], 10e9);
+  EXPECT_DOUBLE_EQ(e.nvme_read_bytes, e.optimizer_split.on[2]);
+  EXPECT_DOUBLE_EQ(e.nvme_write_bytes, e.optimizer_split.on[2]);
+  EXPECT_DOUBLE_EQ(
+      e.nvme_s, e.optimizer_split.on[2] / 6e9 + e.optimizer_split.on[2] / 4e9);
   p.nvme_bytes = 1e9;
   e = *EstimateScale(big, p, 64);
   EXPECT_FALSE(e.fits);
   EXPECT_THAT(e.why_not, HasSubstr("more ranks or more memory"));
 }
 
-TEST(ScaleModelTest, CheckpointsThatMissTheDeviceCrossTheLinkTwice) {
+// Device and host together hold what neither holds alone: no NVMe needed.
+TEST(ScaleModelTest, KindsSplitAcrossTiersRatherThanSkipOne) {
+  RankProfile p = Roomy();
+  p.host_bytes = 256e9;
+  p.nvme_bytes = 0;
+  const ScaleEstimate e = *EstimateScale(ShapeNamed("gpt3-175b"), p, 8);
+  ASSERT_TRUE(e.fits) << e.why_not;  // 349 GB of state in 141 + 256 GB
+  EXPECT_EQ(e.state_on[2], 0);
+  EXPECT_EQ(e.optimizer_split.Where(), "device+host");
+}
+
+TEST(ScaleModelTest, ParametersOnNvmeAreReadForEachGatherAndWrittenOnce) {
   RankProfile p = Roomy();
   p.device_bytes = 20e9;
+  p.host_bytes = 1e9;
+  p.tokens_per_rank = 1024;
+  const ScaleEstimate e = *EstimateScale(ShapeNamed("1t"), p, 64);
+  ASSERT_TRUE(e.fits) << e.why_not;
+  const double shard = e.parameters / 64;
+  EXPECT_EQ(e.parameters_split.Where(), "device+host+nvme");
+  const double p_nvme = e.parameters_split.on[2];
+  const double g_nvme = e.gradients_split.on[2];
+  EXPECT_EQ(e.gradients_split.Where(), "nvme");
+  EXPECT_DOUBLE_EQ(e.nvme_read_bytes,
+                   2 * p_nvme + g_nvme + e.optimizer_split.on[2]);
+  EXPECT_DOUBLE_EQ(e.nvme_write_bytes,
+                   p_nvme + g_nvme + e.optimizer_split.on[2]);
+  EXPECT_NEAR(g_nvme + e.optimizer_split.on[2], 14 * shard, 1e3);
+}
+
+TEST(ScaleModelTest, CheckpointsThatMissTheDeviceCrossTheLinkTwice) {
+  RankProfile p = Roomy();
+  p.device_bytes = 8e9;  // 3.3 GB beside the working set
   p.tokens_per_rank = 2048;
   const ScaleEstimate e = *EstimateScale(ShapeNamed("gpt3-175b"), p, 64);
   ASSERT_TRUE(e.fits) << e.why_not;
-  EXPECT_STREQ(e.checkpoints_on, "host");
-  const double checkpoints = 96.0 * 2 * 2048 * 12288;
+  EXPECT_EQ(e.checkpoints_split.Where(), "device+host");
+  EXPECT_EQ(e.optimizer_split.Where(), "host");
   const double shard = e.parameters / 64;
-  EXPECT_DOUBLE_EQ(e.d2h_bytes, 2 * shard + checkpoints);
+  EXPECT_DOUBLE_EQ(e.d2h_bytes, 2 * shard + e.checkpoints_split.on[1]);
 }
 
 TEST(ScaleModelTest, TheStepIsItsLargestTermAndNamesIt) {
@@ -153,7 +191,7 @@ TEST(ScaleModelTest, RanksWithinANodeUseItsFasterLinks) {
 TEST(ScaleModelTest, EnoughMicroBatchesHideThePerStepTransfers) {
   RankProfile p = Roomy();
   p.host_bytes = 10e9;  // the optimizer's state crosses NVMe each step
-  p.device_bytes = 30e9;
+  p.device_bytes = 20e9;
   p.tokens_per_rank = 2048;
   p.net_gbps = 1000;  // collectives never the bound
   const ScaleShape& big = ShapeNamed("gpt3-175b");
@@ -197,7 +235,7 @@ TEST(ScaleModelTest, ZeroInfinitysModelSizesFitItsTestbed) {
     SCOPED_TRACE(name);
     const ScaleEstimate e = *EstimateScale(ShapeNamed(name), dgx2, ranks);
     EXPECT_TRUE(e.fits) << e.why_not;
-    EXPECT_STREQ(e.optimizer_on, "nvme");
+    EXPECT_THAT(e.optimizer_split.Where(), HasSubstr("nvme"));
     RankProfile no_nvme = dgx2;
     no_nvme.nvme_bytes = 0;
     EXPECT_FALSE(EstimateScale(ShapeNamed(name), no_nvme, ranks)->fits);

@@ -153,19 +153,22 @@ namespace {
 // every tensor and the leased copies are the reserved ones.
 absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
                        const ModelConfig& config, const ModelFootprint& f,
-                       const char* what, uint64_t largest = 0) {
+                       const char* what, uint64_t largest = 0,
+                       bool batch_matters = true) {
   const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
   if (largest == 0) largest = f.largest_tensor_bytes;
   const uint64_t slack = config.home == tier ? 0 : largest;
   const uint64_t need = working_set + slack;
   if (capacity >= need) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s budget %s is below the %s this model needs there (%s %s at "
-      "--batch=%d, plus %s to place them beside leased copies); raise "
-      "--%s-budget to at least %s, or lower --width/--batch",
+      "%s budget %s is below the %s this model needs there (%s %s%s, plus "
+      "%s to place them beside leased copies); raise --%s-budget to at "
+      "least %s, or lower %s",
       TierName(tier), FormatByteSize(capacity), FormatByteSize(need), what,
-      FormatByteSize(working_set), config.batch, FormatByteSize(slack),
-      TierName(tier), FormatByteSize(need)));
+      FormatByteSize(working_set),
+      batch_matters ? absl::StrFormat(" at --batch=%d", config.batch) : "",
+      FormatByteSize(slack), TierName(tier), FormatByteSize(need),
+      batch_matters ? "--width/--batch" : "--width"));
 }
 
 // The host optimizer can stream: it runs on the host while the device
@@ -213,12 +216,13 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
             ? CheckTier(stats, Tier::kHost, f.optimizer_working_set_bytes,
                         config, f,
                         "the optimizer's working set (a weight, its "
-                        "gradient, a part of its Adam moments)")
+                        "gradient, a part of its Adam moments)",
+                        0, /*batch_matters=*/false)
             : CheckTier(stats, Tier::kHost, f.streamed_optimizer_bytes, config,
                         f,
                         "the streamed optimizer's working set (a 4 MiB part "
                         "of a weight, its gradient and Adam moments)",
-                        f.largest_part_bytes));
+                        f.largest_part_bytes, /*batch_matters=*/false));
   }
   if (stats.device_memory != "copies") {
     // Unified memory: a device copy is its host copy's pages.

@@ -44,31 +44,53 @@ absl::Status CheckProfile(const RankProfile& p) {
           absl::StrFormat("%s = %g: must be a positive number", what, v));
     }
   }
-  if (p.nvme_bytes < 0 || p.net_latency_s < 0 || p.intra_node_gbps < 0 ||
-      (p.nvme_bytes > 0 && !(p.nvme_read_gbps > 0 && p.nvme_write_gbps > 0))) {
-    return absl::InvalidArgumentError(
-        "NVMe bytes, latency and intra-node bandwidth must be >= 0, and an "
-        "NVMe tier needs positive read and write bandwidths");
+  const std::pair<const char*, double> non_negative[] = {
+      {"NVMe bytes", p.nvme_bytes},
+      {"interconnect latency (s)", p.net_latency_s},
+      {"intra-node GB/s", p.intra_node_gbps}};
+  for (const auto& [what, v] : non_negative) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s = %g: must be >= 0", what, v));
+    }
+  }
+  if (p.nvme_bytes > 0 && !(p.nvme_read_gbps > 0 && p.nvme_write_gbps > 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NVMe read %g / write %g GB/s: an NVMe tier needs positive "
+        "bandwidths",
+        p.nvme_read_gbps, p.nvme_write_gbps));
   }
   return absl::OkStatus();
 }
 
-// Places `bytes` on the fastest tier with room left in `free` (device,
-// host, NVMe); returns the tier, or -1 when none has room.
-int Place(double bytes, double free[3], double on[3]) {
-  for (int t = 0; t < 3; ++t) {
-    if (bytes <= free[t]) {
-      free[t] -= bytes;
-      on[t] += bytes;
-      return t;
-    }
+// Places `bytes` on the fastest tiers with room left in `free` (device,
+// host, NVMe), filling each before the next: `split` receives the bytes on
+// each. False when they do not all fit.
+bool Place(double bytes, double free[3], ScaleSplit& split) {
+  for (int t = 0; t < 3 && bytes > 0; ++t) {
+    const double here = std::min(bytes, std::max(0.0, free[t]));
+    free[t] -= here;
+    split.on[t] += here;
+    bytes -= here;
   }
-  return -1;
+  return bytes <= 0;
 }
 
 const char* kTierNames[] = {"device", "host", "nvme"};
 
 }  // namespace
+
+std::string ScaleSplit::Where() const {
+  std::string where;
+  for (int t = 0; t < 3; ++t) {
+    if (on[t] <= 0) continue;
+    if (!where.empty()) where += "+";
+    where += kTierNames[t];
+  }
+  return where.empty() ? "-" : where;
+}
+
+namespace {}  // namespace
 
 const std::vector<ScaleShape>& ScaleShapes() {
   static const std::vector<ScaleShape> shapes = {
@@ -116,57 +138,73 @@ absl::StatusOr<ScaleEstimate> EstimateScale(const ScaleShape& shape,
         e.device_working_bytes / kG, p.tokens_per_rank, p.device_bytes / kG);
     return e;
   }
-  const int params = Place(2 * shard, free, e.state_on);
-  const int grads = Place(2 * shard, free, e.state_on);
   // Each block's checkpointed input: on the device, or the host (never
   // NVMe, as in ZeRO-Infinity); then down after forward, up for backward.
   const double checkpoints = L * 2 * T * C;
-  double no_nvme[3] = {free[0], free[1], 0};
-  double activations_on[3] = {0, 0, 0};
-  const int kept = Place(checkpoints, no_nvme, activations_on);
-  free[0] = no_nvme[0];
-  free[1] = no_nvme[1];
-  const int optimizer = Place(12 * shard, free, e.state_on);
-  if (params < 0 || grads < 0 || optimizer < 0 || kept < 0) {
+  // First, since they cannot spill to NVMe.
+  double above_nvme[3] = {free[0], free[1], 0};
+  bool placed = Place(checkpoints, above_nvme, e.checkpoints_split);
+  free[0] = above_nvme[0];
+  free[1] = above_nvme[1];
+  placed = placed && Place(2 * shard, free, e.parameters_split) &&
+           Place(2 * shard, free, e.gradients_split);
+  placed = placed && Place(12 * shard, free, e.optimizer_split);
+  if (!placed) {
     e.why_not = absl::StrFormat(
         "%.1f GB of model state and %.1f GB of activation checkpoints per "
         "rank do not fit beside the working set: more ranks or more memory",
         e.state_bytes / kG, checkpoints / kG);
     return e;
   }
-  e.checkpoints_on = kTierNames[kept];
-  if (kept == 1) {
-    e.d2h_bytes += p.micro_batches * checkpoints;
-    e.h2d_bytes += p.micro_batches * checkpoints;
+  for (const ScaleSplit* split :
+       {&e.parameters_split, &e.gradients_split, &e.optimizer_split}) {
+    for (int t = 0; t < 3; ++t) e.state_on[t] += split->on[t];
   }
   e.fits = true;
-  e.parameters_on = kTierNames[params];
-  e.optimizer_on = kTierNames[optimizer];
+  // Fractions of each component below the device and on NVMe.
+  const auto below = [](const ScaleSplit& x, double total) {
+    return (x.on[1] + x.on[2]) / total;
+  };
+  const auto on_nvme = [](const ScaleSplit& x, double total) {
+    return x.on[2] / total;
+  };
+  const double micro = p.micro_batches;
   // Collectives: two all-gathers of the parameters, one reduce-scatter of
   // the gradients, each sending (N - 1) / N of the 16-bit model per rank.
-  const double micro = p.micro_batches;
   e.sent_bytes = micro * 3 * 2 * P * (N - 1) / N;
   const double net = ranks <= p.ranks_per_node && p.intra_node_gbps > 0
                          ? p.intra_node_gbps
                          : p.net_gbps;
   e.comm_s =
       e.sent_bytes / (net * kG) + micro * 3 * L * (N - 1) * p.net_latency_s;
-  // The parameter shard crosses up for each gather unless it lives on the
-  // device; from NVMe it is read first.
-  if (params > 0) e.h2d_bytes += micro * 2 * 2 * shard;
-  if (params == 2) e.nvme_read_bytes += micro * 2 * 2 * shard;
-  if (optimizer > 0) {
-    e.d2h_bytes += 2 * shard;                   // the gradient shard
-    if (params == 0) e.h2d_bytes += 2 * shard;  // the updated parameters
-    e.optimizer_s = shard / (p.host_adam_gps * kG);
-  }
-  if (optimizer == 2) {
-    e.nvme_read_bytes += 12 * shard;
-    e.nvme_write_bytes += 12 * shard;
-  }
+  const double params = 2 * shard, grads = 2 * shard, opt = 12 * shard;
+  const double p_below = below(e.parameters_split, params);
+  const double p_nvme = on_nvme(e.parameters_split, params);
+  const double o_below = below(e.optimizer_split, opt);
+  // The parameter shard's part below the device crosses up for each
+  // gather, read from NVMe first where it lives there; once updated, that
+  // part is written back to NVMe.
+  e.h2d_bytes += micro * 2 * params * p_below;
+  e.nvme_read_bytes += micro * 2 * params * p_nvme;
+  e.nvme_write_bytes += params * p_nvme;
+  // The gradients the host updates cross down once a step; those kept on
+  // NVMe until the update are written and read back.
+  e.d2h_bytes += grads * o_below;
+  const double g_nvme = on_nvme(e.gradients_split, grads);
+  e.nvme_write_bytes += grads * g_nvme;
+  e.nvme_read_bytes += grads * g_nvme;
+  // Parameters on the device that the host updated cross back up.
+  e.h2d_bytes += params * (1 - p_below) * o_below;
+  // The optimizer state on NVMe is read and written once a step.
+  e.nvme_read_bytes += opt * on_nvme(e.optimizer_split, opt);
+  e.nvme_write_bytes += opt * on_nvme(e.optimizer_split, opt);
+  e.optimizer_s = shard * o_below / (p.host_adam_gps * kG);
+  const double c_host = e.checkpoints_split.on[1] / checkpoints;
+  e.d2h_bytes += micro * checkpoints * c_host;
+  e.h2d_bytes += micro * checkpoints * c_host;
   e.link_s = std::max(e.h2d_bytes / (p.h2d_gbps * kG),
                       e.d2h_bytes / (p.d2h_gbps * kG));
-  if (e.nvme_read_bytes > 0) {
+  if (e.nvme_read_bytes + e.nvme_write_bytes > 0) {
     e.nvme_s = e.nvme_read_bytes / (p.nvme_read_gbps * kG) +
                e.nvme_write_bytes / (p.nvme_write_gbps * kG);
   }

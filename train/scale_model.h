@@ -8,10 +8,11 @@
 // The model, per step and per rank, for a GPT-2 style transformer of P
 // parameters in mixed precision (16-bit parameters and gradients, fp32
 // master weights and two Adam moments: 16 bytes a parameter) on T tokens:
-//   - State: 16 P / N bytes, placed component by component (16-bit
-//     parameters, 16-bit gradients, the 12 bytes of optimizer state) on the
-//     fastest tier with room after the device's working set, as ZeRO-Infinity
-//     places them on GPU, CPU or NVMe.
+//   - State: 16 P / N bytes, placed kind by kind after the activation
+//     checkpoints (16-bit parameters, 16-bit gradients, the 12 bytes of
+//     optimizer state), each filling the fastest
+//     tier with room after the device's working set and spilling to the
+//     next, as ZeRO-Infinity places them on GPU, CPU or NVMe.
 //   - Device working set: the largest operator's (the MLP's 4C x C) 16-bit
 //     parameters gathered, another prefetched and its gradients before
 //     their reduce-scatter — in tiles of at most a quarter of the device
@@ -26,12 +27,13 @@
 //     (N - 1) latencies (ring); at the intra-node bandwidth while the ranks
 //     share a node, else at the inter-node one (the slowest hop of the
 //     ring).
-//   - Link and NVMe: a parameter shard homed below the device crosses H2D
-//     for each of the two gathers of each micro-batch (read from NVMe first
-//     when homed there); once a step the gradient shard crosses D2H to a
-//     host or NVMe optimizer, whose state is read and written when it lives
-//     on NVMe, and updated parameters cross back H2D when they live on the
-//     device.
+//   - Link and NVMe: the part of the parameter shard below the device
+//     crosses H2D for each of the two gathers of each micro-batch (read
+//     from NVMe first where it lives there, and written back there once
+//     updated); once a step the gradients of the part the host updates
+//     cross D2H (written to and read back from NVMe where they are kept
+//     there), the optimizer state on NVMe is read and written, and
+//     parameters on the device the host updated cross back H2D.
 //   - Compute: 8 P T FLOPs (forward, recompute under checkpointing,
 //     backward) plus attention's 16 L S C T, at the given sustained rate;
 //     the host optimizer updates its P / N parameters at its measured rate.
@@ -88,16 +90,25 @@ struct RankProfile {
   int micro_batches = 1;
 };
 
+// Bytes of one kind of per-rank data on each tier (device, host, NVMe).
+struct ScaleSplit {
+  double on[3] = {0, 0, 0};
+  // "device", "host+nvme", ...; "-" when empty.
+  std::string Where() const;
+};
+
 struct ScaleEstimate {
   std::string shape;
   int ranks = 0;
   double parameters = 0;
   // Bytes per rank: model state, where it lives, the device's working set.
   double state_bytes = 0;
-  double state_on[3] = {0, 0, 0};   // device, host, NVMe (Tier order)
-  const char* parameters_on = "";   // tier of the 16-bit parameter shard
-  const char* optimizer_on = "";    // tier of the optimizer state
-  const char* checkpoints_on = "";  // tier of the activation checkpoints
+  double state_on[3] = {0, 0, 0};  // device, host, NVMe (Tier order)
+  // Where each kind lives: each fills the fastest tier with room, then the
+  // next (checkpoints first, as they cannot go to NVMe; then parameters,
+  // gradients, optimizer state).
+  ScaleSplit parameters_split, gradients_split, optimizer_split;
+  ScaleSplit checkpoints_split;  // device and host only
   double device_working_bytes = 0;
   bool fits = false;
   std::string why_not;  // when !fits
