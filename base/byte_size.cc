@@ -73,6 +73,25 @@ std::string FormatByteSize(uint64_t bytes) {
   return absl::StrFormat("%.1f %s", value, kNames[unit]);
 }
 
+std::string FormatByteSizeAtLeast(uint64_t bytes) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  double scale = 1;
+  while (bytes >= scale * 1024 && unit < 4) {
+    scale *= 1024;
+    ++unit;
+  }
+  if (unit == 0) return FormatByteSize(bytes);
+  // Tenths of the unit, rounded up: the text parses back to >= bytes.
+  const auto tenths =
+      static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * 10 / scale));
+  if (tenths % 10 == 0) {
+    return absl::StrFormat("%d %s", tenths / 10, kNames[unit]);
+  }
+  return absl::StrFormat("%.1f %s", static_cast<double>(tenths) / 10,
+                         kNames[unit]);
+}
+
 bool AbslParseFlag(absl::string_view text, ByteSize* size, std::string* error) {
   absl::StatusOr<uint64_t> bytes =
       ParseByteSize(std::string_view(text.data(), text.size()));

@@ -20,6 +20,9 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 
 // "256 MiB", "1.5 GiB", "4097 B": exact binary units when they divide.
 std::string FormatByteSize(uint64_t bytes);
+// FormatByteSize rounded up instead of to nearest, so that the text, parsed
+// back as a flag value, is at least `bytes`: for "raise --x to at least N".
+std::string FormatByteSizeAtLeast(uint64_t bytes);
 
 // A flag type: --device-budget=256MiB.
 struct ByteSize {

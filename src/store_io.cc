@@ -97,7 +97,7 @@ absl::Status StoreCore::CopyLeased(TensorId id, uint64_t token, void* leased,
                                                    : "lease already released");
     }
     tier = it->second->leases[token].tier;
-    if (timeline_ != nullptr) label = it->second->spec.name;
+    label = it->second->spec.name;
   }
   // The leased copy cannot move or be freed while the grant is held, and
   // the lease's holder is its only user: the copy needs no lock.
@@ -112,10 +112,18 @@ absl::Status StoreCore::CopyLeased(TensorId id, uint64_t token, void* leased,
   // Stream-ordered: the copy starts after the caller's work queued so far.
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<DeviceEvent> after,
                           tiers_.device->RecordEvent(stream));
-  return into_lease ? mover_->CopyLeased(CopyKind::kH2D, leased, user, bytes,
-                                         after.get(), label)
-                    : mover_->CopyLeased(CopyKind::kD2H, user, leased, bytes,
-                                         after.get(), label);
+  const absl::Status status =
+      into_lease ? mover_->CopyLeased(CopyKind::kH2D, leased, user, bytes,
+                                      after.get(), label)
+                 : mover_->CopyLeased(CopyKind::kD2H, user, leased, bytes,
+                                      after.get(), label);
+  if (status.ok()) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrFormat(
+          "copying %d bytes of tensor '%s' %s: %s", bytes, label,
+          into_lease ? "caller memory -> device" : "device -> caller memory",
+          status.message()));
 }
 
 std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "strata/options.h"
+
 namespace strata {
 namespace {
 
@@ -33,6 +35,21 @@ TEST(ByteSizeTest, FormatsAndRoundTripsAsFlag) {
   EXPECT_EQ(size.bytes, 64u << 20);
   EXPECT_FALSE(AbslParseFlag("lots", &size, &error));
   EXPECT_NE(error.find("not a byte size"), std::string::npos);
+}
+
+// "Raise --x to at least N": N parsed back is never below what was needed.
+TEST(ByteSizeTest, AtLeastRoundsUpSoTheSuggestionSuffices) {
+  EXPECT_EQ(FormatByteSizeAtLeast(54 * kMiB + 16 * 1024), "54.1 MiB");
+  EXPECT_EQ(FormatByteSizeAtLeast(54 * kMiB), "54 MiB");
+  EXPECT_EQ(FormatByteSizeAtLeast(20967424), "20 MiB");
+  EXPECT_EQ(FormatByteSizeAtLeast(1000), "1000 B");
+  for (uint64_t need : {uint64_t{56639233}, uint64_t{4097}, uint64_t{1} << 40,
+                        (uint64_t{3} << 30) + 1, uint64_t{123456789}}) {
+    const std::string text = FormatByteSizeAtLeast(need);
+    absl::StatusOr<uint64_t> parsed = ParseByteSize(text);
+    ASSERT_TRUE(parsed.ok()) << text;
+    EXPECT_GE(*parsed, need) << text;
+  }
 }
 
 }  // namespace

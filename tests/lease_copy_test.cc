@@ -123,8 +123,9 @@ TEST_F(LeaseCopyTest, FailedDeviceCopiesAreReportedAndNotCounted) {
   device_->set_spec(
       {.nth = 1, .ops = FaultOps::kD2H, .kind = FaultKind::kTornCopy});
   std::vector<std::byte> part(4096);
-  EXPECT_EQ(lease->CopyOut(0, part.data(), part.size()).code(),
-            absl::StatusCode::kInternal);
+  const absl::Status failed = lease->CopyOut(0, part.data(), part.size());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(failed.message(), HasSubstr("tensor 'w' device -> caller"));
   EXPECT_EQ(LinkBytes(Link::kD2H), d2h);
   EXPECT_EQ(store_->GetStats().links[static_cast<int>(Link::kD2H)].failures,
             1u);

@@ -164,10 +164,10 @@ absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
       "%s budget %s is below the %s this model needs there (%s %s%s, plus "
       "%s to place them beside leased copies); raise --%s-budget to at "
       "least %s, or lower %s",
-      TierName(tier), FormatByteSize(capacity), FormatByteSize(need), what,
-      FormatByteSize(working_set),
+      TierName(tier), FormatByteSize(capacity), FormatByteSizeAtLeast(need),
+      what, FormatByteSize(working_set),
       batch_matters ? absl::StrFormat(" at --batch=%d", config.batch) : "",
-      FormatByteSize(slack), TierName(tier), FormatByteSize(need),
+      FormatByteSize(slack), TierName(tier), FormatByteSizeAtLeast(need),
       batch_matters ? "--width/--batch" : "--width"));
 }
 
@@ -175,8 +175,11 @@ absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
 // keeps real copies (in unified memory a device lease is host pages too).
 bool CanStream(const Stats& stats, const ModelConfig& config,
                const ModelFootprint& f) {
+  // Only when parts need less than the whole (weights beyond one part).
   return config.optimizer_tier == Tier::kHost && config.home != Tier::kHost &&
-         stats.device_memory == "copies" && f.streamed_optimizer_bytes > 0;
+         stats.device_memory == "copies" && f.streamed_optimizer_bytes > 0 &&
+         f.streamed_optimizer_bytes + f.largest_part_bytes <
+             f.optimizer_working_set_bytes + f.largest_tensor_bytes;
 }
 
 bool Fits(const Stats& stats, Tier tier, uint64_t working_set,
@@ -211,8 +214,10 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
   STRATA_RETURN_IF_ERROR(
       CheckTier(stats, Tier::kDevice, device, config, f, what));
   if (config.optimizer_tier == Tier::kHost) {
+    // The smaller need names what to raise: the streamed one where parts
+    // help.
     STRATA_RETURN_IF_ERROR(
-        !StreamsOptimizer(stats, config, f)
+        !CanStream(stats, config, f)
             ? CheckTier(stats, Tier::kHost, f.optimizer_working_set_bytes,
                         config, f,
                         "the optimizer's working set (a weight, its "

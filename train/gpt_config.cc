@@ -144,8 +144,9 @@ absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t need,
       "%s budget %s is below the %s the GPT needs there (%s with room to "
       "place it beside leased copies); raise --%s-budget to at least %s, or "
       "lower %s",
-      TierName(tier), FormatByteSize(capacity), what, FormatByteSize(need),
-      TierName(tier), FormatByteSize(need), shrink));
+      TierName(tier), FormatByteSize(capacity), what,
+      FormatByteSizeAtLeast(need), TierName(tier), FormatByteSizeAtLeast(need),
+      shrink));
 }
 
 }  // namespace
