@@ -10,7 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -168,48 +172,127 @@ absl::Status CheckpointReader::CheckSum(const CheckpointTensorEntry& e,
       e.name, path_, kTensorsFile, sum, e.xxh3));
 }
 
+namespace {
+
+// "<base>.part<k>" (optimizer_parts.h): sets *base and *k.
+bool ParsePartName(const std::string& name, std::string* base, int* k) {
+  const size_t dot = name.rfind(".part");
+  if (dot == std::string::npos || dot + 5 == name.size()) return false;
+  const char* first = name.data() + dot + 5;
+  const char* last = name.data() + name.size();
+  auto [end, ec] = std::from_chars(first, last, *k);
+  if (ec != std::errc() || end != last) return false;
+  *base = name.substr(0, dot);
+  return true;
+}
+
+absl::Status CheckSameType(const CheckpointReader& reader,
+                           const CheckpointTensorEntry& e,
+                           const TensorSpec& spec) {
+  std::vector<int64_t> shape = spec.shape;
+  if (shape.empty()) shape = {static_cast<int64_t>(spec.size_bytes)};
+  if (e.dtype == spec.dtype && e.shape == shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "tensor '%s' is %s [%s] in checkpoint %s and %s [%s] in this model",
+      spec.name, DTypeCode(e.dtype), absl::StrJoin(e.shape, ", "),
+      reader.path(), DTypeCode(spec.dtype), absl::StrJoin(shape, ", ")));
+}
+
+// Writes `bytes` at `data` into tensor `id`: through a host-tier overwrite
+// lease filled by `fill`, or (device-homed, or no room on the host) through
+// Store::Write.
+absl::Status FillTensor(Store& store, TensorId id, const TensorSpec& spec,
+                        const std::function<absl::Status(void*)>& fill) {
+  absl::StatusOr<Lease> host =
+      spec.home == Tier::kDevice
+          ? absl::ResourceExhaustedError("device-homed")
+          : store.Acquire(id, Tier::kHost, Access::kOverwrite);
+  if (host.ok()) {
+    STRATA_RETURN_IF_ERROR(fill(host->data()));
+    return host->Release();
+  }
+  if (host.status().code() != absl::StatusCode::kResourceExhausted) {
+    return host.status();
+  }
+  std::vector<char> bytes(spec.size_bytes);
+  STRATA_RETURN_IF_ERROR(fill(bytes.data()));
+  return store.Write(id, bytes.data(), bytes.size());
+}
+
+// The store tensors restored from one whole checkpoint tensor: the parts of
+// an optimizer state written by a strata from before optimizer parts.
+struct WholeSource {
+  const CheckpointTensorEntry* entry = nullptr;
+  std::map<int, std::pair<TensorId, TensorSpec>> parts;  // by part index
+};
+
+}  // namespace
+
 absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
                             const std::vector<TensorId>& tensors) {
   const CheckpointManifest& m = reader.manifest();
-  if (tensors.size() != m.tensors.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "checkpoint %s holds %d tensors; this model has %d (a different "
-        "model)",
-        reader.path(), m.tensors.size(), tensors.size()));
-  }
+  // Plan first, so that a mismatch is refused before anything is written.
+  std::vector<std::pair<TensorId, TensorSpec>> direct;
+  std::map<std::string, WholeSource> wholes;
   for (TensorId id : tensors) {
     STRATA_ASSIGN_OR_RETURN(TensorSpec spec, store.GetSpec(id));
-    const CheckpointTensorEntry* e = FindEntry(m, spec.name);
-    if (e == nullptr) {
+    if (const CheckpointTensorEntry* e = FindEntry(m, spec.name)) {
+      STRATA_RETURN_IF_ERROR(CheckSameType(reader, *e, spec));
+      direct.emplace_back(id, spec);
+      continue;
+    }
+    std::string base;
+    int k = 0;
+    const CheckpointTensorEntry* whole =
+        ParsePartName(spec.name, &base, &k) ? FindEntry(m, base) : nullptr;
+    if (whole == nullptr || whole->dtype != spec.dtype) {
       return absl::InvalidArgumentError(
           absl::StrFormat("checkpoint %s has no tensor '%s' (a different "
                           "model)",
                           reader.path(), spec.name));
     }
-    std::vector<int64_t> shape = spec.shape;
-    if (shape.empty()) shape = {static_cast<int64_t>(spec.size_bytes)};
-    if (e->dtype != spec.dtype || e->shape != shape) {
+    wholes[base].entry = whole;
+    wholes[base].parts[k] = {id, spec};
+  }
+  for (const auto& [base, w] : wholes) {
+    uint64_t bytes = 0;
+    int next = 0;
+    for (const auto& [k, part] : w.parts) {
+      if (k != next++) break;
+      bytes += part.second.size_bytes;
+    }
+    if (next != static_cast<int>(w.parts.size()) || bytes != w.entry->bytes) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "tensor '%s' is %s [%s] in checkpoint %s and %s [%s] in this model",
-          spec.name, DTypeCode(e->dtype), absl::StrJoin(e->shape, ", "),
-          reader.path(), DTypeCode(spec.dtype), absl::StrJoin(shape, ", ")));
+          "tensor '%s' of checkpoint %s (%d bytes) does not split into this "
+          "model's %d parts of it (a different model)",
+          base, reader.path(), w.entry->bytes, w.parts.size()));
     }
-    absl::StatusOr<Lease> host =
-        spec.home == Tier::kDevice
-            ? absl::ResourceExhaustedError("device-homed")
-            : store.Acquire(id, Tier::kHost, Access::kOverwrite);
-    if (host.ok()) {
-      STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, host->data()));
-      STRATA_RETURN_IF_ERROR(host->Release());
-      continue;
+  }
+  if (direct.size() + wholes.size() != m.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %s holds %d tensors; this model has %d (a different "
+        "model)",
+        reader.path(), m.tensors.size(), direct.size() + wholes.size()));
+  }
+  for (const auto& [id, spec] : direct) {
+    const CheckpointTensorEntry* e = FindEntry(m, spec.name);
+    STRATA_RETURN_IF_ERROR(FillTensor(store, id, spec, [&](void* dst) {
+      return reader.ReadTensor(*e, dst);
+    }));
+  }
+  // An old checkpoint's whole tensor, read once and cut into the parts.
+  for (const auto& [base, w] : wholes) {
+    std::vector<char> bytes(w.entry->bytes);
+    STRATA_RETURN_IF_ERROR(reader.ReadTensor(*w.entry, bytes.data()));
+    uint64_t offset = 0;
+    for (const auto& [k, part] : w.parts) {
+      const auto& [id, spec] = part;
+      STRATA_RETURN_IF_ERROR(FillTensor(store, id, spec, [&](void* dst) {
+        std::memcpy(dst, bytes.data() + offset, spec.size_bytes);
+        return absl::OkStatus();
+      }));
+      offset += spec.size_bytes;
     }
-    if (host.status().code() != absl::StatusCode::kResourceExhausted) {
-      return host.status();
-    }
-    // Device-homed, or no room on the host: Write goes through the device.
-    std::vector<char> bytes(e->bytes);
-    STRATA_RETURN_IF_ERROR(reader.ReadTensor(*e, bytes.data()));
-    STRATA_RETURN_IF_ERROR(store.Write(id, bytes.data(), bytes.size()));
   }
   return absl::OkStatus();
 }
