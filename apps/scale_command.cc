@@ -210,8 +210,6 @@ int Refuse(const absl::Status& status) {
   return ExitCodeBeforeRun(status);
 }
 
-const char* kHeader = "%-10s %7s %6s %9s %7s %7s %7s %9s %8s %8s  %-14s %7s\n";
-
 }  // namespace
 
 int RunScale(const std::string& json_path) {
@@ -246,9 +244,9 @@ int RunScale(const std::string& json_path) {
       p.d2h_gbps, from.link, p.nvme_read_gbps, p.nvme_write_gbps, from.nvme,
       p.net_gbps, p.intra_node_gbps, p.ranks_per_node, p.net_latency_s * 1e6,
       p.device_tflops, p.host_adam_gps, p.tokens_per_rank, p.micro_batches);
-  absl::PrintF(kHeader, "shape", "params", "ranks", "state GB", "device",
-               "host", "nvme", "sent GB", "step s", "serial s", "bound",
-               "TF/rank");
+  absl::PrintF("%-10s %7s %6s %9s %7s %7s %7s %9s %8s %8s  %-14s %7s\n",
+               "shape", "params", "ranks", "state GB", "device", "host", "nvme",
+               "sent GB", "step s", "serial s", "bound", "TF/rank");
   nlohmann::json rows = nlohmann::json::array();
   for (const ScaleEstimate& e : estimates) {
     PrintRow(e);

@@ -286,12 +286,13 @@ absl::Status RestoreTensors(const CheckpointReader& reader, Store& store,
     STRATA_RETURN_IF_ERROR(reader.ReadTensor(*w.entry, bytes.data()));
     uint64_t offset = 0;
     for (const auto& [k, part] : w.parts) {
-      const auto& [id, spec] = part;
-      STRATA_RETURN_IF_ERROR(FillTensor(store, id, spec, [&](void* dst) {
-        std::memcpy(dst, bytes.data() + offset, spec.size_bytes);
-        return absl::OkStatus();
-      }));
-      offset += spec.size_bytes;
+      const uint64_t n = part.second.size_bytes;
+      STRATA_RETURN_IF_ERROR(
+          FillTensor(store, part.first, part.second, [&](void* dst) {
+            std::memcpy(dst, bytes.data() + offset, n);
+            return absl::OkStatus();
+          }));
+      offset += n;
     }
   }
   return absl::OkStatus();
