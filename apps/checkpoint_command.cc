@@ -56,6 +56,11 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
     return absl::InvalidArgumentError(
         "--save-every needs --save-dir=DIR (where the checkpoints go)");
   }
+  // A --resume with nothing to resume from is refused before any work (the
+  // corpus, the model) and before the save dir is created or locked.
+  if (!r.resume_.empty()) {
+    STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
+  }
   if (!r.save_.dir.empty()) {
     STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));

@@ -451,6 +451,19 @@ TEST(CliCompletionTest, BashCompletesAFlagAndAValue) {
   EXPECT_EQ(ReadFile(out_path), "--device= --device-budget=\ngpt\n");
 }
 
+// A --resume with nothing to resume from is refused before the corpus or
+// the model is prepared, and before --save-dir is created or locked.
+TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
+  ::strata::testing::TempDir dir;
+  const std::string save = dir.path() + "/new";
+  const Result r = Strata({"train", "--resume=" + dir.path() + "/missing",
+                           "--save-dir=" + save, "--max-steps=1"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no complete checkpoint"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(std::filesystem::exists(save));
+}
+
 // `strata scale`: the ZeRO-3 model on paper prints a row per shape and rank
 // count and writes them as JSON; ZeRO-3's bytes; bad flags exit 2.
 TEST(CliScaleTest, EstimatesPrintAndWriteJson) {
