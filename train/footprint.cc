@@ -151,13 +151,19 @@ namespace {
 // spare: leased copies cannot move, so the next lease needs a free range
 // beside them (one largest tensor of slack), unless the tier is the home of
 // every tensor and the leased copies are the reserved ones.
+// The free range a tier needs beside its leased copies: one largest
+// tensor, unless the tier homes every tensor (reserved copies).
+uint64_t Slack(const ModelConfig& config, Tier tier, uint64_t largest) {
+  return config.home == tier ? 0 : largest;
+}
+
 absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
                        const ModelConfig& config, const ModelFootprint& f,
                        const char* what, uint64_t largest = 0,
                        bool batch_matters = true) {
   const uint64_t capacity = stats.tiers[int(tier)].capacity_bytes;
   if (largest == 0) largest = f.largest_tensor_bytes;
-  const uint64_t slack = config.home == tier ? 0 : largest;
+  const uint64_t slack = Slack(config, tier, largest);
   const uint64_t need = working_set + slack;
   if (capacity >= need) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -184,8 +190,8 @@ bool CanStream(const Stats& stats, const ModelConfig& config,
 
 bool Fits(const Stats& stats, Tier tier, uint64_t working_set,
           const ModelConfig& config, uint64_t largest) {
-  const uint64_t slack = config.home == tier ? 0 : largest;
-  return stats.tiers[int(tier)].capacity_bytes >= working_set + slack;
+  return stats.tiers[int(tier)].capacity_bytes >=
+         working_set + Slack(config, tier, largest);
 }
 
 }  // namespace

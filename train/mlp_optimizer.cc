@@ -110,9 +110,9 @@ absl::Status Mlp::AdamLeased(const AdamParams& p, const OptimizerState& s,
     if (!one) STRATA_RETURN_IF_ERROR(pg.Acquire());
     const OptimizerPart& part = s.parts[k];
     // The elementwise update's operands, `part.first` elements in.
-    const float* gf = whole.data(g) + (mixed() ? 0 : part.first);
-    const void* gp =
-        mixed() ? static_cast<const void*>(whole.half(g) + part.first) : gf;
+    const void* gp = mixed()
+                         ? static_cast<const void*>(whole.half(g) + part.first)
+                         : whole.data(g) + part.first;
     float* const wp = mixed() ? pg.data(master) : whole.data(w) + part.first;
     uint16_t* const w16 = mixed() ? whole.half(w) + part.first : nullptr;
     STRATA_RETURN_IF_ERROR(UpdatePart(p, wp, pg.data(m), pg.data(v), gp, w16,
