@@ -90,6 +90,9 @@ std::vector<FlagEntry> TrainFlags() {
       {"save_every", "checkpoints", "N"},
       {"keep", "checkpoints", "N"},
       {"resume", "checkpoints", "DIR"},
+      // Sharded data parallelism over MPI (apps/distributed_run.cc).
+      {"distributed", "distributed", "", kMlp},
+      {"collective_timeout", "distributed", "SECONDS", kMlp},
   };
   for (FlagEntry& e :
        StoreFlags(TrainBudget(kTrainDeviceBudget, kGptDeviceBudget),

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "apps/checkpoint_command.h"
 #include "apps/command_table.h"
 #include "apps/config_file.h"
+#include "apps/distributed_run.h"
 #include "apps/exit_code.h"
 #include "apps/failed_run.h"
 #include "apps/gnuplot.h"
@@ -289,6 +291,19 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                     model.loss_scale());
 }
 
+// --distributed: what each rank held at its peak and sent per step.
+void PrintRanksRow(const nlohmann::json& ranks) {
+  for (const nlohmann::json& r : ranks["per_rank"]) {
+    absl::PrintF("%-22s peak device %s, host %s, NVMe %s; sent %s per step\n",
+                 absl::StrFormat("rank %d of %d", r["rank"].get<int>(),
+                                 ranks["ranks"].get<int>()),
+                 FormatByteSize(r["peak_device_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["peak_host_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["peak_nvme_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["bytes_sent_per_step"].get<uint64_t>()));
+  }
+}
+
 // The plot of the run: loss per step, test loss per epoch, bytes per step.
 TrainPlotData PlotData(const train::TrainOptions& t,
                        const train::TrainResult& r,
@@ -345,8 +360,21 @@ void ApplyTrainDefaults() {
   SetBudgetDefaults(kTrainDeviceBudget, kTrainHostBudget, kTrainNvmeBudget);
 }
 
-int RunTrain(const std::string& json_path, const std::string& timeline_path,
-             const std::string& plot_path) {
+int RunTrain(const std::string& json_out, const std::string& timeline_out,
+             const std::string& plot_out) {
+  std::string json_path = json_out, timeline_path = timeline_out,
+              plot_path = plot_out;
+  if (DistributedRun::Requested()) {
+    if (absl::Status d = DistributedRun::CheckFlags(); !d.ok()) {
+      return Refuse(d);
+    }
+    // Rank 0 writes the files.
+    if (DistributedRun::LaunchRank() > 0) {
+      json_path.clear();
+      timeline_path.clear();
+      plot_path.clear();
+    }
+  }
   const std::string model_name = absl::GetFlag(FLAGS_model);
   if (model_name == "gpt") {
     return RunGptTrain(json_path, timeline_path, plot_path);
@@ -395,19 +423,35 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
         FormatByteSize(s.device.budget_bytes),
         FormatByteSize(s.host.budget_bytes));
   }
+  // --distributed: from here on, a rank's error ends every rank (End).
+  std::optional<DistributedRun> dist;
+  if (DistributedRun::Requested()) {
+    absl::StatusOr<DistributedRun> started = DistributedRun::Start();
+    if (!started.ok()) return FailBeforeRun(started.status());
+    dist.emplace(std::move(*started));
+  }
+  auto end = [&](int code) {
+    if (code != 0 && dist) dist->Abort(code);
+    return code;
+  };
+  const int ranks = dist ? dist->ranks() : 1;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
-  if (!data.ok()) return FailBeforeRun(data.status());
+  if (!data.ok()) return end(FailBeforeRun(data.status()));
   // Before the budgets: a step larger than the data set is the error to
   // name, not the bytes its micro-batches would take.
-  if (t.model.batch * t.model.accumulate > data->train.count) {
-    return FailBeforeRun(absl::InvalidArgumentError(absl::StrFormat(
-        "--batch=%d x --accumulate=%d is larger than the %d training images",
-        t.model.batch, t.model.accumulate, data->train.count)));
+  if (t.model.batch * t.model.accumulate * ranks > data->train.count) {
+    return end(FailBeforeRun(absl::InvalidArgumentError(absl::StrFormat(
+        "--batch=%d x --accumulate=%d%s is larger than the %d training "
+        "images",
+        t.model.batch, t.model.accumulate,
+        dist ? absl::StrFormat(" x %d ranks", ranks) : "",
+        data->train.count))));
   }
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
-      train::OpenTrainSetup(s, t);
-  if (!setup.ok()) return FailBeforeRun(setup.status());
+      train::OpenTrainSetup(s, t, dist ? dist->collectives() : nullptr,
+                            dist ? dist->ShareCores() : 0);
+  if (!setup.ok()) return end(FailBeforeRun(setup.status()));
   Store* store = (*setup)->store.get();
   train::Compute* compute = (*setup)->compute.get();
   train::Mlp* model = (*setup)->model.get();
@@ -430,6 +474,14 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
             "layer's whole update)"
           : "",
       st0.device_backend, st0.device_memory, compute->name());
+  if (dist) {
+    absl::PrintF(
+        "strata train: --distributed: %d ranks over %s, each holding 1/%d "
+        "of the parameters, gradients and Adam states and training --batch "
+        "x --accumulate of every step's %d samples\n",
+        ranks, dist->collectives()->name(), ranks,
+        t.model.batch * t.model.accumulate * ranks);
+  }
   std::fflush(stdout);
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed =
@@ -466,15 +518,25 @@ int RunTrain(const std::string& json_path, const std::string& timeline_path,
     ReportFailedRun(result.status(), json_path, store->GetStats(), losses,
                     *checkpoints,
                     {{"config", EffectiveConfig(*FindCommand("train"))}});
-    return code;
+    return end(code);
   }
   const Stats st = store->GetStats();
   PrintTable(f, *result, st, *model, t);
+  nlohmann::json ranks_json;
+  if (dist) {
+    absl::StatusOr<nlohmann::json> j =
+        dist->ReportJson(st, model->train_bytes_sent(),
+                         static_cast<int64_t>(result->losses.size()));
+    if (!j.ok()) return end(Fail(j.status()));
+    ranks_json = std::move(*j);
+    PrintRanksRow(ranks_json);
+  }
   if (!json_path.empty()) {
     nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());
     report.update(TrainingModesJson(*model, t, *result));
     report.update(checkpoints->ReportJson());
     report["optimizer_streamed"] = model->streams_optimizer();
+    if (dist) report["distributed"] = ranks_json;
     if (absl::Status w = WriteReportJson(json_path, report); !w.ok()) {
       return Fail(w);
     }

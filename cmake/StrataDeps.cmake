@@ -34,3 +34,16 @@ if(NOT STRATA_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "strata: CUDA backend ${STRATA_HAVE_CUDA}")
+
+# Sharded data-parallel training (`strata train --distributed`, under
+# mpirun): Open MPI from Debian (libopenmpi-dev, openmpi-bin).
+set(STRATA_HAVE_MPI OFF)
+if(NOT STRATA_WITH_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(STRATA_HAVE_MPI ON)
+  elseif(STRATA_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "STRATA_WITH_MPI=ON but MPI was not found")
+  endif()
+endif()
+message(STATUS "strata: MPI ${STRATA_HAVE_MPI}")

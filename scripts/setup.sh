@@ -13,7 +13,7 @@ packages=(build-essential cmake ninja-build pkg-config
   libabsl-dev liburing-dev libboost-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio clang-format
   libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang
-  bible-kjv libsentencepiece-dev)
+  bible-kjv libsentencepiece-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -4,7 +4,9 @@
 // --version; --config from a report repeats the run bit for bit; --plot
 // writes a PNG; the completion script completes every train flag.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -466,6 +468,77 @@ TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
 
 // `strata scale`: the ZeRO-3 model on paper prints a row per shape and rank
 // count and writes them as JSON; ZeRO-3's bytes; bad flags exit 2.
+// --distributed: two ranks under mpirun train the losses one rank gives
+// with --accumulate=2 (and the same OpenBLAS threads), bit for bit; what a
+// sharded run does not take is refused before MPI starts.
+bool HasMpirun() { return std::system("command -v mpirun >/dev/null") == 0; }
+
+TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> one = TinyTrain(dir.path());
+  std::replace(one.begin(), one.end(), std::string("--batch=64"),
+               std::string("--batch=16"));
+  std::replace(one.begin(), one.end(), std::string("--device-budget=1MiB"),
+               std::string("--device-budget=2MiB"));
+  std::vector<std::string> two = one;
+  one.insert(one.end(), {"--accumulate=2", "--json=" + dir.path() + "/1.json"});
+  two.insert(two.end(), {"--distributed", "--json=" + dir.path() + "/2.json"});
+  const std::string threads = "OPENBLAS_NUM_THREADS=1";
+  const Result a = Strata(one, threads);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  // The nvme dir is the ranks' to share: each store makes its own files.
+  const std::string root =
+      geteuid() == 0
+          ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+          : "";
+  const Result b = Strata(two, root + threads +
+                                   " mpirun --oversubscribe -np 2 "
+                                   "-x OPENBLAS_NUM_THREADS");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const nlohmann::json ja = ReadJson(dir.path() + "/1.json");
+  const nlohmann::json jb = ReadJson(dir.path() + "/2.json");
+  ASSERT_EQ(ja["losses"].size(), 3u);
+  EXPECT_EQ(ja["losses"].get<std::vector<double>>(),
+            jb["losses"].get<std::vector<double>>());
+  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
+  EXPECT_EQ(jb["distributed"]["ranks"], 2);
+  EXPECT_EQ(jb["distributed"]["transport"], "mpi");
+  // What a step sends, layers 784 -> 32 -> 32 -> 10 (25120, 1056 and 330
+  // parameters; each rank's shards 13253 of them, 12560 in layer 0):
+  // forward all-gathers every layer (13253 x 4 bytes to the other rank),
+  // backward again every layer but the two the slots still hold (layer 0,
+  // 12560 x 4), the loss all-gather 16 bytes; then the gradient chain: rank
+  // 0 sends its whole sum (26506 x 4), rank 1 sends rank 0's shards back
+  // (13253 x 4). Evaluation is not counted.
+  const nlohmann::json& per_rank = jb["distributed"]["per_rank"];
+  ASSERT_EQ(per_rank.size(), 2u);
+  const uint64_t gathers = 13253 * 4 + 12560 * 4 + 16;
+  EXPECT_EQ(per_rank[0]["bytes_sent_per_step"], gathers + 26506 * 4);
+  EXPECT_EQ(per_rank[1]["bytes_sent_per_step"], gathers + 13253 * 4);
+  // Rank 0 alone prints the run.
+  EXPECT_EQ(b.out.find("rank 0 of 2"), b.out.rfind("rank 0 of 2"));
+}
+
+TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--distributed"}, "--model=mlp"},
+      {{"--distributed", "--model=mlp", "--precision=bf16"}, "--precision"},
+      {{"--distributed", "--model=mlp", "--save-dir=/tmp/x"}, "--save-dir"},
+      {{"--distributed", "--model=mlp", "--resident"}, "--resident"},
+      {{"--distributed", "--model=mlp", "--collective-timeout=0"},
+       "--collective-timeout"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args = {"train"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Result r = Strata(args);
+    EXPECT_EQ(r.rc, 2) << flags.back() << ": " << r.err;
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliScaleTest, EstimatesPrintAndWriteJson) {
   ::strata::testing::TempDir dir;
   const std::string json = dir.path() + "/scale.json";

@@ -68,7 +68,8 @@ Budgets Offloaded() {
 }
 
 RunResult TrainWith(const Budgets& b, train::TrainOptions job,
-                    const train::Dataset& train, const train::Dataset& test) {
+                    const train::Dataset& train, const train::Dataset& test,
+                    train::Collectives* collectives) {
   TempDir dir;
   StoreOptions so = SmallStoreOptions(dir.path(), b.device, b.host, b.nvme);
   if (b.nvme == 0) {
@@ -86,7 +87,7 @@ RunResult TrainWith(const Budgets& b, train::TrainOptions job,
   if (!store.ok()) return {};
   std::unique_ptr<train::Compute> compute = train::MakeCpuCompute(1);
   absl::StatusOr<std::unique_ptr<train::Mlp>> model =
-      train::Mlp::Create(store->get(), compute.get(), job.model);
+      train::Mlp::Create(store->get(), compute.get(), job.model, collectives);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
   absl::StatusOr<train::TrainResult> result =

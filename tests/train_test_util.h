@@ -10,6 +10,7 @@
 
 #include "strata/options.h"
 #include "strata/stats.h"
+#include "train/collectives.h"
 #include "train/dataset.h"
 #include "train/loss_scale.h"
 #include "train/trainer.h"
@@ -55,10 +56,12 @@ struct RunResult {
   bool optimizer_streamed = false;  // Mlp::streams_optimizer()
 };
 
-// Trains `job` with `b` on a fresh store and CPU compute; failures are
-// reported as test failures and give an empty result.
+// Trains `job` with `b` on a fresh store and CPU compute (one rank of a
+// sharded run with `collectives`); failures are reported as test failures
+// and give an empty result.
 RunResult TrainWith(const Budgets& b, train::TrainOptions job,
-                    const train::Dataset& train, const train::Dataset& test);
+                    const train::Dataset& train, const train::Dataset& test,
+                    train::Collectives* collectives = nullptr);
 
 inline uint64_t LinkBytes(const Stats& s, Link l) {
   return s.links[int(l)].bytes;

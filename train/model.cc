@@ -14,6 +14,7 @@
 #include "train/half.h"
 #include "train/half_cast.h"
 #include "train/lease_group.h"
+#include "train/model_sharding.h"
 
 namespace strata::train {
 
@@ -36,24 +37,33 @@ std::vector<std::pair<int64_t, int64_t>> LayerShapes(const ModelConfig& c) {
 }
 
 Mlp::Mlp(Store* store, Compute* compute, const ModelConfig& config,
-         const ModelFootprint& footprint)
-    : store_(store),
+         const ModelFootprint& footprint, Collectives* collectives)
+    : collectives_(collectives),
+      store_(store),
       compute_(compute),
       config_(config),
       footprint_(footprint),
       lr_(config.adam.lr) {}
 
 Mlp::~Mlp() {
+  AbandonPass();  // a failed sharded step's leases
   for (TensorId id : created_) store_->Destroy(id).IgnoreError();
 }
 
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
-                                                 const ModelConfig& config) {
+                                                 const ModelConfig& config,
+                                                 Collectives* collectives) {
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
+  if (collectives != nullptr) {
+    STRATA_RETURN_IF_ERROR(CheckShardable(config, *compute, *collectives));
+    footprint = ShardFootprint(footprint, config, collectives->size());
+  }
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));
-  std::unique_ptr<Mlp> mlp(new Mlp(store, compute, config, footprint));
+  std::unique_ptr<Mlp> mlp(
+      new Mlp(store, compute, config, footprint, collectives));
   mlp->stream_optimizer_ =
+      collectives == nullptr &&
       StreamsOptimizer(store->GetStats(), config, footprint);
   if (config.precision == Precision::kFp16) {
     STRATA_ASSIGN_OR_RETURN(mlp->loss_scale_,
@@ -100,7 +110,11 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
   L.out = out;
   L.hidden = hidden;
   const std::string p = absl::StrFormat("layer%d.", l);
-  const std::vector<int64_t> wshape = {L.out, L.in}, bshape = {L.out};
+  // Sharded: this rank's shard of each parameter, flat.
+  const std::vector<int64_t> wshape =
+      sharded() ? std::vector<int64_t>{Shard(L.out * L.in).second}
+                : std::vector<int64_t>{L.out, L.in};
+  const std::vector<int64_t> bshape = {sharded() ? Shard(L.out).second : L.out};
   using K = TensorKind;
   auto make = [&](const std::string& name, K kind, std::vector<int64_t> shape,
                   DType dtype = DType::kFloat32) {
@@ -179,6 +193,7 @@ absl::Status Mlp::CreateTensors() {
     STRATA_ASSIGN_OR_RETURN(MicroBatch m, CreateMicroBatch(k));
     micro_.push_back(m);
   }
+  if (sharded()) return CreateSlots();
   if (!stream_optimizer_) return absl::OkStatus();
   int64_t part = 0;
   for (const Layer& L : layers_) part = std::max(part, L.sw.parts[0].count);
@@ -213,6 +228,13 @@ absl::Status Mlp::InitWeights() {
       x = static_cast<float>((2 * u - 1) * bound);
     }
     const std::vector<float> zeros(L.out, 0.0f);
+    if (sharded()) {  // this rank's slice of the same weights
+      const auto [first, count] = Shard(L.in * L.out);
+      STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data() + first, count * kF));
+      STRATA_RETURN_IF_ERROR(
+          store_->Write(L.b, zeros.data(), Shard(L.out).second * kF));
+      continue;
+    }
     if (!mixed()) {
       STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));
       STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), L.out * kF));
@@ -248,7 +270,7 @@ absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
   used_ = static_cast<int>((rows + batch - 1) / batch);
   for (int k = 0; k < used_; ++k) {
     MicroBatch& m = micro_[k];
-    m.first = k * batch;
+    m.first = k * batch;  // of this rank's rows
     m.rows = std::min(batch, rows - m.first);
     STRATA_RETURN_IF_ERROR(store_->Write(m.input,
                                          images + m.first * config_.inputs,
@@ -263,9 +285,26 @@ absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
 
 absl::Status Mlp::Forward() {
   for (int l = 0; l < layers(); ++l) {
+    if (sharded()) {
+      STRATA_RETURN_IF_ERROR(EnsureGathered(l));
+      // The next layer's gather runs while this one computes.
+      if (l + 1 < layers()) STRATA_RETURN_IF_ERROR(StartGather(l + 1));
+    }
     for (int k = 0; k < used_; ++k) STRATA_RETURN_IF_ERROR(ForwardLayer(l, k));
   }
   return absl::OkStatus();
+}
+
+std::pair<int, int> Mlp::AddWeights(int l, LeaseGroup& g) {
+  if (sharded()) return {-1, -1};
+  return {g.Add(layers_[l].w, Access::kRead),
+          g.Add(layers_[l].b, Access::kRead)};
+}
+
+const float* Mlp::Weight(int l, const LeaseGroup& g, int index,
+                         bool bias) const {
+  if (index >= 0) return g.data(index);
+  return SlotData(l % 2, bias ? kSlotB : kSlotW);
 }
 
 absl::Status Mlp::ForwardLayer(int l, int k) {
@@ -277,13 +316,14 @@ absl::Status Mlp::ForwardLayer(int l, int k) {
   const bool keep_z = !L.hidden || KeepsPreActivation();
   const TensorId x_id = LayerInput(l, k);
   LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
-  const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
-            b = g.Add(L.b, Access::kRead);
+  const int x = g.Add(x_id, Access::kRead);
+  const auto [w, b] = AddWeights(l, g);
   const int z = keep_z ? g.Add(L.z[k], Access::kOverwrite) : -1;
   const int a = L.hidden ? g.Add(L.a[k], Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   float* const out = g.data(keep_z ? z : a);
-  STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g, x, w, b, out, rows));
+  STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g.data(x), Weight(l, g, w, false),
+                                         Weight(l, g, b, true), out, rows));
   if (L.hidden) {
     STRATA_RETURN_IF_ERROR(compute_->ActivationForward(
         config_.activation, out, g.data(a), rows * L.out));
@@ -299,14 +339,15 @@ absl::Status Mlp::ForwardLayer(int l, int k) {
   return absl::OkStatus();
 }
 
-absl::Status Mlp::LinearForwardOn(const Layer& L, const LeaseGroup& g, int x,
-                                  int w, int b, float* y, int64_t rows) {
+absl::Status Mlp::LinearForwardOn(const Layer& L, const float* x,
+                                  const float* w, const float* b, float* y,
+                                  int64_t rows) {
   if (mixed()) {
-    return compute_->LinearForward16(config_.precision, g.data(x), g.half(w),
-                                     g.half(b), y, rows, L.in, L.out);
+    return compute_->LinearForward16(
+        config_.precision, x, reinterpret_cast<const uint16_t*>(w),
+        reinterpret_cast<const uint16_t*>(b), y, rows, L.in, L.out);
   }
-  return compute_->LinearForward(g.data(x), g.data(w), g.data(b), y, rows, L.in,
-                                 L.out);
+  return compute_->LinearForward(x, w, b, y, rows, L.in, L.out);
 }
 
 absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
@@ -314,6 +355,7 @@ absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
   // small gradients stay above fp16's underflow; the optimizer unscales.
   const double loss_scale = loss_scale_ ? loss_scale_->scale() : 1.0;
   LossResult sum;
+  std::vector<LossResult> each;  // sharded: every micro-batch's, for the sum
   for (int k = 0; k < used_; ++k) {
     const MicroBatch& m = micro_[k];
     const TensorId logits_id = layers_.back().z[k];
@@ -344,8 +386,10 @@ absl::StatusOr<LossResult> Mlp::Loss(bool with_gradient, int64_t total_rows) {
     STRATA_RETURN_IF_ERROR(Drop(m.labels));
     sum.loss_sum += r.loss_sum;
     sum.correct += r.correct;
+    each.push_back(r);
   }
-  return sum;
+  // Evaluation runs the same rows on every rank: its sum is already global.
+  return sharded() && with_gradient ? GatherLoss(each) : sum;
 }
 
 absl::Status Mlp::Backward(const AdamParams& adam) {
@@ -357,9 +401,22 @@ absl::Status Mlp::Backward(const AdamParams& adam) {
       return l + 1 == layers() ? micro_[k].dlogits
                                : micro_[k].dact[(l + 1) % 2];
     };
+    if (sharded()) {
+      STRATA_RETURN_IF_ERROR(EnsureGathered(l));
+      if (l > 0) STRATA_RETURN_IF_ERROR(StartGather(l - 1));
+      STRATA_RETURN_IF_ERROR(ReceivePartialGradients(l));
+    }
     for (int k = 0; k < used_; ++k) {
       if (L.hidden) STRATA_RETURN_IF_ERROR(ActivationBackward(l, k, dy(k)));
-      STRATA_RETURN_IF_ERROR(LinearBackward(l, k, dy(k), k > 0));
+      STRATA_RETURN_IF_ERROR(LinearBackward(l, k, dy(k), Accumulates(k)));
+    }
+    if (sharded()) {
+      // The layer above's shards arrive while this one's gradients travel;
+      // its update overlaps the chain of the layers below.
+      STRATA_RETURN_IF_ERROR(PassGradients(l));
+      if (l + 1 < layers()) STRATA_RETURN_IF_ERROR(UpdateShard(l + 1, adam));
+      if (l == 0) STRATA_RETURN_IF_ERROR(UpdateShard(0, adam));
+      continue;
     }
     if (mixed()) continue;  // updated by FinishMixedStep, or skipped
     // The layer's gradients are complete: update it now, so that its
@@ -412,15 +469,16 @@ absl::Status Mlp::ActivationBackward(int l, int k, TensorId dy_id) {
   LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
   const bool recompute = !KeepsPreActivation();
   const int x = recompute ? g.Add(LayerInput(l, k), Access::kRead) : -1;
-  const int w = recompute ? g.Add(L.w, Access::kRead) : -1;
-  const int b = recompute ? g.Add(L.b, Access::kRead) : -1;
+  const auto [w, b] = recompute ? AddWeights(l, g) : std::pair{-1, -1};
   const int z = g.Add(z_id, recompute ? Access::kOverwrite : Access::kRead);
   const int dy = g.Add(dy_id, Access::kWrite);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   if (recompute) {
     // The forward pass's LinearForward on the same operands: the same bits.
     const auto start = std::chrono::steady_clock::now();
-    STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g, x, w, b, g.data(z), rows));
+    STRATA_RETURN_IF_ERROR(LinearForwardOn(L, g.data(x), Weight(l, g, w, false),
+                                           Weight(l, g, b, true), g.data(z),
+                                           rows));
     recompute_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -442,25 +500,32 @@ absl::Status Mlp::LinearBackward(int l, int k, TensorId dy_id,
   const TensorId dx_id = micro_[k].dact[l % 2];  // never dy: dact[(l+1) % 2]
   LeaseGroup g(store_, Tier::kDevice, compute_->stream(), &created_);
   const Access grads = accumulate ? Access::kWrite : Access::kOverwrite;
-  const int x = g.Add(x_id, Access::kRead), w = g.Add(L.w, Access::kRead),
-            dy = g.Add(dy_id, Access::kRead), gw = g.Add(L.gw, grads),
-            gb = g.Add(L.gb, grads);
+  const int x = g.Add(x_id, Access::kRead);
+  const auto [w, b] = AddWeights(l, g);
+  const int dy = g.Add(dy_id, Access::kRead);
+  // Sharded: the full gradients are the slot's (the chain's running sum).
+  const int gw = sharded() ? -1 : g.Add(L.gw, grads);
+  const int gb = sharded() ? -1 : g.Add(L.gb, grads);
   const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
   // Mixed: the last micro-batch casts the completed sums to 16 bits in the
   // same leases, so the fp32 sums never leave the device.
-  const bool cast = mixed() && k + 1 == used_;
+  const bool cast = mixed() && k + 1 == used_;  // never sharded
   const int gw16 = cast ? g.Add(L.gw16, Access::kOverwrite) : -1;
   const int gb16 = cast ? g.Add(L.gb16, Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   float* const dx_data = l > 0 ? g.data(dx) : nullptr;
+  const float* const w_data = Weight(l, g, w, false);
+  (void)b;  // backward reads no bias
+  float* const gw_data = gw >= 0 ? g.data(gw) : SlotData(l % 2, kSlotGw);
+  float* const gb_data = gb >= 0 ? g.data(gb) : SlotData(l % 2, kSlotGb);
   if (mixed()) {
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward16(
-        config_.precision, g.data(x), g.half(w), g.data(dy), g.data(gw),
-        g.data(gb), dx_data, rows, L.in, L.out, accumulate));
+        config_.precision, g.data(x), reinterpret_cast<const uint16_t*>(w_data),
+        g.data(dy), gw_data, gb_data, dx_data, rows, L.in, L.out, accumulate));
   } else {
     STRATA_RETURN_IF_ERROR(compute_->LinearBackward(
-        g.data(x), g.data(w), g.data(dy), g.data(gw), g.data(gb), dx_data, rows,
-        L.in, L.out, accumulate));
+        g.data(x), w_data, g.data(dy), gw_data, gb_data, dx_data, rows, L.in,
+        L.out, accumulate));
   }
   if (cast) STRATA_RETURN_IF_ERROR(CastGradients(L, g, gw, gb, gw16, gb16));
   STRATA_RETURN_IF_ERROR(g.Release());
@@ -509,21 +574,37 @@ absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
                                           const int32_t* labels, int64_t rows) {
   const Stats before = store_->GetStats();
   const int64_t skipped_before = skipped_steps_;
+  // Refused before anything is exchanged: the run may go on.
+  if (sharded() &&
+      rows != int64_t{ranks()} * config_.batch * config_.accumulate) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a sharded step takes %d ranks x %d x %d rows; got %d",
+                        ranks(), config_.batch, config_.accumulate, rows));
+  }
+  STRATA_RETURN_IF_ERROR(failed_);
+  const uint64_t sent_before = sharded() ? collectives_->bytes_sent() : 0;
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
-    STRATA_RETURN_IF_ERROR(
-        UploadBatch(images, labels, rows, config_.accumulate));
+    const int64_t mine = rows / ranks();  // sharded: this rank's slice
+    const int64_t first = mine * rank();
+    STRATA_RETURN_IF_ERROR(UploadBatch(images + first * config_.inputs,
+                                       labels + first, mine,
+                                       config_.accumulate));
+    STRATA_RETURN_IF_ERROR(BeginPass());
     STRATA_RETURN_IF_ERROR(Forward());
     STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(true, rows));
     STRATA_RETURN_IF_ERROR(Backward(StepAdamParams()));
+    STRATA_RETURN_IF_ERROR(EndPass());
     STRATA_RETURN_IF_ERROR(compute_->Synchronize());
     return loss;
   }();
+  if (!result.ok()) FailPass(result.status());
   store_->EndStep();
   const Stats after = store_->GetStats();
   for (int i = 0; i < kNumLinks; ++i) {
     train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;
   }
+  if (sharded()) train_bytes_sent_ += collectives_->bytes_sent() - sent_before;
   // A skipped mixed step (FinishMixedStep) applied no update.
   if (result.ok() && skipped_steps_ == skipped_before) ++steps_;
   return result;
@@ -531,14 +612,18 @@ absl::StatusOr<LossResult> Mlp::TrainStep(const float* images,
 
 absl::StatusOr<LossResult> Mlp::Evaluate(const float* images,
                                          const int32_t* labels, int64_t rows) {
+  STRATA_RETURN_IF_ERROR(failed_);
   store_->BeginStep();
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
     STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows, 1));
+    STRATA_RETURN_IF_ERROR(BeginPass());
     STRATA_RETURN_IF_ERROR(Forward());
     STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(false, rows));
+    STRATA_RETURN_IF_ERROR(EndPass());
     STRATA_RETURN_IF_ERROR(DiscardActivations());
     return loss;
   }();
+  if (!result.ok()) FailPass(result.status());
   store_->EndStep();
   return result;
 }
@@ -585,6 +670,7 @@ absl::Status Mlp::ReadWeights(int layer, std::vector<float>* out) {
   }
   const Layer& L = layers_[layer];
   out->resize(L.in * L.out);
+  if (sharded()) return GatherWeights(layer, out);
   if (!mixed()) return store_->Read(L.w, out->data(), out->size() * kF);
   for (size_t k = 0; k < L.sw.parts.size(); ++k) {
     const OptimizerPart& part = L.sw.parts[k];

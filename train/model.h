@@ -53,6 +53,7 @@
 #include "strata/store.h"
 #include "train/activation_checkpointing.h"
 #include "train/activation_meter.h"
+#include "train/collectives.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint, ComputeFootprint
 #include "train/lease_group.h"
@@ -102,9 +103,22 @@ class Mlp {
   // ComputeFootprint and CheckFootprintFits (footprint.h: ResourceExhausted
   // when a budget is below the working set, the message saying which flag to
   // raise, or the tensors do not fit); store errors otherwise.
-  static absl::StatusOr<std::unique_ptr<Mlp>> Create(Store* store,
-                                                     Compute* compute,
-                                                     const ModelConfig& config);
+  //
+  // With `collectives` (not owned; outlives the model) the model is one
+  // rank of a sharded data-parallel run (ZeRO-3, Rajbhandari et al., 2020;
+  // model_sharding.cc): its store holds only shard rank() of every weight,
+  // bias, gradient and Adam moment (ShardOffsets), a layer's parameters
+  // are all-gathered into two device-home buffers before it computes (the
+  // next layer's gather starting while this one computes), and its
+  // gradients are summed along the ranks in rank order and handed out in
+  // shards, each rank updating its own. A step takes the global batch
+  // (TrainStep) and its losses are bit for bit those of one unsharded rank
+  // with size() x accumulate micro-batches. fp32 only, on the simulated
+  // device (InvalidArgument / FailedPrecondition otherwise); every rank
+  // calls every method in the same order.
+  static absl::StatusOr<std::unique_ptr<Mlp>> Create(
+      Store* store, Compute* compute, const ModelConfig& config,
+      Collectives* collectives = nullptr);
   ~Mlp();  // destroys the tensors
   Mlp(const Mlp&) = delete;
   Mlp& operator=(const Mlp&) = delete;
@@ -113,6 +127,9 @@ class Mlp {
   // cut into micro-batches of `batch` rows (the last may be shorter): images
   // [rows x inputs] and labels [rows] in host memory. The gradient is that of
   // the mean loss over all rows. Returns the summed loss and correct count.
+  // Sharded, the rows are the global batch (every rank passes the same):
+  // rows must be ranks() x batch x accumulate, rank r trains on slice r of
+  // them, and the loss is the global one.
   // On an error some layers may already have been updated (each is updated
   // as soon as its gradients are complete): stop training rather than retry
   // the step.
@@ -183,6 +200,14 @@ class Mlp {
   }
   // Weights and biases in the model.
   int64_t parameters() const;
+  // Ranks of a sharded run (1 when not sharded) and this one's.
+  int ranks() const { return collectives_ ? collectives_->size() : 1; }
+  int rank() const { return collectives_ ? collectives_->rank() : 0; }
+  bool sharded() const { return collectives_ != nullptr; }
+  // Bytes this rank sent to the others in its training steps (0
+  // unsharded; evaluation's all-gathers are not counted, as
+  // train_link_bytes does not count evaluation's copies).
+  uint64_t train_bytes_sent() const { return train_bytes_sent_; }
 
  private:
   // One parameter's optimizer state, in parts (optimizer_parts.h).
@@ -216,7 +241,7 @@ class Mlp {
     int64_t first = 0, rows = 0;  // its rows of the step's batch
   };
   Mlp(Store* store, Compute* compute, const ModelConfig& config,
-      const ModelFootprint& footprint);
+      const ModelFootprint& footprint, Collectives* collectives);
   // Creates every tensor, in the order their ids are handed out.
   absl::Status CreateTensors();
   // One layer's parameters, gradients, moments and activations, named
@@ -225,10 +250,16 @@ class Mlp {
                                     bool hidden);
   absl::StatusOr<MicroBatch> CreateMicroBatch(int k);
   bool mixed() const { return config_.precision != Precision::kFp32; }
-  // The Linear of layer L on the leases of `g` (x, w, b its indices): fp32,
-  // or 16-bit weights with fp32 accumulation when mixed.
-  absl::Status LinearForwardOn(const Layer& L, const LeaseGroup& g, int x,
-                               int w, int b, float* y, int64_t rows);
+  // The Linear of layer L on x and the weights `w`, `b`: fp32, or 16-bit
+  // weights with fp32 accumulation when mixed.
+  absl::Status LinearForwardOn(const Layer& L, const float* x, const float* w,
+                               const float* b, float* y, int64_t rows);
+  // Layer l's weight and bias for compute: added to `g` (returning their
+  // indices), or, sharded, in a gather slot (-1, -1; see Weight()).
+  std::pair<int, int> AddWeights(int l, LeaseGroup& g);
+  // The weight (bias) of layer l after g.Acquire(), `index` from
+  // AddWeights.
+  const float* Weight(int l, const LeaseGroup& g, int index, bool bias) const;
   // Whether hidden layers keep their pre-activation for backward.
   bool KeepsPreActivation() const {
     return config_.checkpoint == ActivationCheckpointing::kNone;
@@ -304,6 +335,73 @@ class Mlp {
       const std::string& base, const std::vector<int64_t>& shape);
   absl::Status DiscardActivations();
 
+  // ---- Sharded data parallelism (model_sharding.cc).
+  // The gather slots and the per-layer update records: from CreateTensors.
+  absl::Status CreateSlots();
+  // Shard rank() of n elements: {first, count}.
+  std::pair<int64_t, int64_t> Shard(int64_t n) const;
+  // Leases every slot on the device for a pass; EndPass waits for what is
+  // in flight and releases them; AbandonPass (after an error) releases
+  // without waiting.
+  absl::Status BeginPass();
+  absl::Status EndPass();
+  void AbandonPass();
+  // After a sharded pass's error `why`: abandons the pass and refuses every
+  // later one (the ranks' shards may be out of step: the run must end).
+  void FailPass(const absl::Status& why);
+  // Starts the all-gather of layer l's weight and bias into slot l % 2
+  // (nothing when it holds them already or is gathering them).
+  absl::Status StartGather(int l);
+  // Waits until slot l % 2 holds layer l's parameters (gathering if need be).
+  absl::Status EnsureGathered(int l);
+  // The gradient chain of layer l, before its first LinearBackward: ranks
+  // after 0 receive the sum of the ranks before them into the gradient
+  // slot, which backward then accumulates into.
+  absl::Status ReceivePartialGradients(int l);
+  // After layer l's last LinearBackward: pass the sum on to the next rank,
+  // or, on the last rank, hand each rank its shard; every rank then
+  // awaits its shard of the gradients (UpdateShard).
+  absl::Status PassGradients(int l);
+  // Waits for layer l's gradient shards and runs Adam on this rank's shard.
+  absl::Status UpdateShard(int l, const AdamParams& adam);
+  // The step's summed loss over every rank's micro-batches, in global
+  // order (rank-major): the one-rank run's sum.
+  absl::StatusOr<LossResult> GatherLoss(const std::vector<LossResult>& mine);
+  // The fp32 weights of layer `layer`, all-gathered (ReadWeights, sharded).
+  absl::Status GatherWeights(int layer, std::vector<float>* out);
+  // Whether micro-batch k's LinearBackward adds to the gradients: after
+  // the first micro-batch, and on every rank after 0 (onto the chain's sum).
+  bool Accumulates(int k) const { return k > 0 || (sharded() && rank() > 0); }
+
+  Collectives* const collectives_ = nullptr;
+  // The device-home buffers a layer's gathered parameters and its full
+  // gradients live in, two of each (layer l uses slot l % 2), sized for the
+  // largest layer: the gathered working set.
+  struct Slot {
+    TensorId w, b, gw, gb;
+    int layer = -1;  // whose parameters w and b hold (-1: none)
+    // An all-gather in flight into w and b, and the shard leases it reads.
+    std::vector<Collectives::Request> gathering;
+    std::unique_ptr<LeaseGroup> gather_sources;
+    // Sends from gw and gb in flight: wait before writing them again.
+    std::vector<Collectives::Request> sending;
+  };
+  std::array<Slot, 2> slots_;
+  std::unique_ptr<LeaseGroup> slot_leases_;  // every slot, during a pass
+  // Slot s's buffer `which` in slot_leases_ (added s-major in this order).
+  enum SlotBuffer { kSlotW, kSlotB, kSlotGw, kSlotGb, kSlotBuffers };
+  float* SlotData(int s, SlotBuffer which) const {
+    return slot_leases_->data(s * kSlotBuffers + which);
+  }
+  // Per layer: its gradient shards' receives and the host leases they land
+  // in.
+  struct ShardUpdate {
+    std::vector<Collectives::Request> receiving;
+    std::unique_ptr<LeaseGroup> targets;
+  };
+  std::vector<ShardUpdate> updates_;
+  absl::Status failed_;  // FailPass's verdict: OK until a sharded pass fails
+
   Store* const store_;
   Compute* const compute_;
   const ModelConfig config_;
@@ -323,6 +421,7 @@ class Mlp {
   TensorId stage_g_, stage_w_;
   double recompute_seconds_ = 0;
   std::array<uint64_t, kNumLinks> train_link_bytes_{};
+  uint64_t train_bytes_sent_ = 0;
   ActivationMeter activations_;
   float lr_;
 };

@@ -34,29 +34,31 @@ absl::Status MakeResident(TrainOptions& train, StoreOptions& store) {
 
 absl::Status OpenStoreAndCompute(const StoreOptions& options,
                                  std::unique_ptr<Store>* store,
-                                 std::unique_ptr<Compute>* compute) {
+                                 std::unique_ptr<Compute>* compute,
+                                 int cpu_threads) {
   STRATA_ASSIGN_OR_RETURN(*store, Store::Open(options));
   if ((*store)->GetStats().device_backend.rfind("cuda", 0) == 0) {
     STRATA_ASSIGN_OR_RETURN(*compute,
                             MakeCudaCompute(options.device.cuda_device));
   } else {
-    *compute = MakeCpuCompute();
+    *compute = MakeCpuCompute(cpu_threads);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
-    const StoreOptions& store_options, TrainOptions& train) {
+    const StoreOptions& store_options, TrainOptions& train,
+    Collectives* collectives, int cpu_threads) {
   if (train.model.home != Tier::kDevice) {
     train.model.home =
         store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
   }
   auto setup = std::make_unique<TrainSetup>();
-  STRATA_RETURN_IF_ERROR(
-      OpenStoreAndCompute(store_options, &setup->store, &setup->compute));
-  STRATA_ASSIGN_OR_RETURN(
-      setup->model,
-      Mlp::Create(setup->store.get(), setup->compute.get(), train.model));
+  STRATA_RETURN_IF_ERROR(OpenStoreAndCompute(store_options, &setup->store,
+                                             &setup->compute, cpu_threads));
+  STRATA_ASSIGN_OR_RETURN(setup->model,
+                          Mlp::Create(setup->store.get(), setup->compute.get(),
+                                      train.model, collectives));
   return setup;
 }
 

@@ -26,11 +26,12 @@ absl::Status MakeResident(TrainOptions& train, StoreOptions& store);
 absl::Status SetResidentBudgets(const ModelFootprint& f, StoreOptions& store);
 
 // Opens the store and the compute for its device backend (cuBLAS for
-// "cuda:...", OpenBLAS for the simulated device). Errors: Store::Open's and
-// MakeCudaCompute's.
+// "cuda:...", OpenBLAS with `cpu_threads` threads for the simulated device;
+// 0: OpenBLAS's default). Errors: Store::Open's and MakeCudaCompute's.
 absl::Status OpenStoreAndCompute(const StoreOptions& options,
                                  std::unique_ptr<Store>* store,
-                                 std::unique_ptr<Compute>* compute);
+                                 std::unique_ptr<Compute>* compute,
+                                 int cpu_threads = 0);
 
 struct TrainSetup {
   std::unique_ptr<Store> store;
@@ -42,10 +43,13 @@ struct TrainSetup {
 // Opens the store, picks the compute for its device backend (cuBLAS for
 // "cuda:...", OpenBLAS for the simulated device) and creates the model.
 // Unless `train.model.home` is kDevice, the home tier becomes NVMe when the
-// store has one and host otherwise. Errors: those of Store::Open,
-// MakeCudaCompute and Mlp::Create.
+// store has one and host otherwise. With `collectives` (not owned) the
+// model is that rank's of a sharded run (Mlp::Create), its OpenBLAS
+// sharing the cores with the other ranks on this machine (`cpu_threads`).
+// Errors: those of Store::Open, MakeCudaCompute and Mlp::Create.
 absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
-    const StoreOptions& store, TrainOptions& train);
+    const StoreOptions& store, TrainOptions& train,
+    Collectives* collectives = nullptr, int cpu_threads = 0);
 
 }  // namespace strata::train
 

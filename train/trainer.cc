@@ -69,13 +69,17 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   if (options.evaluate) {
     STRATA_RETURN_IF_ERROR(CheckData(test, options, "test"));
   }
-  // Samples per optimizer step: the micro-batches of one step together.
-  const int64_t batch = options.model.batch * options.model.accumulate;
+  // Samples per optimizer step: the micro-batches of one step together,
+  // on every rank of a sharded run.
+  const int64_t batch =
+      options.model.batch * options.model.accumulate * model.ranks();
   const int64_t steps_per_epoch = train.count / batch;
   if (steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--batch=%d x --accumulate=%d is larger than the %d training samples",
-        options.model.batch, options.model.accumulate, train.count));
+        "--batch=%d x --accumulate=%d x %d ranks is larger than the %d "
+        "training samples",
+        options.model.batch, options.model.accumulate, model.ranks(),
+        train.count));
   }
   if (options.epochs < 1) {
     return absl::InvalidArgumentError(

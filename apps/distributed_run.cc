@@ -1,0 +1,172 @@
+// distributed_run.cc: see distributed_run.h.
+#include "apps/distributed_run.h"
+
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "apps/command_table.h"
+#include "apps/store_flags.h"
+#include "apps/train_flags.h"
+#include "strata/status.h"
+#include "train/host_pool.h"
+
+ABSL_DECLARE_FLAG(std::string, precision);  // precision_flags.cc
+
+ABSL_FLAG(bool, distributed, false,
+          "Run as one rank of a sharded data-parallel job launched by "
+          "mpirun (ZeRO-3 style: each rank holds 1/N of the parameters, "
+          "gradients and Adam states; the MLP, fp32, simulated device). "
+          "Each rank trains --batch x --accumulate of every step's samples; "
+          "the losses equal one rank's with --accumulate x N (and the same "
+          "OPENBLAS_NUM_THREADS), bit for bit. "
+          "Example: mpirun -np 2 strata train --model=mlp --distributed");
+ABSL_FLAG(double, collective_timeout, 300,
+          "--distributed: seconds a rank waits for another (an all-gather, "
+          "a gradient) before the run ends with an error naming the rank "
+          "and the tensor.");
+
+namespace strata {
+namespace {
+
+// The launcher's environment variable `name` as a number, or `otherwise`.
+int LaunchVariable(const char* name, int otherwise) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : otherwise;
+}
+
+int CoresAllowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+    return CPU_COUNT(&set);
+  }
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// What one rank reports to the others (all-gathered as bytes).
+struct RankNumbers {
+  uint64_t peak_bytes[3];  // device, host, NVMe
+  uint64_t bytes_sent;
+};
+
+}  // namespace
+
+int DistributedRun::LaunchRank() {
+  return LaunchVariable("OMPI_COMM_WORLD_RANK", LaunchVariable("PMI_RANK", 0));
+}
+
+bool DistributedRun::Requested() { return absl::GetFlag(FLAGS_distributed); }
+
+absl::Status DistributedRun::CheckFlags() {
+  // Rank 0 alone prints; every rank still reports its errors on stderr.
+  if (LaunchRank() > 0) {
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) {
+      return absl::InternalError("--distributed: cannot mute stdout");
+    }
+  }
+  auto refuse = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--distributed does not take %s yet (sharded training is built for "
+        "the fp32 MLP); drop it or run without --distributed",
+        what));
+  };
+  if (absl::GetFlag(FLAGS_model) != "mlp") {
+    return absl::InvalidArgumentError(
+        "--distributed trains the MLP only so far (sharding the GPT is not "
+        "built): add --model=mlp");
+  }
+  if (absl::GetFlag(FLAGS_precision) != "fp32") {
+    return refuse("--precision=" + absl::GetFlag(FLAGS_precision));
+  }
+  for (const char* flag : {"save_dir", "resume"}) {
+    if (FlagGiven(flag)) {
+      return refuse(
+          absl::StrFormat("--%s (checkpoints of a sharded run)", Dashed(flag)));
+    }
+  }
+  if (absl::GetFlag(FLAGS_resident)) return refuse("--resident");
+  if (!(absl::GetFlag(FLAGS_collective_timeout) > 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--collective-timeout=%g: give the seconds a rank may wait, > 0",
+        absl::GetFlag(FLAGS_collective_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DistributedRun> DistributedRun::Start() {
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<train::Collectives> c,
+      train::MakeMpiCollectives(absl::GetFlag(FLAGS_collective_timeout)));
+  return DistributedRun(std::move(c));
+}
+
+int DistributedRun::ShareCores() const {
+  // The user's count wins: the one-rank reference run needs the same one,
+  // since OpenBLAS's sums change with its thread count.
+  if (const int asked = LaunchVariable("OPENBLAS_NUM_THREADS", 0); asked > 0) {
+    setenv("STRATA_HOST_THREADS", std::to_string(asked).c_str(), 0);
+    return asked;
+  }
+  const int local =
+      std::max(1, LaunchVariable("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                 LaunchVariable("MPI_LOCALNRANKS", ranks())));
+  const int allowed = CoresAllowed();
+  // A launcher that bound each rank to its cores has shared them already.
+  const bool bound =
+      allowed < static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = bound ? allowed : std::max(1, allowed / local);
+  setenv("STRATA_HOST_THREADS", std::to_string(threads).c_str(),
+         /*overwrite=*/0);
+  return threads;
+}
+
+void DistributedRun::Abort(int code) const {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  train::AbortMpiRun(code);
+  std::exit(code);  // not under MPI
+}
+
+absl::StatusOr<nlohmann::json> DistributedRun::ReportJson(const Stats& st,
+                                                          uint64_t bytes_sent,
+                                                          int64_t steps) const {
+  RankNumbers mine{};
+  for (int t = 0; t < 3; ++t) mine.peak_bytes[t] = st.tiers[t].peak_used_bytes;
+  mine.bytes_sent = bytes_sent;
+  std::vector<RankNumbers> all(ranks());
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(RankNumbers));
+  STRATA_ASSIGN_OR_RETURN(
+      train::Collectives::Request request,
+      collectives_->StartAllGather(&mine, all.data(), offsets,
+                                   "the all-gather of the ranks' report"));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (int r = 0; r < ranks(); ++r) {
+    const RankNumbers& n = all[r];
+    per_rank.push_back(
+        {{"rank", r},
+         {"peak_device_bytes", n.peak_bytes[0]},
+         {"peak_host_bytes", n.peak_bytes[1]},
+         {"peak_nvme_bytes", n.peak_bytes[2]},
+         {"bytes_sent", n.bytes_sent},
+         {"bytes_sent_per_step", steps > 0 ? n.bytes_sent / steps : 0}});
+  }
+  return nlohmann::json{
+      {"ranks", ranks()},
+      {"transport", collectives_->name()},
+      {"reference",
+       "bit for bit: one rank with --accumulate x ranks micro-batches and "
+       "the same OpenBLAS threads (OPENBLAS_NUM_THREADS)"},
+      {"per_rank", per_rank}};
+}
+
+}  // namespace strata

@@ -1,0 +1,68 @@
+// distributed_run.h: `strata train --distributed`, one rank of a sharded
+// data-parallel run launched by mpirun (train/collectives.h,
+// train/model_sharding.h): the flags it refuses, the output only rank 0
+// writes, the cores each rank's OpenBLAS takes, the ranks' report.
+#ifndef STRATA_APPS_DISTRIBUTED_RUN_H_
+#define STRATA_APPS_DISTRIBUTED_RUN_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "strata/stats.h"
+#include "train/collectives.h"
+
+namespace strata {
+
+class DistributedRun {
+ public:
+  // Whether --distributed was given.
+  static bool Requested();
+
+  // Before MPI starts, the same on every rank: InvalidArgument for a flag
+  // a sharded run does not take (--model=gpt, --precision other than fp32,
+  // --save-dir, --resume, --resident, a --collective-timeout <= 0). Mutes
+  // this process's stdout unless it is rank 0 (the launcher's rank
+  // variable), so the run prints once.
+  static absl::Status CheckFlags();
+
+  // This process's rank as the launcher names it (OMPI_COMM_WORLD_RANK,
+  // PMI_RANK), before MPI starts; 0 outside a launcher.
+  static int LaunchRank();
+
+  // Starts MPI and joins the run. FailedPrecondition when strata was built
+  // without MPI; Internal for an MPI error.
+  static absl::StatusOr<DistributedRun> Start();
+
+  train::Collectives* collectives() const { return collectives_.get(); }
+  int rank() const { return collectives_->rank(); }
+  int ranks() const { return collectives_->size(); }
+
+  // The OpenBLAS threads of this rank: OPENBLAS_NUM_THREADS when set, else
+  // the cores the launcher bound it to, else the machine's cores divided
+  // among its ranks here (at least 1). Also sets STRATA_HOST_THREADS, the
+  // host optimizer's pool, when the user has not.
+  int ShareCores() const;
+
+  // Ends the whole run after this rank's error (code: the exit code), so
+  // no rank waits for one that is gone. Does not return.
+  [[noreturn]] void Abort(int code) const;
+
+  // Collective, every rank: the "distributed" object of the report, each
+  // rank's peaks and bytes sent (`st` its store's stats, `bytes_sent` what
+  // its `steps` training steps sent).
+  absl::StatusOr<nlohmann::json> ReportJson(const Stats& st,
+                                            uint64_t bytes_sent,
+                                            int64_t steps) const;
+
+ private:
+  explicit DistributedRun(std::unique_ptr<train::Collectives> c)
+      : collectives_(std::move(c)) {}
+  std::unique_ptr<train::Collectives> collectives_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_APPS_DISTRIBUTED_RUN_H_

@@ -1,0 +1,224 @@
+// sharded_mlp_test.cc: sharded data parallelism (collectives.h,
+// model_sharding.cc) with ranks as threads of the test — shard offsets, the
+// thread transport, and N-rank runs bit for bit equal to one unsharded rank
+// with N x accumulate micro-batches; the refusals and a rank that never
+// arrives.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "strata/status.h"
+#include "tests/test_util.h"
+#include "tests/train_test_util.h"
+#include "train/collectives.h"
+#include "train/compute.h"
+#include "train/model.h"
+
+namespace strata::train {
+namespace {
+
+using ::strata::testing::Budgets;
+using ::strata::testing::RunResult;
+using ::strata::testing::SyntheticData;
+using ::strata::testing::TrainWith;
+using ::testing::HasSubstr;
+
+TEST(ShardOffsetsTest, ShardsTileInRankOrderWithinOneOfEachOther) {
+  for (int ranks : {1, 2, 3, 7}) {
+    for (int64_t n : {int64_t{7}, int64_t{64}, int64_t{1000003}}) {
+      const std::vector<int64_t> at = ShardOffsets(n, ranks);
+      ASSERT_EQ(at.size(), static_cast<size_t>(ranks + 1));
+      EXPECT_EQ(at.front(), 0);
+      EXPECT_EQ(at.back(), n);
+      for (int r = 0; r < ranks; ++r) {
+        const int64_t size = at[r + 1] - at[r];
+        EXPECT_GE(size, n / ranks) << n << " / " << ranks;
+        EXPECT_LE(size, n / ranks + 1) << n << " / " << ranks;
+      }
+    }
+  }
+}
+
+TEST(ThreadCollectivesTest, AllGatherSendAndReceive) {
+  auto c = MakeThreadCollectives(3, 10.0);
+  std::vector<std::vector<int32_t>> got(3, std::vector<int32_t>(6, -1));
+  std::vector<int32_t> received(3, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      // Rank r contributes r + 1 values (1, 2, 3 of them: 6 in all).
+      std::vector<int32_t> mine(r + 1, 10 * r);
+      const std::vector<uint64_t> offsets = {0, 4, 12, 24};
+      auto g = c[r]->StartAllGather(mine.data(), got[r].data(), offsets, "g");
+      ASSERT_TRUE(g.ok()) << g.status();
+      const int32_t value = 100 + r;
+      auto s = c[r]->StartSend((r + 1) % 3, 5, &value, 4, "s");
+      auto v = c[r]->StartRecv((r + 2) % 3, 5, &received[r], 4, "v");
+      ASSERT_TRUE(s.ok() && v.ok());
+      EXPECT_TRUE(c[r]->Wait(*g).ok());
+      EXPECT_TRUE(c[r]->Wait(*s).ok());
+      EXPECT_TRUE(c[r]->Wait(*v).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(got[r], ::testing::ElementsAre(0, 10, 10, 20, 20, 20)) << r;
+    EXPECT_EQ(received[r], 100 + (r + 2) % 3);
+    // 4 x r + 4 bytes to each of two others, 4 sent.
+    EXPECT_EQ(c[r]->bytes_sent(), (4 * (r + 1)) * 2 + 4u);
+  }
+}
+
+TEST(ThreadCollectivesTest, WrongSizeIsDataLossAndSilenceTimesOut) {
+  auto c = MakeThreadCollectives(2, 0.2);
+  const int64_t eight = 8;
+  ASSERT_TRUE(c[0]->StartSend(1, 0, &eight, 8, "eight").ok());
+  int32_t four = 0;
+  auto r = c[1]->StartRecv(0, 0, &four, 4, "four");
+  ASSERT_TRUE(r.ok());
+  const absl::Status size = c[1]->Wait(*r);
+  EXPECT_EQ(size.code(), absl::StatusCode::kDataLoss) << size;
+  auto never = c[1]->StartRecv(0, 1, &four, 4, "the gradient sum");
+  ASSERT_TRUE(never.ok());
+  const absl::Status late = c[1]->Wait(*never);
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_THAT(late.message(), HasSubstr("the gradient sum from rank 0"));
+  EXPECT_EQ(c[0]->StartSend(0, 0, &eight, 8, "self").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Small budgets, so shards, moments and activations move through NVMe.
+Budgets Sharded() {
+  return {.device = 512 * 1024, .host = 256 * 1024, .nvme = 16 * kMiB};
+}
+
+TrainOptions Job(int accumulate) {
+  TrainOptions o = ::strata::testing::SmallJob();
+  o.model.accumulate = accumulate;
+  o.max_steps = 6;
+  return o;
+}
+
+// `ranks` threads train `job` sharded; rank 0's result (every rank's losses
+// and gathered weights are checked equal to it).
+RunResult TrainSharded(int ranks, const TrainOptions& job, const Dataset& train,
+                       const Dataset& test) {
+  auto c = MakeThreadCollectives(ranks, 60.0);
+  std::vector<RunResult> runs(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      runs[r] = TrainWith(Sharded(), job, train, test, c[r].get());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 1; r < ranks; ++r) {
+    EXPECT_EQ(runs[r].result.losses, runs[0].result.losses) << r;
+    EXPECT_EQ(runs[r].weights, runs[0].weights) << r;
+  }
+  return runs[0];
+}
+
+class ShardedMlpTest : public ::testing::Test {
+ protected:
+  void ExpectSameBits(const RunResult& a, const RunResult& b) {
+    ASSERT_EQ(a.result.losses.size(), 6u);
+    EXPECT_EQ(a.result.losses, b.result.losses);
+    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.result.test_accuracy, b.result.test_accuracy);
+  }
+  const Dataset train_ = SyntheticData(384, 1);
+  const Dataset test_ = SyntheticData(64, 2);
+};
+
+TEST_F(ShardedMlpTest, TwoRanksAreBitwiseOneRankWithTwiceTheMicroBatches) {
+  const RunResult one = TrainWith(Sharded(), Job(2), train_, test_);
+  const RunResult two = TrainSharded(2, Job(1), train_, test_);
+  ExpectSameBits(one, two);
+  // Each rank keeps half of every tensor: its NVMe holds less.
+  EXPECT_LT(two.stats.tiers[2].peak_used_bytes,
+            one.stats.tiers[2].peak_used_bytes);
+}
+
+TEST_F(ShardedMlpTest, ThreeRanksWithAccumulationMatchSixMicroBatches) {
+  // 64-wide layers over 3 ranks: shards of 21 and 22 elements.
+  ExpectSameBits(TrainWith(Sharded(), Job(6), train_, test_),
+                 TrainSharded(3, Job(2), train_, test_));
+}
+
+TEST_F(ShardedMlpTest, OneShardedRankIsTheUnshardedModel) {
+  std::unique_ptr<Collectives> local = MakeLocalCollectives();
+  ExpectSameBits(TrainWith(Sharded(), Job(1), train_, test_),
+                 TrainWith(Sharded(), Job(1), train_, test_, local.get()));
+}
+
+TEST_F(ShardedMlpTest, ActivationCheckpointingShardsToTheSameBits) {
+  TrainOptions job = Job(1);
+  job.model.checkpoint = ActivationCheckpointing::kBlock;
+  TrainOptions reference = Job(2);
+  reference.model.checkpoint = ActivationCheckpointing::kBlock;
+  ExpectSameBits(TrainWith(Sharded(), reference, train_, test_),
+                 TrainSharded(2, job, train_, test_));
+}
+
+class ShardedRefusalTest : public ::testing::Test {
+ protected:
+  absl::Status Create(const ModelConfig& config, Collectives* c) {
+    auto store = Store::Open(::strata::testing::SmallStoreOptions(
+        dir_.path(), kMiB, kMiB, 16 * kMiB));
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+    auto model = Mlp::Create(store_.get(), compute_.get(), config, c);
+    if (model.ok()) model_ = std::move(*model);
+    return model.status();
+  }
+  ::strata::testing::TempDir dir_;
+  std::unique_ptr<Compute> compute_ = MakeCpuCompute(1);
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Mlp> model_;
+};
+
+TEST_F(ShardedRefusalTest, SixteenBitAndTooManyRanksAreRefused) {
+  auto c = MakeThreadCollectives(5, 1.0);
+  ModelConfig config = ::strata::testing::SmallJob().model;
+  config.precision = Precision::kBf16;
+  absl::Status s = Create(config, c[0].get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--precision"));
+  config.precision = Precision::kFp32;  // 4 classes, 5 ranks
+  s = Create(config, c[0].get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("at most 4 ranks"));
+}
+
+TEST_F(ShardedRefusalTest, ARankThatNeverArrivesTimesOutNamingTheGather) {
+  auto c = MakeThreadCollectives(2, 0.3);
+  ModelConfig config = ::strata::testing::SmallJob().model;
+  ASSERT_TRUE(Create(config, c[0].get()).ok());
+  const Dataset data = SyntheticData(32, 1);
+  // A step of the wrong size is refused before anything is exchanged, and
+  // the run may go on.
+  EXPECT_EQ(model_->TrainStep(data.images.data(), data.labels.data(), 16)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::StatusOr<LossResult> step =
+      model_->TrainStep(data.images.data(), data.labels.data(), 32);
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(step.status().message(),
+              HasSubstr("all-gather of layer0.weight"));
+  // The ranks' shards may now be out of step: every later step is refused.
+  const absl::Status again =
+      model_->TrainStep(data.images.data(), data.labels.data(), 32).status();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.message(), HasSubstr("end the run"));
+  EXPECT_THAT(again.message(), HasSubstr("all-gather of layer0.weight"));
+}
+
+}  // namespace
+}  // namespace strata::train

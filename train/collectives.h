@@ -1,0 +1,106 @@
+// collectives.h: Collectives, the communication a sharded data-parallel run
+// needs between its ranks — all-gather, point-to-point send and receive —
+// started without waiting and waited for with a deadline.
+//
+// Sharded training (ZeRO-3: Rajbhandari et al., 2020; ZeRO-Infinity, 2021)
+// splits every parameter, gradient and optimizer state into one shard per
+// rank (ShardOffsets). Before a layer computes, its parameters are
+// all-gathered; its gradients are reduced and each rank receives its shard.
+// The reduction here is a chain in rank order, built from sends and receives
+// (sharded_chain in model_sharding.cc), so the sum has the order a one-rank
+// run gives; no library's reduction order is relied on.
+//
+// Implementations: MPI (mpi_collectives.cc, Open MPI under mpirun), one rank
+// alone (LocalCollectives), and N ranks as threads of one process
+// (MakeThreadCollectives, for tests: the same protocol with no launcher).
+// Every operation of one rank is issued from one thread at a time.
+#ifndef STRATA_TRAIN_COLLECTIVES_H_
+#define STRATA_TRAIN_COLLECTIVES_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace strata::train {
+
+// The element offsets of `ranks` shards of a tensor of `n` elements:
+// shard r is [offsets[r], offsets[r + 1]), floor(n r / ranks) to
+// floor(n (r + 1) / ranks), contiguous and in rank order (sizes differ by at
+// most one). ranks >= 1, n >= 0.
+std::vector<int64_t> ShardOffsets(int64_t n, int ranks);
+
+class Collectives {
+ public:
+  // An operation started and not yet waited for.
+  using Request = int64_t;
+
+  virtual ~Collectives() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // What runs the ranks: "mpi", "local", "threads".
+  virtual std::string name() const = 0;
+
+  // All-gather: rank r contributes `mine` (offsets[r + 1] - offsets[r]
+  // bytes); every rank receives every contribution into `all` at its
+  // offset (offsets[size()] bytes). offsets has size() + 1 byte offsets,
+  // the same on every rank, and every rank starts its all-gathers in the
+  // same order. `what` names it in errors. Both buffers stay valid until
+  // Wait. InvalidArgument for bad offsets.
+  virtual absl::StatusOr<Request> StartAllGather(
+      const void* mine, void* all, std::span<const uint64_t> offsets,
+      const std::string& what) = 0;
+
+  // Sends `bytes` to rank `to` under `tag` (>= 0); the receiver names the
+  // same tag and size. Messages of one (sender, tag) arrive in order.
+  // `data` stays valid until Wait.
+  virtual absl::StatusOr<Request> StartSend(int to, int tag, const void* data,
+                                            uint64_t bytes,
+                                            const std::string& what) = 0;
+  // Receives exactly `bytes` from rank `from` under `tag` into `data`.
+  virtual absl::StatusOr<Request> StartRecv(int from, int tag, void* data,
+                                            uint64_t bytes,
+                                            const std::string& what) = 0;
+
+  // Waits for `request` to complete. DeadlineExceeded after the timeout
+  // the implementation was made with, naming the operation and the peer (a
+  // rank that stopped or is stuck: the run should end, not retry);
+  // DataLoss for a message of another size; NotFound for an unknown
+  // request.
+  virtual absl::Status Wait(Request request) = 0;
+
+  // Bytes this rank has sent so far: an all-gather counts its contribution
+  // once per other rank (what a ring or direct exchange moves), a send its
+  // size.
+  virtual uint64_t bytes_sent() const = 0;
+};
+
+// One rank alone: all-gathers copy, sends and receives have no peer
+// (InvalidArgument).
+std::unique_ptr<Collectives> MakeLocalCollectives();
+
+// `ranks` ranks as threads of this process, sharing memory: element r is
+// rank r's, to be used by one thread. Waits time out after
+// `timeout_seconds`. ranks >= 1.
+std::vector<std::unique_ptr<Collectives>> MakeThreadCollectives(
+    int ranks, double timeout_seconds);
+
+// MPI_COMM_WORLD, initialising MPI (thread level serialized) on first use
+// and finalising it when the object is destroyed. Waits time out after
+// `timeout_seconds`. FailedPrecondition when strata was built without MPI;
+// Internal for an MPI error.
+absl::StatusOr<std::unique_ptr<Collectives>> MakeMpiCollectives(
+    double timeout_seconds);
+
+// Ends every rank of an MPI run at once (MPI_Abort) after a rank's error,
+// so none waits for it; a no-op outside MPI.
+void AbortMpiRun(int exit_code);
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_COLLECTIVES_H_

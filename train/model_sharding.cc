@@ -1,0 +1,341 @@
+// model_sharding.cc: the Mlp as one rank of a sharded data-parallel run
+// (model.h's Create with Collectives; ZeRO-3, Rajbhandari et al., 2020).
+//
+// Per layer, every rank's store holds its shard of the weight and bias, of
+// their gradients and of their Adam moments. The full parameters exist only
+// in two device-home gather slots (layer l in slot l % 2), all-gathered from
+// the shards before the layer computes, the next layer's gather started
+// while this one computes (the prefetch ZeRO-3 does on its own stream).
+//
+// The gradient sum is a chain in rank order, not a library's reduction:
+// rank 0 accumulates its micro-batches into the slot's gradient buffers,
+// sends the sums to rank 1, which accumulates its own micro-batches onto them
+// (LinearBackward with accumulate) and passes them on; the last rank holds
+// the total and sends each rank its shard. Each float's additions happen in
+// the order a single rank would do them over the same micro-batches, so the
+// result is bit for bit the unsharded run's with ranks x accumulate
+// micro-batches, for any batch. The price is a pipeline: rank r's layer
+// starts when rank r - 1's is done, so a step takes about one layer's
+// backward longer per extra rank, and the full gradient crosses every link
+// of the chain once (ZeRO-3's ring reduce-scatter sends (N - 1) / N of it
+// per rank, in an order of its own).
+#include "train/model_sharding.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "strata/status.h"
+#include "train/model.h"
+
+namespace strata::train {
+namespace {
+
+constexpr uint64_t kF = sizeof(float);
+
+// Message tags: four per layer (the sums passed along the chain, the shards
+// handed out), so a layer's messages never match another's.
+enum TagKind { kPartialW, kPartialB, kShardW, kShardB, kTagKinds };
+int Tag(int layer, TagKind kind) { return layer * kTagKinds + kind; }
+
+// ShardOffsets in bytes of float.
+std::vector<uint64_t> ByteOffsets(int64_t n, int ranks) {
+  std::vector<uint64_t> bytes;
+  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * kF);
+  return bytes;
+}
+
+absl::Status WaitAll(Collectives& c, std::vector<Collectives::Request>& rs) {
+  absl::Status first;
+  for (Collectives::Request r : rs) first.Update(c.Wait(r));
+  rs.clear();
+  return first;
+}
+
+}  // namespace
+
+absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
+                            const Collectives& collectives) {
+  if (config.precision != Precision::kFp32) {
+    return absl::InvalidArgumentError(
+        "--distributed trains in fp32 so far: drop --precision (16-bit "
+        "shards are not built yet)");
+  }
+  if (compute.stream() != nullptr) {
+    return absl::FailedPreconditionError(
+        "--distributed runs over MPI on the simulated device; on a CUDA GPU "
+        "it needs NCCL, which is not built yet: add --device=simulated");
+  }
+  const int64_t narrowest = std::min(config.width, config.classes);
+  if (narrowest < collectives.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d ranks, but a layer has only %d outputs: every rank needs a shard "
+        "of every bias (use at most %d ranks)",
+        collectives.size(), narrowest, narrowest));
+  }
+  return absl::OkStatus();
+}
+
+ModelFootprint ShardFootprint(ModelFootprint f, const ModelConfig& config,
+                              int ranks) {
+  uint64_t largest_w = 0, largest_b = 0;
+  for (const auto& [in, out] : LayerShapes(config)) {
+    largest_w = std::max<uint64_t>(largest_w, in * out);
+    largest_b = std::max<uint64_t>(largest_b, out);
+  }
+  // A rank holds the largest shard of each tensor at most: 1/N rounded up.
+  auto shard = [ranks](uint64_t bytes) { return (bytes + ranks - 1) / ranks; };
+  f.parameter_bytes = shard(f.parameter_bytes);
+  f.gradient_bytes = shard(f.gradient_bytes);
+  f.optimizer_bytes = shard(f.optimizer_bytes);
+  // Two slots of gathered parameters and full gradients, leased for a pass.
+  f.device_working_set_bytes += 2 * 2 * (largest_w + largest_b) * kF;
+  return f;
+}
+
+std::pair<int64_t, int64_t> Mlp::Shard(int64_t n) const {
+  const int64_t first = n * rank() / ranks();
+  return {first, n * (rank() + 1) / ranks() - first};
+}
+
+absl::Status Mlp::CreateSlots() {
+  int64_t w = 0, b = 0;
+  for (const Layer& L : layers_) {
+    w = std::max(w, L.in * L.out);
+    b = std::max(b, L.out);
+  }
+  using K = TensorKind;
+  const DType f32 = DType::kFloat32;
+  for (int s = 0; s < 2; ++s) {
+    Slot& slot = slots_[s];
+    auto make = [&](const char* what, K kind, int64_t n) {
+      return CreateTensor(absl::StrFormat("gather%d.%s", s, what), kind, f32,
+                          {n}, Tier::kDevice);
+    };
+    STRATA_ASSIGN_OR_RETURN(slot.w, make("weight", K::kParameter, w));
+    STRATA_ASSIGN_OR_RETURN(slot.b, make("bias", K::kParameter, b));
+    STRATA_ASSIGN_OR_RETURN(slot.gw, make("weight.grad", K::kGradient, w));
+    STRATA_ASSIGN_OR_RETURN(slot.gb, make("bias.grad", K::kGradient, b));
+  }
+  updates_.resize(layers_.size());
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::BeginPass() {
+  if (!sharded()) return absl::OkStatus();
+  slot_leases_ = std::make_unique<LeaseGroup>(store_, Tier::kDevice,
+                                              compute_->stream(), &created_);
+  for (Slot& slot : slots_) {
+    // SlotData's order.
+    for (TensorId id : {slot.w, slot.b, slot.gw, slot.gb}) {
+      slot_leases_->Add(id, Access::kOverwrite);
+    }
+    slot.layer = -1;  // the shards may have been updated since
+  }
+  return slot_leases_->Acquire();
+}
+
+absl::Status Mlp::EndPass() {
+  if (!sharded()) return absl::OkStatus();
+  absl::Status status;
+  for (Slot& slot : slots_) {
+    status.Update(WaitAll(*collectives_, slot.gathering));
+    status.Update(WaitAll(*collectives_, slot.sending));
+    slot.gather_sources.reset();
+    slot.layer = -1;
+  }
+  for (ShardUpdate& u : updates_) {
+    status.Update(WaitAll(*collectives_, u.receiving));
+    u.targets.reset();
+  }
+  if (slot_leases_) status.Update(slot_leases_->Release());
+  slot_leases_.reset();
+  return status;
+}
+
+// A request left unwaited here is never waited for: the thread ranks copy
+// at Wait, and an MPI rank whose step failed ends the run (AbortMpiRun)
+// before the buffers go.
+void Mlp::AbandonPass() {
+  for (Slot& slot : slots_) {
+    slot.gathering.clear();
+    slot.sending.clear();
+    slot.gather_sources.reset();  // ~LeaseGroup releases
+    slot.layer = -1;
+  }
+  for (ShardUpdate& u : updates_) {
+    u.receiving.clear();
+    u.targets.reset();
+  }
+  slot_leases_.reset();
+}
+
+void Mlp::FailPass(const absl::Status& why) {
+  if (!sharded()) return;
+  AbandonPass();
+  if (failed_.ok()) {
+    failed_ = absl::FailedPreconditionError(absl::StrFormat(
+        "an earlier sharded step failed, leaving the ranks' shards out of "
+        "step; end the run (the failure: %s)",
+        why.message()));
+  }
+}
+
+absl::Status Mlp::StartGather(int l) {
+  Slot& slot = slots_[l % 2];
+  if (slot.layer == l) return absl::OkStatus();  // held, or on its way
+  // The slot's previous layer is done with (its gather was waited for).
+  const Layer& L = layers_[l];
+  slot.gather_sources = std::make_unique<LeaseGroup>(
+      store_, Tier::kHost, /*stream=*/nullptr, &created_);
+  const int w = slot.gather_sources->Add(L.w, Access::kRead);
+  const int b = slot.gather_sources->Add(L.b, Access::kRead);
+  STRATA_RETURN_IF_ERROR(slot.gather_sources->Acquire());
+  const int s = l % 2;
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives::Request rw,
+      collectives_->StartAllGather(
+          slot.gather_sources->data(w), SlotData(s, kSlotW),
+          ByteOffsets(L.in * L.out, ranks()),
+          absl::StrFormat("the all-gather of layer%d.weight", l)));
+  slot.gathering.push_back(rw);
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives::Request rb,
+      collectives_->StartAllGather(
+          slot.gather_sources->data(b), SlotData(s, kSlotB),
+          ByteOffsets(L.out, ranks()),
+          absl::StrFormat("the all-gather of layer%d.bias", l)));
+  slot.gathering.push_back(rb);
+  slot.layer = l;
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::EnsureGathered(int l) {
+  STRATA_RETURN_IF_ERROR(StartGather(l));
+  Slot& slot = slots_[l % 2];
+  STRATA_RETURN_IF_ERROR(WaitAll(*collectives_, slot.gathering));
+  if (!slot.gather_sources) return absl::OkStatus();
+  absl::Status released = slot.gather_sources->Release();
+  slot.gather_sources.reset();
+  return released;
+}
+
+absl::Status Mlp::ReceivePartialGradients(int l) {
+  const int s = l % 2;
+  // The gradient buffers may still be sending layer l + 2's sums.
+  STRATA_RETURN_IF_ERROR(WaitAll(*collectives_, slots_[s].sending));
+  if (rank() == 0) return absl::OkStatus();
+  const Layer& L = layers_[l];
+  std::vector<Collectives::Request> rs;
+  STRATA_ASSIGN_OR_RETURN(
+      rs.emplace_back(),
+      collectives_->StartRecv(
+          rank() - 1, Tag(l, kPartialW), SlotData(s, kSlotGw),
+          L.in * L.out * kF,
+          absl::StrFormat("the gradient sum of layer%d.weight", l)));
+  STRATA_ASSIGN_OR_RETURN(
+      rs.emplace_back(),
+      collectives_->StartRecv(
+          rank() - 1, Tag(l, kPartialB), SlotData(s, kSlotGb), L.out * kF,
+          absl::StrFormat("the gradient sum of layer%d.bias", l)));
+  return WaitAll(*collectives_, rs);
+}
+
+absl::Status Mlp::PassGradients(int l) {
+  const int s = l % 2;
+  Slot& slot = slots_[s];
+  const Layer& L = layers_[l];
+  const int last = ranks() - 1;
+  struct Part {
+    SlotBuffer buffer;
+    int64_t n;
+    TagKind partial, shard;
+    const char* name;
+  };
+  const Part parts[] = {{kSlotGw, L.in * L.out, kPartialW, kShardW, "weight"},
+                        {kSlotGb, L.out, kPartialB, kShardB, "bias"}};
+  ShardUpdate& u = updates_[l];
+  u.targets = std::make_unique<LeaseGroup>(store_, Tier::kHost,
+                                           /*stream=*/nullptr, &created_);
+  const int targets[] = {u.targets->Add(L.gw, Access::kOverwrite),
+                         u.targets->Add(L.gb, Access::kOverwrite)};
+  STRATA_RETURN_IF_ERROR(u.targets->Acquire());
+  for (int i = 0; i < 2; ++i) {
+    const Part& p = parts[i];
+    const float* sum = SlotData(s, p.buffer);
+    float* const mine = u.targets->data(targets[i]);
+    const std::vector<int64_t> at = ShardOffsets(p.n, ranks());
+    if (rank() < last) {
+      STRATA_ASSIGN_OR_RETURN(
+          slot.sending.emplace_back(),
+          collectives_->StartSend(
+              rank() + 1, Tag(l, p.partial), sum, p.n * kF,
+              absl::StrFormat("the gradient sum of layer%d.%s", l, p.name)));
+      STRATA_ASSIGN_OR_RETURN(
+          u.receiving.emplace_back(),
+          collectives_->StartRecv(
+              last, Tag(l, p.shard), mine, (at[rank() + 1] - at[rank()]) * kF,
+              absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
+      continue;
+    }
+    // The last rank holds the total: every rank's shard of it.
+    for (int r = 0; r < last; ++r) {
+      STRATA_ASSIGN_OR_RETURN(
+          slot.sending.emplace_back(),
+          collectives_->StartSend(
+              r, Tag(l, p.shard), sum + at[r], (at[r + 1] - at[r]) * kF,
+              absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
+    }
+    std::memcpy(mine, sum + at[last], (at[last + 1] - at[last]) * kF);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::UpdateShard(int l, const AdamParams& adam) {
+  ShardUpdate& u = updates_[l];
+  STRATA_RETURN_IF_ERROR(WaitAll(*collectives_, u.receiving));
+  if (u.targets) {
+    STRATA_RETURN_IF_ERROR(u.targets->Release());
+    u.targets.reset();
+  }
+  const Layer& L = layers_[l];
+  STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sw, L.gw, L.w, 0));
+  return AdamOn(adam, L.sb, L.gb, L.b, 0);
+}
+
+absl::StatusOr<LossResult> Mlp::GatherLoss(
+    const std::vector<LossResult>& mine) {
+  static_assert(std::is_trivially_copyable_v<LossResult>);
+  const uint64_t each = mine.size() * sizeof(LossResult);
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks(); ++r) offsets.push_back(each * r);
+  std::vector<LossResult> all(mine.size() * ranks());
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives::Request r,
+      collectives_->StartAllGather(mine.data(), all.data(), offsets,
+                                   "the all-gather of the step's losses"));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
+  // Rank-major is the global micro-batch order: the unsharded run's sum.
+  LossResult sum;
+  for (const LossResult& x : all) {
+    sum.loss_sum += x.loss_sum;
+    sum.correct += x.correct;
+  }
+  return sum;
+}
+
+absl::Status Mlp::GatherWeights(int layer, std::vector<float>* out) {
+  const Layer& L = layers_[layer];
+  LeaseGroup g(store_, Tier::kHost, /*stream=*/nullptr, &created_);
+  const int w = g.Add(L.w, Access::kRead);
+  STRATA_RETURN_IF_ERROR(g.Acquire());
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives::Request r,
+      collectives_->StartAllGather(
+          g.data(w), out->data(), ByteOffsets(L.in * L.out, ranks()),
+          absl::StrFormat("the all-gather of layer%d.weight", layer)));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
+  return g.Release();
+}
+
+}  // namespace strata::train

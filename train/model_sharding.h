@@ -1,0 +1,31 @@
+// model_sharding.h: what Mlp::Create checks and counts for one rank of a
+// sharded run (model.h; model_sharding.cc builds the rest).
+#ifndef STRATA_TRAIN_MODEL_SHARDING_H_
+#define STRATA_TRAIN_MODEL_SHARDING_H_
+
+#include "absl/status/status.h"
+#include "train/collectives.h"
+#include "train/compute.h"
+#include "train/footprint.h"
+
+namespace strata::train {
+
+struct ModelConfig;  // model.h
+
+// OK when `config` can be sharded over `collectives`' ranks on `compute`:
+// InvalidArgument for 16-bit precision (not built yet) or a layer with
+// fewer outputs than ranks (a rank would hold no shard of its bias);
+// FailedPrecondition on a CUDA compute (the MPI path moves host memory;
+// GPUs need NCCL).
+absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
+                            const Collectives& collectives);
+
+// One rank's footprint from the unsharded one: a ranks-th of the
+// parameters, gradients and moments (rounded up), and the device working
+// set grown by the two gather slots' parameters and full gradients.
+ModelFootprint ShardFootprint(ModelFootprint f, const ModelConfig& config,
+                              int ranks);
+
+}  // namespace strata::train
+
+#endif  // STRATA_TRAIN_MODEL_SHARDING_H_
