@@ -25,6 +25,20 @@ namespace {
 // int. One (sender, tag)'s pieces arrive in order (MPI's non-overtaking rule).
 constexpr uint64_t kPieceBytes = uint64_t{1} << 30;
 
+// Calls start(offset, bytes) for each piece of a `bytes`-long message (one
+// empty piece for an empty one: the receiver still matches it), stopping
+// at the first MPI error, which it returns.
+template <typename Start>
+int ForEachPiece(uint64_t bytes, const Start& start) {
+  uint64_t at = 0;
+  do {
+    const int n = static_cast<int>(std::min(kPieceBytes, bytes - at));
+    if (const int rc = start(at, n); rc != MPI_SUCCESS) return rc;
+    at += n;
+  } while (at < bytes);
+  return MPI_SUCCESS;
+}
+
 absl::Status MpiError(int code, const std::string& what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -87,15 +101,14 @@ class MpiCollectives final : public Collectives {
     if (absl::Status s = CheckPeer(to, tag, what); !s.ok()) return s;
     Pending p{.peer = to, .what = what};
     const char* src = static_cast<const char*>(data);
-    for (uint64_t done = 0; done < bytes || done == 0; done += kPieceBytes) {
-      const int n = static_cast<int>(std::min(kPieceBytes, bytes - done));
+    const int rc = ForEachPiece(bytes, [&](uint64_t at, int n) {
       MPI_Request req;
-      const int rc =
-          MPI_Isend(src + done, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
-      if (rc != MPI_SUCCESS) return MpiError(rc, what);
+      const int r =
+          MPI_Isend(src + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
       p.requests.push_back(req);
-      if (bytes == 0) break;
-    }
+      return r;
+    });
+    if (rc != MPI_SUCCESS) return MpiError(rc, what);
     sent_ += bytes;
     return Add(std::move(p));
   }
@@ -106,16 +119,15 @@ class MpiCollectives final : public Collectives {
     if (absl::Status s = CheckPeer(from, tag, what); !s.ok()) return s;
     Pending p{.peer = from, .what = what};
     char* dst = static_cast<char*>(data);
-    for (uint64_t done = 0; done < bytes || done == 0; done += kPieceBytes) {
-      const int n = static_cast<int>(std::min(kPieceBytes, bytes - done));
+    const int rc = ForEachPiece(bytes, [&](uint64_t at, int n) {
       MPI_Request req;
-      const int rc =
-          MPI_Irecv(dst + done, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req);
-      if (rc != MPI_SUCCESS) return MpiError(rc, what);
+      const int r =
+          MPI_Irecv(dst + at, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req);
       p.requests.push_back(req);
       p.expected.push_back(n);
-      if (bytes == 0) break;
-    }
+      return r;
+    });
+    if (rc != MPI_SUCCESS) return MpiError(rc, what);
     return Add(std::move(p));
   }
 
