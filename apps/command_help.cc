@@ -130,10 +130,18 @@ std::string CommandHelp(const CommandSpec& command) {
   std::string out = absl::StrFormat(
       "strata %s: %s\n\nUsage: strata %s %s\n", name,
       Wrap(command.about, 0, name.size() + 9), name, command.usage);
-  for (const char* group : FlagGroups()) {
+  // FlagGroups' order first, then any group it lacks: a flag is never left
+  // out of its command's help.
+  std::vector<std::string> groups(FlagGroups().begin(), FlagGroups().end());
+  for (const FlagEntry& e : command.flags) {
+    if (std::find(groups.begin(), groups.end(), e.group) == groups.end()) {
+      groups.push_back(e.group);
+    }
+  }
+  for (const std::string& group : groups) {
     std::string lines;
     for (const FlagEntry& e : command.flags) {
-      if (std::string_view(e.group) == group) lines += FlagLines(e);
+      if (e.group == group) lines += FlagLines(e);
     }
     if (!lines.empty()) out += "\n" + Capitalized(group) + ":\n" + lines;
   }

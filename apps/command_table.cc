@@ -243,7 +243,7 @@ const FlagEntry* FindFlagEntry(const CommandSpec& command,
 
 const std::vector<const char*>& FlagGroups() {
   static const std::vector<const char*> groups = {
-      "model", "data", "training", "checkpoints", "cases",
+      "model", "data", "training", "checkpoints", "distributed", "cases",
       "scale", kTiers, kScheduler, kMemory,       kOutput};
   return groups;
 }
