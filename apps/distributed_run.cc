@@ -66,6 +66,26 @@ int DistributedRun::LaunchRank() {
 bool DistributedRun::Requested() { return absl::GetFlag(FLAGS_distributed); }
 
 absl::Status DistributedRun::CheckFlags() {
+  if (!Requested()) {
+    if (FlagGiven("collective_timeout")) {
+      return absl::InvalidArgumentError(
+          "--collective-timeout is for a --distributed run: add "
+          "--distributed or drop it");
+    }
+    if (const int n = LaunchVariable("OMPI_COMM_WORLD_SIZE", 1); n > 1) {
+      std::fprintf(stderr,
+                   "strata train: one of %d processes mpirun started, "
+                   "without --distributed: each trains the whole model "
+                   "alone; add --distributed to shard one run over them\n",
+                   n);
+    }
+    return absl::OkStatus();
+  }
+  if (LaunchVariable("OMPI_COMM_WORLD_SIZE", 1) == 1) {
+    std::fprintf(stderr,
+                 "strata train: --distributed with one rank (mpirun -np N "
+                 "starts N): the model is sharded over 1\n");
+  }
   // Rank 0 alone prints; every rank still reports its errors on stderr.
   if (LaunchRank() > 0) {
     if (std::freopen("/dev/null", "w", stdout) == nullptr) {
@@ -106,6 +126,68 @@ absl::StatusOr<DistributedRun> DistributedRun::Start() {
       std::unique_ptr<train::Collectives> c,
       train::MakeMpiCollectives(absl::GetFlag(FLAGS_collective_timeout)));
   return DistributedRun(std::move(c));
+}
+
+absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
+                                          int blas_threads) const {
+  // What may differ from rank to rank: where its tiers are and how big, the
+  // data's path, how long it waits. Nothing of these changes a number.
+  for (const char* own :
+       {"nvme_dir", "data_dir", "device_budget", "host_budget", "nvme_budget",
+        "io_engine", "queue_depth", "block_size", "machine_profile",
+        "collective_timeout"}) {
+    config.erase(own);
+  }
+  config["OPENBLAS_NUM_THREADS"] = blas_threads;
+  const std::string mine = config.dump();
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          GatherStrings(mine, "the ranks' flags"));
+  const nlohmann::json first = nlohmann::json::parse(all[0]);
+  for (int r = 1; r < ranks(); ++r) {
+    const nlohmann::json other = nlohmann::json::parse(all[r]);
+    for (const auto& [key, value] : first.items()) {
+      const nlohmann::json theirs = other.value(key, nlohmann::json());
+      if (theirs == value) continue;
+      auto setting = [&key](const nlohmann::json& v) {
+        const std::string text = v.is_string() ? v.get<std::string>()
+                                 : v.is_null() ? "(none)"
+                                               : v.dump();
+        return key == "OPENBLAS_NUM_THREADS" ? key + "=" + text
+                                             : "--" + Dashed(key) + "=" + text;
+      };
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rank %d runs with %s, rank 0 with %s: launch every rank with the "
+          "same flags and OPENBLAS_NUM_THREADS (only the tiers' budgets and "
+          "directories, --data-dir and --collective-timeout may differ)",
+          r, setting(theirs), setting(value)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> DistributedRun::GatherStrings(
+    const std::string& mine, const std::string& what) const {
+  const uint64_t size = mine.size();
+  std::vector<uint64_t> sizes(ranks());
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(uint64_t));
+  STRATA_ASSIGN_OR_RETURN(
+      train::Collectives::Request request,
+      collectives_->StartAllGather(&size, sizes.data(), offsets,
+                                   "the all-gather of the sizes of " + what));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
+  offsets.assign(1, 0);
+  for (const uint64_t n : sizes) offsets.push_back(offsets.back() + n);
+  std::string joined(offsets.back(), '\0');
+  STRATA_ASSIGN_OR_RETURN(
+      request, collectives_->StartAllGather(mine.data(), joined.data(), offsets,
+                                            "the all-gather of " + what));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
+  std::vector<std::string> all;
+  for (int r = 0; r < ranks(); ++r) {
+    all.push_back(joined.substr(offsets[r], offsets[r + 1] - offsets[r]));
+  }
+  return all;
 }
 
 int DistributedRun::ShareCores() const {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,11 +23,14 @@ class DistributedRun {
   // Whether --distributed was given.
   static bool Requested();
 
-  // Before MPI starts, the same on every rank: InvalidArgument for a flag
-  // a sharded run does not take (--model=gpt, --precision other than fp32,
-  // --save-dir, --resume, --resident, a --collective-timeout <= 0). Mutes
-  // this process's stdout unless it is rank 0 (the launcher's rank
-  // variable), so the run prints once.
+  // Before MPI starts, the same on every rank, with or without
+  // --distributed: InvalidArgument for a flag a sharded run does not take
+  // (--model=gpt, --precision other than fp32, --save-dir, --resume,
+  // --resident, a --collective-timeout <= 0) and for --collective-timeout
+  // without --distributed. Mutes this process's stdout unless it is rank 0
+  // (the launcher's rank variable), so the run prints once. Says on stderr
+  // when mpirun started several processes without --distributed, or one
+  // with it.
   static absl::Status CheckFlags();
 
   // This process's rank as the launcher names it (OMPI_COMM_WORLD_RANK,
@@ -46,6 +51,14 @@ class DistributedRun {
   // host optimizer's pool, when the user has not.
   int ShareCores() const;
 
+  // Collective, every rank, right after Start: InvalidArgument naming the
+  // first setting of `config` (the run's effective flags, EffectiveConfig)
+  // or of `blas_threads` (ShareCores) in which a rank differs from rank 0.
+  // Ranks launched with different flags would otherwise hang, crash inside
+  // MPI or train wrong numbers; the tiers' budgets and directories,
+  // --data-dir and --collective-timeout may differ.
+  absl::Status CheckSameRun(nlohmann::json config, int blas_threads) const;
+
   // Ends the whole run after this rank's error (code: the exit code), so
   // no rank waits for one that is gone. Does not return.
   [[noreturn]] void Abort(int code) const;
@@ -58,6 +71,10 @@ class DistributedRun {
                                             int64_t steps) const;
 
  private:
+  // Every rank's `mine`, in rank order (collective).
+  absl::StatusOr<std::vector<std::string>> GatherStrings(
+      const std::string& mine, const std::string& what) const;
+
   explicit DistributedRun(std::unique_ptr<train::Collectives> c)
       : collectives_(std::move(c)) {}
   std::unique_ptr<train::Collectives> collectives_;

@@ -164,8 +164,10 @@ std::string Bar(double fraction, int width = 24) {
 // otherwise (logs stay short).
 class ProgressLine {
  public:
-  ProgressLine() : tty_(isatty(STDERR_FILENO) == 1) {}
+  explicit ProgressLine(bool shown)
+      : shown_(shown), tty_(isatty(STDERR_FILENO) == 1) {}
   void Update(const train::Progress& p) {
+    if (!shown_) return;
     const int64_t quarter = std::max<int64_t>(1, p.steps_per_epoch / 4);
     if (!tty_ && p.step_in_epoch % quarter != 0 &&
         p.step_in_epoch != p.steps_per_epoch) {
@@ -180,10 +182,11 @@ class ProgressLine {
     std::fflush(stderr);
   }
   void Clear() {
-    if (tty_) std::fputs("\r\x1b[K", stderr);
+    if (shown_ && tty_) std::fputs("\r\x1b[K", stderr);
   }
 
  private:
+  bool shown_;  // false on ranks other than 0
   bool tty_;
 };
 
@@ -364,10 +367,10 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
              const std::string& plot_out) {
   std::string json_path = json_out, timeline_path = timeline_out,
               plot_path = plot_out;
+  if (absl::Status d = DistributedRun::CheckFlags(); !d.ok()) {
+    return Refuse(d);
+  }
   if (DistributedRun::Requested()) {
-    if (absl::Status d = DistributedRun::CheckFlags(); !d.ok()) {
-      return Refuse(d);
-    }
     // Rank 0 writes the files.
     if (DistributedRun::LaunchRank() > 0) {
       json_path.clear();
@@ -434,6 +437,14 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
     if (code != 0 && dist) dist->Abort(code);
     return code;
   };
+  const int blas_threads = dist ? dist->ShareCores() : 0;
+  if (dist) {
+    if (absl::Status same = dist->CheckSameRun(
+            EffectiveConfig(*FindCommand("train")), blas_threads);
+        !same.ok()) {
+      return end(FailBeforeRun(same));
+    }
+  }
   const int ranks = dist ? dist->ranks() : 1;
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<train::FashionMnist> data = train::LoadFashionMnist(data_dir);
@@ -450,7 +461,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   }
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
       train::OpenTrainSetup(s, t, dist ? dist->collectives() : nullptr,
-                            dist ? dist->ShareCores() : 0);
+                            blas_threads);
   if (!setup.ok()) return end(FailBeforeRun(setup.status()));
   Store* store = (*setup)->store.get();
   train::Compute* compute = (*setup)->compute.get();
@@ -494,7 +505,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
       return train::MlpCheckpoint(*model, t, done);
     });
   };
-  ProgressLine progress;
+  ProgressLine progress(!dist || dist->rank() == 0);  // printed once
   LinkBytesPerStep moved(st0);
   std::vector<double> losses;  // for the report of a run that fails
   absl::StatusOr<train::TrainResult> result = train::Train(

@@ -34,12 +34,12 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// Runs `strata ARGS` (each word single-quoted) and captures what it prints;
-// `env` ("PATH=/x") prefixes the command.
-Result Strata(const std::vector<std::string>& args,
-              const std::string& env = "") {
+// Runs `command` (a shell prefix: variables, a program) with `args`, each
+// single-quoted, and captures what it prints.
+Result RunShell(const std::string& command,
+                const std::vector<std::string>& args) {
   ::strata::testing::TempDir dir;
-  std::string cmd = env + " " + STRATA_CLI;
+  std::string cmd = command;
   for (const std::string& a : args) cmd += " '" + a + "'";
   cmd += " >" + dir.path() + "/out 2>" + dir.path() + "/err </dev/null";
   const int status = std::system(cmd.c_str());
@@ -48,6 +48,12 @@ Result Strata(const std::vector<std::string>& args,
   r.out = ReadFile(dir.path() + "/out");
   r.err = ReadFile(dir.path() + "/err");
   return r;
+}
+
+// `strata ARGS`; `env` ("PATH=/x") prefixes the command.
+Result Strata(const std::vector<std::string>& args,
+              const std::string& env = "") {
+  return RunShell(env + " " + STRATA_CLI, args);
 }
 
 // The flags a help page lists: the names of its lines "  --name=VALUE".
@@ -474,6 +480,19 @@ TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
 // sharded run does not take is refused before MPI starts.
 bool HasMpirun() { return std::system("command -v mpirun >/dev/null") == 0; }
 
+// `mpirun --oversubscribe` as root may run it, with the sanitizers told
+// that what Open MPI's own code does is not strata's (the .supp files say
+// what and why; each build reads its own variable).
+std::string Mpirun() {
+  return std::string(geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1 "
+                                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                    : "") +
+         "LSAN_OPTIONS=suppressions=" STRATA_LSAN_OPEN_MPI
+         ":fast_unwind_on_malloc=0 "
+         "TSAN_OPTIONS=\"$TSAN_OPTIONS suppressions=" STRATA_TSAN_OPEN_MPI
+         "\" mpirun --oversubscribe";
+}
+
 TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
   if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
   if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
@@ -490,19 +509,8 @@ TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
   const Result a = Strata(one, threads);
   ASSERT_EQ(a.rc, 0) << a.err;
   // The nvme dir is the ranks' to share: each store makes its own files.
-  const std::string root =
-      geteuid() == 0
-          ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-          : "";
-  // Under the sanitizers, what Open MPI's own code does is not strata's
-  // (the .supp files say what and why; each build reads its own variable).
-  const std::string sanitizers =
-      "LSAN_OPTIONS=suppressions=" STRATA_LSAN_OPEN_MPI
-      ":fast_unwind_on_malloc=0 "
-      "TSAN_OPTIONS=\"$TSAN_OPTIONS suppressions=" STRATA_TSAN_OPEN_MPI "\" ";
-  const Result b = Strata(two, root + sanitizers + threads +
-                                   " mpirun --oversubscribe -np 2 "
-                                   "-x OPENBLAS_NUM_THREADS");
+  const Result b =
+      Strata(two, threads + " " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS");
   ASSERT_EQ(b.rc, 0) << b.out << b.err;
   const nlohmann::json ja = ReadJson(dir.path() + "/1.json");
   const nlohmann::json jb = ReadJson(dir.path() + "/2.json");
@@ -528,6 +536,44 @@ TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
   EXPECT_EQ(b.out.find("rank 0 of 2"), b.out.rfind("rank 0 of 2"));
 }
 
+// Ranks started with different flags (an MPMD launch) or OpenBLAS thread
+// counts would hang, crash in MPI or train other numbers: refused, naming
+// the setting, exit 2; a budget may differ.
+TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> rank = TinyTrain(dir.path());
+  rank.erase(rank.begin());  // "train", given per rank below
+  rank.push_back("--distributed");
+  // Rank 0's flags, then rank 1's with `change`, each with its threads.
+  auto mpmd = [&](const std::string& change, int threads0, int threads1) {
+    std::vector<std::string> args = {
+        "-np",      "1",
+        "-x",       "OPENBLAS_NUM_THREADS=" + std::to_string(threads0),
+        STRATA_CLI, "train"};
+    args.insert(args.end(), rank.begin(), rank.end());
+    args.insert(args.end(), {":", "-np", "1", "-x",
+                             "OPENBLAS_NUM_THREADS=" + std::to_string(threads1),
+                             STRATA_CLI, "train"});
+    args.insert(args.end(), rank.begin(), rank.end());
+    args.push_back(change);
+    return RunShell(Mpirun(), args);
+  };
+  const Result width = mpmd("--width=33", 1, 1);
+  EXPECT_EQ(width.rc, 2) << width.err;
+  EXPECT_NE(width.err.find("rank 1 runs with --width=33, rank 0 with "
+                           "--width=32"),
+            std::string::npos)
+      << width.err;
+  const Result threads = mpmd("--seed=1", 1, 2);
+  EXPECT_EQ(threads.rc, 2) << threads.err;
+  EXPECT_NE(threads.err.find("OPENBLAS_NUM_THREADS=2"), std::string::npos)
+      << threads.err;
+  const Result budget = mpmd("--nvme-budget=32MiB", 1, 1);
+  EXPECT_EQ(budget.rc, 0) << budget.err;
+}
+
 TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--distributed"}, "--model=mlp"},
@@ -536,6 +582,7 @@ TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
       {{"--distributed", "--model=mlp", "--resident"}, "--resident"},
       {{"--distributed", "--model=mlp", "--collective-timeout=0"},
        "--collective-timeout"},
+      {{"--model=mlp", "--collective-timeout=5"}, "add --distributed"},
   };
   for (const auto& [flags, named] : cases) {
     std::vector<std::string> args = {"train"};
