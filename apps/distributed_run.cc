@@ -11,6 +11,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "apps/command_table.h"
 #include "apps/store_flags.h"
@@ -67,7 +68,10 @@ bool DistributedRun::Requested() { return absl::GetFlag(FLAGS_distributed); }
 
 absl::Status DistributedRun::CheckFlags() {
   if (!Requested()) {
-    if (FlagGiven("collective_timeout")) {
+    // Set to other than its default (a report's --config repeats it).
+    const absl::CommandLineFlag* timeout =
+        absl::FindCommandLineFlag("collective_timeout");
+    if (timeout->CurrentValue() != timeout->DefaultValue()) {
       return absl::InvalidArgumentError(
           "--collective-timeout is for a --distributed run: add "
           "--distributed or drop it");
