@@ -58,6 +58,13 @@ struct RankNumbers {
   uint64_t bytes_sent;
 };
 
+// The byte offsets of `ranks` contributions of `bytes` each.
+std::vector<uint64_t> EqualOffsets(int ranks, uint64_t bytes) {
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks; ++r) offsets.push_back(r * bytes);
+  return offsets;
+}
+
 }  // namespace
 
 int DistributedRun::LaunchRank() {
@@ -169,24 +176,26 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
   return absl::OkStatus();
 }
 
+absl::Status DistributedRun::AllGather(const void* mine, void* all,
+                                       std::span<const uint64_t> offsets,
+                                       const std::string& what) const {
+  STRATA_ASSIGN_OR_RETURN(train::Collectives::Request request,
+                          collectives_->StartAllGather(
+                              mine, all, offsets, "the all-gather of " + what));
+  return collectives_->Wait(request);
+}
+
 absl::StatusOr<std::vector<std::string>> DistributedRun::GatherStrings(
     const std::string& mine, const std::string& what) const {
   const uint64_t size = mine.size();
   std::vector<uint64_t> sizes(ranks());
-  std::vector<uint64_t> offsets;
-  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(uint64_t));
-  STRATA_ASSIGN_OR_RETURN(
-      train::Collectives::Request request,
-      collectives_->StartAllGather(&size, sizes.data(), offsets,
-                                   "the all-gather of the sizes of " + what));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
-  offsets.assign(1, 0);
+  STRATA_RETURN_IF_ERROR(AllGather(&size, sizes.data(),
+                                   EqualOffsets(ranks(), sizeof(size)),
+                                   "the sizes of " + what));
+  std::vector<uint64_t> offsets = {0};
   for (const uint64_t n : sizes) offsets.push_back(offsets.back() + n);
   std::string joined(offsets.back(), '\0');
-  STRATA_ASSIGN_OR_RETURN(
-      request, collectives_->StartAllGather(mine.data(), joined.data(), offsets,
-                                            "the all-gather of " + what));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
+  STRATA_RETURN_IF_ERROR(AllGather(mine.data(), joined.data(), offsets, what));
   std::vector<std::string> all;
   for (int r = 0; r < ranks(); ++r) {
     all.push_back(joined.substr(offsets[r], offsets[r + 1] - offsets[r]));
@@ -228,13 +237,9 @@ absl::StatusOr<nlohmann::json> DistributedRun::ReportJson(const Stats& st,
   for (int t = 0; t < 3; ++t) mine.peak_bytes[t] = st.tiers[t].peak_used_bytes;
   mine.bytes_sent = bytes_sent;
   std::vector<RankNumbers> all(ranks());
-  std::vector<uint64_t> offsets;
-  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(RankNumbers));
-  STRATA_ASSIGN_OR_RETURN(
-      train::Collectives::Request request,
-      collectives_->StartAllGather(&mine, all.data(), offsets,
-                                   "the all-gather of the ranks' report"));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(request));
+  STRATA_RETURN_IF_ERROR(AllGather(&mine, all.data(),
+                                   EqualOffsets(ranks(), sizeof(mine)),
+                                   "the ranks' report"));
   nlohmann::json per_rank = nlohmann::json::array();
   for (int r = 0; r < ranks(); ++r) {
     const RankNumbers& n = all[r];

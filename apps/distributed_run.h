@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,12 @@ class DistributedRun {
                                             int64_t steps) const;
 
  private:
+  // One all-gather, started and waited for (collective; Collectives::
+  // StartAllGather says what `offsets` are).
+  absl::Status AllGather(const void* mine, void* all,
+                         std::span<const uint64_t> offsets,
+                         const std::string& what) const;
+
   // Every rank's `mine`, in rank order (collective).
   absl::StatusOr<std::vector<std::string>> GatherStrings(
       const std::string& mine, const std::string& what) const;
