@@ -156,7 +156,10 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
   const nlohmann::json first = nlohmann::json::parse(all[0]);
   for (int r = 1; r < ranks(); ++r) {
     const nlohmann::json other = nlohmann::json::parse(all[r]);
-    for (const auto& [key, value] : first.items()) {
+    for (const auto& item : first.items()) {
+      // Named copies, not a structured binding: clang 14 cannot capture one.
+      const std::string key = item.key();
+      const nlohmann::json& value = item.value();
       const nlohmann::json theirs = other.value(key, nlohmann::json());
       if (theirs == value) continue;
       auto setting = [&key](const nlohmann::json& v) {
