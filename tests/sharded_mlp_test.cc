@@ -16,6 +16,7 @@
 #include "tests/train_test_util.h"
 #include "train/collectives.h"
 #include "train/compute.h"
+#include "train/footprint.h"
 #include "train/model.h"
 
 namespace strata::train {
@@ -106,14 +107,14 @@ TrainOptions Job(int accumulate) {
 // `ranks` threads train `job` sharded; rank 0's result (every rank's losses
 // and gathered weights are checked equal to it).
 RunResult TrainSharded(int ranks, const TrainOptions& job, const Dataset& train,
-                       const Dataset& test) {
+                       const Dataset& test,
+                       const Budgets& budgets = Sharded()) {
   auto c = MakeThreadCollectives(ranks, 60.0);
   std::vector<RunResult> runs(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      runs[r] = TrainWith(Sharded(), job, train, test, c[r].get());
-    });
+    threads.emplace_back(
+        [&, r] { runs[r] = TrainWith(budgets, job, train, test, c[r].get()); });
   }
   for (std::thread& t : threads) t.join();
   for (int r = 1; r < ranks; ++r) {
@@ -165,11 +166,41 @@ TEST_F(ShardedMlpTest, ActivationCheckpointingShardsToTheSameBits) {
                  TrainSharded(2, job, train_, test_));
 }
 
+// What one rank must hold on the device: its working set and the slack
+// beside leased copies (footprint.cc's check).
+uint64_t DeviceNeed(const ModelFootprint& f) {
+  return f.device_working_set_bytes + f.largest_device_tensor_bytes;
+}
+
+TEST_F(ShardedMlpTest, ARankTrainsAtTheDeviceBudgetItsFootprintNames) {
+  const TrainOptions job = Job(1);
+  const absl::StatusOr<ModelFootprint> whole = ComputeFootprint(job.model);
+  const absl::StatusOr<ModelFootprint> two = ComputeFootprint(job.model, 2);
+  const absl::StatusOr<ModelFootprint> four = ComputeFootprint(job.model, 4);
+  ASSERT_TRUE(whole.ok() && two.ok() && four.ok());
+  // A rank's state shrinks with the ranks; its device need does not (the
+  // gather slots hold whole layers), but it is the slots and one layer's
+  // activations, not an unsharded layer's working set on top of the slots.
+  EXPECT_LT(four->state_bytes(), two->state_bytes());
+  EXPECT_LT(two->state_bytes(), whole->state_bytes());
+  EXPECT_EQ(DeviceNeed(*four), DeviceNeed(*two));
+  EXPECT_LT(DeviceNeed(*two),
+            whole->device_working_set_bytes + two->gather_slot_bytes);
+  Budgets at_need = Sharded();
+  at_need.device = DeviceNeed(*two);
+  const RunResult run = TrainSharded(2, job, train_, test_, at_need);
+  ASSERT_EQ(run.result.losses.size(), 6u);
+  // Within the budget, and above the slots alone: the need is not loose.
+  EXPECT_LE(run.stats.tiers[0].peak_used_bytes, at_need.device);
+  EXPECT_GT(run.stats.tiers[0].peak_used_bytes, two->gather_slot_bytes);
+}
+
 class ShardedRefusalTest : public ::testing::Test {
  protected:
-  absl::Status Create(const ModelConfig& config, Collectives* c) {
+  absl::Status Create(const ModelConfig& config, Collectives* c,
+                      uint64_t device_bytes = kMiB) {
     auto store = Store::Open(::strata::testing::SmallStoreOptions(
-        dir_.path(), kMiB, kMiB, 16 * kMiB));
+        dir_.path(), device_bytes, kMiB, 16 * kMiB));
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
     auto model = Mlp::Create(store_.get(), compute_.get(), config, c);
@@ -193,6 +224,17 @@ TEST_F(ShardedRefusalTest, SixteenBitAndTooManyRanksAreRefused) {
   s = Create(config, c[0].get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("at most 4 ranks"));
+}
+
+TEST_F(ShardedRefusalTest, ADeviceBudgetAGranuleShortIsRefusedNamingTheSlots) {
+  auto c = MakeThreadCollectives(2, 1.0);
+  const ModelConfig config = ::strata::testing::SmallJob().model;
+  const absl::StatusOr<ModelFootprint> f = ComputeFootprint(config, 2);
+  ASSERT_TRUE(f.ok());
+  const absl::Status s = Create(config, c[0].get(), DeviceNeed(*f) - 256);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("the gather slots"));
+  EXPECT_THAT(s.message(), HasSubstr("--device-budget"));
 }
 
 TEST_F(ShardedRefusalTest, ARankThatNeverArrivesTimesOutNamingTheGather) {

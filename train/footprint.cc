@@ -71,11 +71,40 @@ absl::Status CheckConfig(const ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// One rank of a sharded run (model_sharding.cc) also holds two device-home
+// gather slots, each the largest layer's full weight and bias and their
+// gradients, leased for the whole pass: beside every operation's leases,
+// the optimizer's too (it updates a shard as soon as its gradient arrives).
+// Nothing else of a layer's is leased on the device, so the slack beside
+// leases is one activation (or, with the optimizer there, one shard).
+void AddGatherSlots(const ModelConfig& c, uint64_t slots_bytes,
+                    uint64_t largest_activation, ModelFootprint* f) {
+  f->gather_slot_bytes = slots_bytes;
+  f->device_working_set_bytes += slots_bytes;
+  f->largest_device_tensor_bytes = largest_activation;
+  f->streamed_optimizer_bytes = 0;  // a sharded rank never streams
+  if (c.optimizer_tier == Tier::kDevice) {
+    f->optimizer_working_set_bytes += slots_bytes;
+    f->largest_device_tensor_bytes = f->largest_tensor_bytes;
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c,
+                                                int sharded_ranks) {
   STRATA_RETURN_IF_ERROR(CheckConfig(c));
+  if (sharded_ranks < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d ranks: must be 0 (unsharded) or more", sharded_ranks));
+  }
   ModelFootprint f;
+  const bool sharded = sharded_ranks > 0;
+  // A rank's largest shard of e elements (ShardOffsets: 1/N rounded up).
+  auto shard = [n = uint64_t(std::max(sharded_ranks, 1))](uint64_t e) {
+    return (e + n - 1) / n;
+  };
+  uint64_t slot = 0;  // sharded: one gather slot's weight and bias
   const uint64_t batch = c.batch;
   const uint64_t micro = c.accumulate;
   const bool keep_z = c.checkpoint == ActivationCheckpointing::kNone;
@@ -90,8 +119,11 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   for (size_t l = 0; l < shapes.size(); ++l) {
     const auto [in, out] = shapes[l];
     const bool hidden = l + 1 < shapes.size();
-    const uint64_t w = in * out * kF, b = out * kF;
-    const uint64_t w16 = in * out * pb, b16 = out * pb;  // w, b when fp32
+    // This rank's shard when sharded (the whole tensor otherwise).
+    const uint64_t we = shard(in * out), be = shard(out);
+    const uint64_t w = we * kF, b = be * kF;
+    const uint64_t w16 = we * pb, b16 = be * pb;  // w, b when fp32
+    slot = std::max(slot, RoundUp(in * out * kF, g) + RoundUp(out * kF, g));
     f.parameter_bytes += w16 + b16;
     f.gradient_bytes += w + b + (mixed ? w16 + b16 : 0);
     f.optimizer_bytes += (mixed ? 3 : 2) * (w + b);
@@ -105,8 +137,11 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
     // (model.cc) for this layer.
     const uint64_t x_b = RoundUp(batch * in * kF, g);
     const uint64_t y_b = RoundUp(y, g);
-    const uint64_t params = RoundUp(w16, g) + RoundUp(b16, g);
-    const uint64_t grads = RoundUp(w, g) + RoundUp(b, g) + (mixed ? params : 0);
+    // Sharded, a layer computes on the gather slots, leased for the whole
+    // pass (added below), not on leases of its own parameters.
+    const uint64_t params = sharded ? 0 : RoundUp(w16, g) + RoundUp(b16, g);
+    const uint64_t grads =
+        sharded ? 0 : RoundUp(w, g) + RoundUp(b, g) + (mixed ? params : 0);
     const uint64_t dy = hidden ? dact : RoundUp(batch * c.classes * kF, g);
     const uint64_t dx = l > 0 ? dact : 0;
     const uint64_t forward = x_b + params + (hidden && keep_z ? 2 : 1) * y_b;
@@ -120,7 +155,7 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
     // Weight, gradient and one part of each moment; mixed: the 16-bit
     // gradient and the 16-bit weight it writes, and a part of the moments
     // and master weights. Streamed (host only): a part of everything.
-    const uint64_t part = std::min<uint64_t>(in * out, kOptimizerPartElements);
+    const uint64_t part = std::min<uint64_t>(we, kOptimizerPartElements);
     const uint64_t p32 = RoundUp(part * kF, kHostGranule);
     const uint64_t p16 = RoundUp(part * pb, kHostGranule);
     const uint64_t update =
@@ -140,8 +175,11 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c) {
   const uint64_t loss = 2 * RoundUp(batch * c.classes * kF, g) +
                         RoundUp(batch * sizeof(int32_t), g);
   f.device_working_set_bytes = std::max(f.device_working_set_bytes, loss);
-  f.largest_tensor_bytes = std::max(
-      {f.largest_tensor_bytes, batch * widest * kF, batch * c.inputs * kF});
+  const uint64_t largest_activation =
+      std::max(batch * widest, batch * c.inputs) * kF;
+  f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, largest_activation);
+  // Two slots of parameters and gradients.
+  if (sharded) AddGatherSlots(c, 2 * 2 * slot, largest_activation, &f);
   return f;
 }
 
@@ -209,7 +247,10 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
                           const ModelFootprint& f) {
   uint64_t device = f.device_working_set_bytes;
   const char* what =
-      "one layer's working set (input, weights, gradients, outputs)";
+      f.gather_slot_bytes > 0
+          ? "the gather slots (the largest layer's full weights and "
+            "gradients, twice) and one layer's inputs and outputs"
+          : "one layer's working set (input, weights, gradients, outputs)";
   if (config.optimizer_tier == Tier::kDevice &&
       f.optimizer_working_set_bytes > device) {
     device = f.optimizer_working_set_bytes;
@@ -217,8 +258,8 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
         "the optimizer's working set (a weight, its gradient, two Adam "
         "moments)";
   }
-  STRATA_RETURN_IF_ERROR(
-      CheckTier(stats, Tier::kDevice, device, config, f, what));
+  STRATA_RETURN_IF_ERROR(CheckTier(stats, Tier::kDevice, device, config, f,
+                                   what, f.largest_device_tensor_bytes));
   if (config.optimizer_tier == Tier::kHost) {
     // The smaller need names what to raise: the streamed one where parts
     // help.

@@ -42,6 +42,9 @@ struct ModelFootprint {
   uint64_t largest_tensor_bytes = 0;
   // The largest tensor leased on the device (0: largest_tensor_bytes).
   uint64_t largest_device_tensor_bytes = 0;
+  // One rank of a sharded run: the two gather slots (the largest layer's
+  // full parameters and gradients, each), part of the device working set.
+  uint64_t gather_slot_bytes = 0;
   uint64_t state_bytes() const {  // weights, gradients, Adam moments
     return parameter_bytes + gradient_bytes + optimizer_bytes;
   }
@@ -52,8 +55,12 @@ struct ModelFootprint {
 
 // The footprint of `config` without creating anything. InvalidArgument for
 // sizes that make no sense (zero or negative, depth < 1, > 1e9 elements in a
-// tensor).
-absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config);
+// tensor). `sharded_ranks` > 0: one rank of a run sharded over that many
+// ranks (model_sharding.cc): the largest shard of every parameter, gradient
+// and moment, and a device working set of the gather slots plus one layer's
+// activations (ZeRO-3: a layer's full parameters exist only while it runs).
+absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& config,
+                                                int sharded_ranks = 0);
 
 // OK when the tiers in `stats` can run a model of footprint `f`: the device
 // (and the optimizer's tier, and in unified memory the host) hold their

@@ -53,10 +53,11 @@ Mlp::~Mlp() {
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
                                                  const ModelConfig& config,
                                                  Collectives* collectives) {
-  STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint, ComputeFootprint(config));
+  STRATA_ASSIGN_OR_RETURN(
+      ModelFootprint footprint,
+      ComputeFootprint(config, collectives ? collectives->size() : 0));
   if (collectives != nullptr) {
     STRATA_RETURN_IF_ERROR(CheckShardable(config, *compute, *collectives));
-    footprint = ShardFootprint(footprint, config, collectives->size());
   }
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));

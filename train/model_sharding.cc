@@ -76,23 +76,6 @@ absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
   return absl::OkStatus();
 }
 
-ModelFootprint ShardFootprint(ModelFootprint f, const ModelConfig& config,
-                              int ranks) {
-  uint64_t largest_w = 0, largest_b = 0;
-  for (const auto& [in, out] : LayerShapes(config)) {
-    largest_w = std::max<uint64_t>(largest_w, in * out);
-    largest_b = std::max<uint64_t>(largest_b, out);
-  }
-  // A rank holds the largest shard of each tensor at most: 1/N rounded up.
-  auto shard = [ranks](uint64_t bytes) { return (bytes + ranks - 1) / ranks; };
-  f.parameter_bytes = shard(f.parameter_bytes);
-  f.gradient_bytes = shard(f.gradient_bytes);
-  f.optimizer_bytes = shard(f.optimizer_bytes);
-  // Two slots of gathered parameters and full gradients, leased for a pass.
-  f.device_working_set_bytes += 2 * 2 * (largest_w + largest_b) * kF;
-  return f;
-}
-
 std::pair<int64_t, int64_t> Mlp::Shard(int64_t n) const {
   const int64_t first = n * rank() / ranks();
   return {first, n * (rank() + 1) / ranks() - first};

@@ -20,12 +20,6 @@ struct ModelConfig;  // model.h
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
                             const Collectives& collectives);
 
-// One rank's footprint from the unsharded one: a ranks-th of the
-// parameters, gradients and moments (rounded up), and the device working
-// set grown by the two gather slots' parameters and full gradients.
-ModelFootprint ShardFootprint(ModelFootprint f, const ModelConfig& config,
-                              int ranks);
-
 }  // namespace strata::train
 
 #endif  // STRATA_TRAIN_MODEL_SHARDING_H_
