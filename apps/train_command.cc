@@ -487,10 +487,13 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
       st0.device_backend, st0.device_memory, compute->name());
   if (dist) {
     absl::PrintF(
-        "strata train: --distributed: %d ranks over %s, each holding 1/%d "
-        "of the parameters, gradients and Adam states and training --batch "
-        "x --accumulate of every step's %d samples\n",
-        ranks, dist->collectives()->name(), ranks,
+        "strata train: --distributed: %s over %s, %s of the parameters, "
+        "gradients and Adam states and training --batch x --accumulate of "
+        "every step's %d samples\n",
+        ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
+        dist->collectives()->name(),
+        ranks == 1 ? "holding all"
+                   : absl::StrFormat("each holding 1/%d", ranks),
         t.model.batch * t.model.accumulate * ranks);
   }
   std::fflush(stdout);

@@ -253,7 +253,9 @@ TEST_F(ShardedRefusalTest, ARankThatNeverArrivesTimesOutNamingTheGather) {
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(step.status().message(),
-              HasSubstr("all-gather of layer0.weight"));
+              HasSubstr("rank 0 waited 0.3 s for the all-gather of "
+                        "layer0.weight from every other rank"));
+  EXPECT_THAT(step.status().message(), HasSubstr("--collective-timeout"));
   // The ranks' shards may now be out of step: every later step is refused.
   const absl::Status again =
       model_->TrainStep(data.images.data(), data.labels.data(), 32).status();

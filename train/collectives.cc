@@ -162,10 +162,7 @@ class ThreadHub {
     return true;
   }
   absl::Status TimedOut(int rank, const std::string& what, int peer) const {
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "rank %d waited %.0f s for %s%s: a rank has stopped or is stuck", rank,
-        timeout_, what,
-        peer >= 0 ? absl::StrFormat(" from rank %d", peer) : ""));
+    return CollectiveTimeout(rank, timeout_, what, peer);
   }
 
   const int ranks_;
@@ -265,6 +262,16 @@ class ThreadCollectives final : public Collectives {
 };
 
 }  // namespace
+
+absl::Status CollectiveTimeout(int rank, double timeout_seconds,
+                               const std::string& what, int peer) {
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "rank %d waited %g s for %s from %s: a rank has stopped or is stuck; "
+      "if one is only slow (a long NVMe read, a loaded machine), raise "
+      "--collective-timeout",
+      rank, timeout_seconds, what,
+      peer >= 0 ? absl::StrFormat("rank %d", peer) : "every other rank"));
+}
 
 std::unique_ptr<Collectives> MakeLocalCollectives() {
   return std::make_unique<LocalCollectives>();

@@ -80,6 +80,12 @@ class Collectives {
   virtual uint64_t bytes_sent() const = 0;
 };
 
+// What a wait that ran out of time returns, the same from every transport:
+// DeadlineExceeded naming the waiting rank, the operation, the peer waited
+// for (-1: an all-gather, every other rank) and --collective-timeout.
+absl::Status CollectiveTimeout(int rank, double timeout_seconds,
+                               const std::string& what, int peer);
+
 // One rank alone: all-gathers copy, sends and receives have no peer
 // (InvalidArgument).
 std::unique_ptr<Collectives> MakeLocalCollectives();

@@ -70,8 +70,9 @@ absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
   if (narrowest < collectives.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d ranks, but a layer has only %d outputs: every rank needs a shard "
-        "of every bias (use at most %d ranks)",
-        collectives.size(), narrowest, narrowest));
+        "of every bias (use at most %d ranks%s)",
+        collectives.size(), narrowest, narrowest,
+        config.width < config.classes ? ", or raise --width" : ""));
   }
   return absl::OkStatus();
 }

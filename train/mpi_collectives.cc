@@ -146,10 +146,7 @@ class MpiCollectives final : public Collectives {
       if (rc != MPI_SUCCESS) return MpiError(rc, p.what);
       if (done) break;
       if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrFormat(
-            "rank %d waited %.0f s for %s%s: a rank has stopped or is stuck",
-            rank_, timeout_, p.what,
-            p.peer >= 0 ? absl::StrFormat(" (rank %d)", p.peer) : ""));
+        return CollectiveTimeout(rank_, timeout_, p.what, p.peer);
       }
       // Polling, not spinning: the other ranks share this machine's cores.
       std::this_thread::sleep_for(std::chrono::microseconds(20));
