@@ -19,12 +19,11 @@
 #include "strata/status.h"
 #include "train/host_pool.h"
 
-ABSL_DECLARE_FLAG(std::string, precision);  // precision_flags.cc
-
 ABSL_FLAG(bool, distributed, false,
           "Run as one rank of a sharded data-parallel job launched by "
           "mpirun (ZeRO-3 style: each rank holds 1/N of the parameters, "
-          "gradients and Adam states; the MLP, fp32, simulated device). "
+          "gradients and Adam states; the MLP in fp32, bf16 or fp16, on the "
+          "simulated device). "
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
@@ -106,16 +105,13 @@ absl::Status DistributedRun::CheckFlags() {
   auto refuse = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--distributed does not take %s yet (sharded training is built for "
-        "the fp32 MLP); drop it or run without --distributed",
+        "the MLP); drop it or run without --distributed",
         what));
   };
   if (absl::GetFlag(FLAGS_model) != "mlp") {
     return absl::InvalidArgumentError(
         "--distributed trains the MLP only so far (sharding the GPT is not "
         "built): add --model=mlp");
-  }
-  if (absl::GetFlag(FLAGS_precision) != "fp32") {
-    return refuse("--precision=" + absl::GetFlag(FLAGS_precision));
   }
   for (const char* flag : {"save_dir", "resume"}) {
     if (FlagGiven(flag)) {

@@ -26,7 +26,7 @@ class DistributedRun {
 
   // Before MPI starts, the same on every rank, with or without
   // --distributed: InvalidArgument for a flag a sharded run does not take
-  // (--model=gpt, --precision other than fp32, --save-dir, --resume,
+  // (--model=gpt, --save-dir, --resume,
   // --resident, a --collective-timeout <= 0) and for --collective-timeout
   // without --distributed. Mutes this process's stdout unless it is rank 0
   // (the launcher's rank variable), so the run prints once. Says on stderr

@@ -536,6 +536,34 @@ TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
   EXPECT_EQ(b.out.find("rank 0 of 2"), b.out.rfind("rank 0 of 2"));
 }
 
+TEST(CliDistributedTest, Bf16ShardsMatchOneRankAccumulatingTwoBitwise) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> one = TinyTrain(dir.path());
+  std::replace(one.begin(), one.end(), std::string("--batch=64"),
+               std::string("--batch=16"));
+  std::replace(one.begin(), one.end(), std::string("--device-budget=1MiB"),
+               std::string("--device-budget=2MiB"));
+  one.insert(one.end(), {"--precision=bf16", "--rounding=stochastic"});
+  std::vector<std::string> two = one;
+  one.insert(one.end(), {"--accumulate=2", "--json=" + dir.path() + "/1.json"});
+  two.insert(two.end(), {"--distributed", "--json=" + dir.path() + "/2.json"});
+  const std::string threads = "OPENBLAS_NUM_THREADS=1";
+  const Result a = Strata(one, threads);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const Result b =
+      Strata(two, threads + " " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const nlohmann::json ja = ReadJson(dir.path() + "/1.json");
+  const nlohmann::json jb = ReadJson(dir.path() + "/2.json");
+  ASSERT_EQ(ja["losses"].size(), 3u);
+  EXPECT_EQ(ja["losses"].get<std::vector<double>>(),
+            jb["losses"].get<std::vector<double>>());
+  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
+  EXPECT_EQ(jb["config"]["precision"], "bf16");
+}
+
 // Ranks started with different flags (an MPMD launch) or OpenBLAS thread
 // counts would hang, crash in MPI or train other numbers: refused, naming
 // the setting, exit 2; a budget may differ.
@@ -577,7 +605,6 @@ TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
 TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--distributed"}, "--model=mlp"},
-      {{"--distributed", "--model=mlp", "--precision=bf16"}, "--precision"},
       {{"--distributed", "--model=mlp", "--save-dir=/tmp/x"}, "--save-dir"},
       {{"--distributed", "--model=mlp", "--resident"}, "--resident"},
       {{"--distributed", "--model=mlp", "--collective-timeout=0"},

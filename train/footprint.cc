@@ -123,7 +123,10 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c,
     const uint64_t we = shard(in * out), be = shard(out);
     const uint64_t w = we * kF, b = be * kF;
     const uint64_t w16 = we * pb, b16 = be * pb;  // w, b when fp32
-    slot = std::max(slot, RoundUp(in * out * kF, g) + RoundUp(out * kF, g));
+    // Parameters in their precision, gradient sums in fp32 (the same size
+    // when fp32): a slot's pair of parameters and its pair of gradients.
+    slot = std::max(slot, RoundUp(in * out * pb, g) + RoundUp(out * pb, g) +
+                              RoundUp(in * out * kF, g) + RoundUp(out * kF, g));
     f.parameter_bytes += w16 + b16;
     f.gradient_bytes += w + b + (mixed ? w16 + b16 : 0);
     f.optimizer_bytes += (mixed ? 3 : 2) * (w + b);
@@ -178,8 +181,7 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c,
   const uint64_t largest_activation =
       std::max(batch * widest, batch * c.inputs) * kF;
   f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, largest_activation);
-  // Two slots of parameters and gradients.
-  if (sharded) AddGatherSlots(c, 2 * 2 * slot, largest_activation, &f);
+  if (sharded) AddGatherSlots(c, 2 * slot, largest_activation, &f);
   return f;
 }
 

@@ -116,8 +116,8 @@ absl::Status Mlp::AdamLeased(const AdamParams& p, const OptimizerState& s,
     float* const wp = mixed() ? pg.data(master) : whole.data(w) + part.first;
     uint16_t* const w16 = mixed() ? whole.half(w) + part.first : nullptr;
     STRATA_RETURN_IF_ERROR(UpdatePart(p, wp, pg.data(m), pg.data(v), gp, w16,
-                                      part.first, part.count, tensor,
-                                      on_device));
+                                      s.first_index + part.first, part.count,
+                                      tensor, on_device));
     if (!one) STRATA_RETURN_IF_ERROR(pg.Release());
   }
   return whole.Release();

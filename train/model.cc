@@ -139,6 +139,10 @@ absl::StatusOr<Mlp::Layer> Mlp::CreateLayer(size_t l, int64_t in, int64_t out,
   }
   STRATA_ASSIGN_OR_RETURN(L.sw, CreateOptimizerState(p + "weight", wshape));
   STRATA_ASSIGN_OR_RETURN(L.sb, CreateOptimizerState(p + "bias", bshape));
+  if (sharded()) {
+    L.sw.first_index = Shard(L.out * L.in).first;
+    L.sb.first_index = Shard(L.out).first;
+  }
   // Under checkpointing a hidden layer's pre-activation lives only while
   // backward recomputes and uses it, one micro-batch at a time.
   const int zs = L.hidden && !KeepsPreActivation() ? 1 : micro;
@@ -231,14 +235,13 @@ absl::Status Mlp::InitWeights() {
     const std::vector<float> zeros(L.out, 0.0f);
     if (sharded()) {  // this rank's slice of the same weights
       const auto [first, count] = Shard(L.in * L.out);
-      STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data() + first, count * kF));
-      STRATA_RETURN_IF_ERROR(
-          store_->Write(L.b, zeros.data(), Shard(L.out).second * kF));
-      continue;
+      w.erase(w.begin(), w.begin() + first);
+      w.resize(count);
     }
+    const int64_t out = sharded() ? Shard(L.out).second : L.out;
     if (!mixed()) {
       STRATA_RETURN_IF_ERROR(store_->Write(L.w, w.data(), w.size() * kF));
-      STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), L.out * kF));
+      STRATA_RETURN_IF_ERROR(store_->Write(L.b, zeros.data(), out * kF));
       continue;
     }
     // The master weights are the fp32 values; the parameters their 16-bit
@@ -249,14 +252,14 @@ absl::Status Mlp::InitWeights() {
           L.sw.master[k], w.data() + part.first, part.count * kF));
     }
     STRATA_RETURN_IF_ERROR(
-        store_->Write(L.sb.master[0], zeros.data(), L.out * kF));
+        store_->Write(L.sb.master[0], zeros.data(), out * kF));
     std::vector<uint16_t> half(w.size());
     CastToHalfCpu(config_.precision, {}, w.data(), half.data(), w.size());
     STRATA_RETURN_IF_ERROR(
         store_->Write(L.w, half.data(), half.size() * sizeof(uint16_t)));
-    CastToHalfCpu(config_.precision, {}, zeros.data(), half.data(), L.out);
+    CastToHalfCpu(config_.precision, {}, zeros.data(), half.data(), out);
     STRATA_RETURN_IF_ERROR(
-        store_->Write(L.b, half.data(), L.out * sizeof(uint16_t)));
+        store_->Write(L.b, half.data(), out * sizeof(uint16_t)));
   }
   return absl::OkStatus();
 }
@@ -440,8 +443,13 @@ absl::Status Mlp::CastGradients(const Layer& L, const LeaseGroup& g, int gw,
 
 absl::Status Mlp::FinishMixedStep(const AdamParams& adam) {
   // Every cast added its non-finite results to the count as the gradients
-  // arrived; reading it is the only synchronisation.
-  STRATA_ASSIGN_OR_RETURN(const int64_t nonfinite, compute_->TakeNonFinite());
+  // arrived; reading it is the only synchronisation. Sharded, the ranks
+  // cast their shards now and agree on the sum, so all skip or none.
+  STRATA_ASSIGN_OR_RETURN(int64_t nonfinite, compute_->TakeNonFinite());
+  if (sharded()) {
+    STRATA_ASSIGN_OR_RETURN(const int64_t shards, CastGradientShards());
+    nonfinite += shards;
+  }
   const int64_t step = steps_ + skipped_steps_;
   const bool apply =
       loss_scale_ ? loss_scale_->Update(step, nonfinite) : nonfinite == 0;
@@ -510,7 +518,8 @@ absl::Status Mlp::LinearBackward(int l, int k, TensorId dy_id,
   const int dx = l > 0 ? g.Add(dx_id, Access::kOverwrite) : -1;
   // Mixed: the last micro-batch casts the completed sums to 16 bits in the
   // same leases, so the fp32 sums never leave the device.
-  const bool cast = mixed() && k + 1 == used_;  // never sharded
+  // Sharded: each rank casts its shard of the chain's total (UpdateShard).
+  const bool cast = mixed() && !sharded() && k + 1 == used_;
   const int gw16 = cast ? g.Add(L.gw16, Access::kOverwrite) : -1;
   const int gb16 = cast ? g.Add(L.gb16, Access::kOverwrite) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());

@@ -215,6 +215,10 @@ class Mlp {
     std::vector<OptimizerPart> parts;
     std::vector<TensorId> m, v;    // Adam's first and second moments
     std::vector<TensorId> master;  // mixed precision: fp32 master weights
+    // The whole tensor's index of the first element (a rank's shard's
+    // offset): what stochastic rounding seeds by, so shards round as the
+    // whole would.
+    int64_t first_index = 0;
   };
   // One Linear layer's tensors.
   struct Layer {
@@ -362,12 +366,18 @@ class Mlp {
   // or, on the last rank, hand each rank its shard; every rank then
   // awaits its shard of the gradients (UpdateShard).
   absl::Status PassGradients(int l);
-  // Waits for layer l's gradient shards and runs Adam on this rank's shard.
+  // Waits for layer l's gradient shards and runs Adam on this rank's shard
+  // (mixed: only waits; FinishMixedStep updates).
   absl::Status UpdateShard(int l, const AdamParams& adam);
+  // Mixed precision, sharded: casts this rank's fp32 gradient shards to 16
+  // bits (as the unsharded model casts the whole sums: the same bits) and
+  // returns every rank's non-finite results, summed.
+  absl::StatusOr<int64_t> CastGradientShards();
   // The step's summed loss over every rank's micro-batches, in global
   // order (rank-major): the one-rank run's sum.
   absl::StatusOr<LossResult> GatherLoss(const std::vector<LossResult>& mine);
-  // The fp32 weights of layer `layer`, all-gathered (ReadWeights, sharded).
+  // The fp32 weights (mixed: master weights) of layer `layer`, all-gathered
+  // (ReadWeights, sharded).
   absl::Status GatherWeights(int layer, std::vector<float>* out);
   // Whether micro-batch k's LinearBackward adds to the gradients: after
   // the first micro-batch, and on every rank after 0 (onto the chain's sum).

@@ -19,6 +19,14 @@
 // backward longer per extra rank, and the full gradient crosses every link
 // of the chain once (ZeRO-3's ring reduce-scatter sends (N - 1) / N of it
 // per rank, in an order of its own).
+//
+// Mixed precision (bf16, fp16): the shards and the slots' parameters are
+// 16-bit, so gathers move half the bytes; the chain's sums stay fp32 (as the
+// unsharded model's do across micro-batches). Each rank casts its fp32
+// shard of the total to 16 bits, the ranks all-gather their non-finite
+// counts so that all skip a step or none, and each updates its fp32 master
+// shard, stochastic rounding seeded by the whole tensor's element index:
+// the unsharded run's bits again.
 #include "train/model_sharding.h"
 
 #include <algorithm>
@@ -26,7 +34,9 @@
 
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
+#include "train/half_cast.h"
 #include "train/model.h"
+#include "train/precision.h"
 
 namespace strata::train {
 namespace {
@@ -38,10 +48,10 @@ constexpr uint64_t kF = sizeof(float);
 enum TagKind { kPartialW, kPartialB, kShardW, kShardB, kTagKinds };
 int Tag(int layer, TagKind kind) { return layer * kTagKinds + kind; }
 
-// ShardOffsets in bytes of float.
-std::vector<uint64_t> ByteOffsets(int64_t n, int ranks) {
+// ShardOffsets in bytes of `element` bytes each.
+std::vector<uint64_t> ByteOffsets(int64_t n, int ranks, uint64_t element = kF) {
   std::vector<uint64_t> bytes;
-  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * kF);
+  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * element);
   return bytes;
 }
 
@@ -56,11 +66,6 @@ absl::Status WaitAll(Collectives& c, std::vector<Collectives::Request>& rs) {
 
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
                             const Collectives& collectives) {
-  if (config.precision != Precision::kFp32) {
-    return absl::InvalidArgumentError(
-        "--distributed trains in fp32 so far: drop --precision (16-bit "
-        "shards are not built yet)");
-  }
   if (compute.stream() != nullptr) {
     return absl::FailedPreconditionError(
         "--distributed runs over MPI on the simulated device; on a CUDA GPU "
@@ -90,16 +95,19 @@ absl::Status Mlp::CreateSlots() {
   }
   using K = TensorKind;
   const DType f32 = DType::kFloat32;
+  // Mixed: 16-bit parameters gathered, the chain's sums in fp32 (a 16-bit
+  // running sum would round where the unsharded model's does not).
+  const DType param = ParameterDType(config_.precision);
   for (int s = 0; s < 2; ++s) {
     Slot& slot = slots_[s];
-    auto make = [&](const char* what, K kind, int64_t n) {
-      return CreateTensor(absl::StrFormat("gather%d.%s", s, what), kind, f32,
+    auto make = [&](const char* what, K kind, DType dtype, int64_t n) {
+      return CreateTensor(absl::StrFormat("gather%d.%s", s, what), kind, dtype,
                           {n}, Tier::kDevice);
     };
-    STRATA_ASSIGN_OR_RETURN(slot.w, make("weight", K::kParameter, w));
-    STRATA_ASSIGN_OR_RETURN(slot.b, make("bias", K::kParameter, b));
-    STRATA_ASSIGN_OR_RETURN(slot.gw, make("weight.grad", K::kGradient, w));
-    STRATA_ASSIGN_OR_RETURN(slot.gb, make("bias.grad", K::kGradient, b));
+    STRATA_ASSIGN_OR_RETURN(slot.w, make("weight", K::kParameter, param, w));
+    STRATA_ASSIGN_OR_RETURN(slot.b, make("bias", K::kParameter, param, b));
+    STRATA_ASSIGN_OR_RETURN(slot.gw, make("weight.grad", K::kGradient, f32, w));
+    STRATA_ASSIGN_OR_RETURN(slot.gb, make("bias.grad", K::kGradient, f32, b));
   }
   updates_.resize(layers_.size());
   return absl::OkStatus();
@@ -176,18 +184,19 @@ absl::Status Mlp::StartGather(int l) {
   const int b = slot.gather_sources->Add(L.b, Access::kRead);
   STRATA_RETURN_IF_ERROR(slot.gather_sources->Acquire());
   const int s = l % 2;
+  const uint64_t e = PrecisionBytes(config_.precision);  // of a parameter
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request rw,
       collectives_->StartAllGather(
           slot.gather_sources->data(w), SlotData(s, kSlotW),
-          ByteOffsets(L.in * L.out, ranks()),
+          ByteOffsets(L.in * L.out, ranks(), e),
           absl::StrFormat("the all-gather of layer%d.weight", l)));
   slot.gathering.push_back(rw);
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request rb,
       collectives_->StartAllGather(
           slot.gather_sources->data(b), SlotData(s, kSlotB),
-          ByteOffsets(L.out, ranks()),
+          ByteOffsets(L.out, ranks(), e),
           absl::StrFormat("the all-gather of layer%d.bias", l)));
   slot.gathering.push_back(rb);
   slot.layer = l;
@@ -282,9 +291,41 @@ absl::Status Mlp::UpdateShard(int l, const AdamParams& adam) {
     STRATA_RETURN_IF_ERROR(u.targets->Release());
     u.targets.reset();
   }
+  if (mixed()) return absl::OkStatus();  // FinishMixedStep: all or none
   const Layer& L = layers_[l];
   STRATA_RETURN_IF_ERROR(AdamOn(adam, L.sw, L.gw, L.w, 0));
   return AdamOn(adam, L.sb, L.gb, L.b, 0);
+}
+
+absl::StatusOr<int64_t> Mlp::CastGradientShards() {
+  int64_t mine = 0;
+  for (const Layer& L : layers_) {
+    LeaseGroup g(store_, Tier::kHost, /*stream=*/nullptr, &created_);
+    const int gw = g.Add(L.gw, Access::kRead);
+    const int gb = g.Add(L.gb, Access::kRead);
+    const int gw16 = g.Add(L.gw16, Access::kOverwrite);
+    const int gb16 = g.Add(L.gb16, Access::kOverwrite);
+    STRATA_RETURN_IF_ERROR(g.Acquire());
+    // Round to nearest, as CastGradients: the same bits as the whole sum's.
+    mine += CastToHalfCpu(config_.precision, {}, g.data(gw), g.half(gw16),
+                          Shard(L.in * L.out).second);
+    mine += CastToHalfCpu(config_.precision, {}, g.data(gb), g.half(gb16),
+                          Shard(L.out).second);
+    STRATA_RETURN_IF_ERROR(g.Release());
+    STRATA_RETURN_IF_ERROR(store_->Discard(L.gw));
+    STRATA_RETURN_IF_ERROR(store_->Discard(L.gb));
+  }
+  std::vector<int64_t> all(ranks());
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(mine));
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives::Request r,
+      collectives_->StartAllGather(&mine, all.data(), offsets,
+                                   "the all-gather of non-finite gradients"));
+  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
+  int64_t sum = 0;
+  for (int64_t n : all) sum += n;
+  return sum;
 }
 
 absl::StatusOr<LossResult> Mlp::GatherLoss(
@@ -310,16 +351,23 @@ absl::StatusOr<LossResult> Mlp::GatherLoss(
 
 absl::Status Mlp::GatherWeights(int layer, std::vector<float>* out) {
   const Layer& L = layers_[layer];
-  LeaseGroup g(store_, Tier::kHost, /*stream=*/nullptr, &created_);
-  const int w = g.Add(L.w, Access::kRead);
-  STRATA_RETURN_IF_ERROR(g.Acquire());
+  // This rank's fp32 shard: the weight, or under mixed precision its master
+  // weights' parts.
+  std::vector<float> mine(Shard(L.in * L.out).second);
+  if (!mixed()) {
+    STRATA_RETURN_IF_ERROR(store_->Read(L.w, mine.data(), mine.size() * kF));
+  }
+  for (size_t k = 0; mixed() && k < L.sw.parts.size(); ++k) {
+    const OptimizerPart& part = L.sw.parts[k];
+    STRATA_RETURN_IF_ERROR(store_->Read(
+        L.sw.master[k], mine.data() + part.first, part.count * kF));
+  }
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request r,
       collectives_->StartAllGather(
-          g.data(w), out->data(), ByteOffsets(L.in * L.out, ranks()),
+          mine.data(), out->data(), ByteOffsets(L.in * L.out, ranks()),
           absl::StrFormat("the all-gather of layer%d.weight", layer)));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
-  return g.Release();
+  return collectives_->Wait(r);
 }
 
 }  // namespace strata::train

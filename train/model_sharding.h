@@ -13,8 +13,8 @@ namespace strata::train {
 struct ModelConfig;  // model.h
 
 // OK when `config` can be sharded over `collectives`' ranks on `compute`:
-// InvalidArgument for 16-bit precision (not built yet) or a layer with
-// fewer outputs than ranks (a rank would hold no shard of its bias);
+// InvalidArgument for a layer with fewer outputs than ranks (a rank would
+// hold no shard of its bias);
 // FailedPrecondition on a CUDA compute (the MPI path moves host memory;
 // GPUs need NCCL).
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
