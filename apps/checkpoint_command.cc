@@ -41,12 +41,14 @@ ABSL_FLAG(std::string, safetensors, "",
 
 namespace strata {
 
-absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
+absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
+    const std::string& rank_dir) {
   RunCheckpoints r;
-  r.save_.dir = absl::GetFlag(FLAGS_save_dir);
+  r.save_flag_ = r.save_.dir = absl::GetFlag(FLAGS_save_dir);
   r.save_.keep = absl::GetFlag(FLAGS_keep);
   r.every_ = absl::GetFlag(FLAGS_save_every);
-  r.resume_ = absl::GetFlag(FLAGS_resume);
+  r.resume_flag_ = r.resume_ = absl::GetFlag(FLAGS_resume);
+  if (!rank_dir.empty()) STRATA_RETURN_IF_ERROR(r.UseRankDirs(rank_dir));
   if (r.every_ < 0 || r.save_.keep < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1",
@@ -67,6 +69,54 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags() {
     STRATA_RETURN_IF_ERROR(CheckSaveDirIsOurs(r.save_.dir, r.resume_));
   }
   return r;
+}
+
+// A sharded run's rank saves and resumes in its own subdirectory: its
+// tensors are its shards.
+absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
+  if (!save_.dir.empty()) save_.dir += "/" + rank_dir;
+  if (resume_.empty()) return absl::OkStatus();
+  std::error_code error;
+  if (std::filesystem::exists(resume_ + "/manifest.json", error)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume=%s is one checkpoint; a --distributed run resumes from the "
+        "--save-dir its ranks saved into (each rank takes its %s there)",
+        resume_flag_, rank_dir));
+  }
+  resume_ += "/" + rank_dir;
+  if (!train::ResolveCheckpoint(resume_).ok()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "--resume=%s holds no checkpoint of this rank (%s): a sharded run "
+        "resumes from the --save-dir of a run with as many ranks",
+        resume_flag_, resume_));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<train::CheckpointRef> RunCheckpoints::ResumeCandidates() const {
+  return resume_.empty() ? std::vector<train::CheckpointRef>{}
+                         : train::ListCheckpoints(resume_);
+}
+
+absl::Status RunCheckpoints::ResumeFrom(const train::CheckpointRef& ref) {
+  resume_ = ref.path;
+  if (save_.dir.empty()) return absl::OkStatus();
+  for (const train::CheckpointRef& newer : train::ListCheckpoints(save_.dir)) {
+    if (newer.step <= ref.step) continue;
+    const std::string aside = newer.path + ".unmatched";
+    if (std::rename(newer.path.c_str(), aside.c_str()) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrFormat("cannot rename %s to %s (move it out of "
+                                 "--save-dir, then resume)",
+                                 newer.path, aside));
+    }
+    std::fputs(absl::StrFormat("strata train: %s is newer than the step "
+                               "every rank saved (%d): renamed %s, kept\n",
+                               newer.path, ref.step, aside)
+                   .c_str(),
+               stderr);
+  }
+  return absl::OkStatus();
 }
 
 // One run saves into a directory at a time: a second would delete the
@@ -188,7 +238,7 @@ std::string RunCheckpoints::ResumeHint() const {
   return absl::StrFormat(
       "the newest checkpoint, %s (step %d), is intact: continue with "
       "--resume=%s once the cause is fixed",
-      there.front().path, there.front().step, save_.dir);
+      there.front().path, there.front().step, save_flag_);
 }
 
 int RunExport(const std::string& checkpoint) {

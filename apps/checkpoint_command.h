@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "strata/store.h"
+#include "train/checkpoint_reader.h"
 #include "train/checkpoint_writer.h"
 #include "train/train_checkpoint.h"
 
@@ -21,10 +22,22 @@ namespace strata {
 class RunCheckpoints {
  public:
   // From the flags; InvalidArgument for --save-every < 0, --keep < 1, or
-  // --save-every without --save-dir.
-  static absl::StatusOr<RunCheckpoints> FromFlags();
+  // --save-every without --save-dir. `rank_dir`: one rank of a sharded run
+  // ("rank-R-of-N"), whose saves go to --save-dir/rank_dir and whose resume
+  // comes from --resume/rank_dir (--resume then names a save dir, not a
+  // step: InvalidArgument).
+  static absl::StatusOr<RunCheckpoints> FromFlags(
+      const std::string& rank_dir = "");
 
   const std::string& resume_path() const { return resume_; }  // "" : fresh
+  // The complete checkpoints --resume offers, newest first.
+  std::vector<train::CheckpointRef> ResumeCandidates() const;
+  // Resumes from `ref`, one of ResumeCandidates, instead of the newest (the
+  // newest step every rank of a sharded run saved). The save dir's
+  // checkpoints newer than it are renamed *.unmatched (kept, never listed),
+  // so that pruning cannot keep them over this run's saves; errno codes
+  // when a rename fails.
+  absl::Status ResumeFrom(const train::CheckpointRef& ref);
   // Records (and prints) what a resume found.
   void Resumed(const train::Resumed& resumed);
 
@@ -45,12 +58,14 @@ class RunCheckpoints {
 
  private:
   RunCheckpoints() = default;
+  absl::Status UseRankDirs(const std::string& rank_dir);
   static absl::Status PrepareSaveDir(const std::string& dir);
   static absl::Status LockSaveDir(const std::string& dir);
   static absl::Status CheckSaveDirIsOurs(const std::string& dir,
                                          const std::string& resume);
 
   train::CheckpointSaveOptions save_;
+  std::string save_flag_, resume_flag_;  // as given (the rank's dirs below)
   int64_t every_ = 0;
   std::string resume_;
   std::vector<train::SavedCheckpoint> saved_;

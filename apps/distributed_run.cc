@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,7 +13,10 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "apps/command_table.h"
 #include "apps/store_flags.h"
 #include "apps/train_flags.h"
@@ -27,7 +31,8 @@ ABSL_FLAG(bool, distributed, false,
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
-          "Example: mpirun -np 2 strata train --model=mlp --distributed");
+          "Example: mpirun -np 2 strata train --model=mlp --distributed "
+          "--device-budget=24MiB");
 ABSL_FLAG(double, collective_timeout, 300,
           "--distributed: seconds a rank waits for another (an all-gather, "
           "a gradient) before the run ends with an error naming the rank "
@@ -68,6 +73,49 @@ std::vector<uint64_t> EqualOffsets(int ranks, uint64_t bytes) {
 
 int DistributedRun::LaunchRank() {
   return LaunchVariable("OMPI_COMM_WORLD_RANK", LaunchVariable("PMI_RANK", 0));
+}
+
+std::string DistributedRun::RankDirName() {
+  const int size =
+      LaunchVariable("OMPI_COMM_WORLD_SIZE", LaunchVariable("PMI_SIZE", 1));
+  return absl::StrFormat("rank-%d-of-%d", LaunchRank(), size);
+}
+
+absl::Status DistributedRun::AgreeOnResume(RunCheckpoints& checkpoints) const {
+  if (RankDirName() != absl::StrFormat("rank-%d-of-%d", rank(), ranks())) {
+    return absl::InternalError(absl::StrFormat(
+        "the launcher's rank variables (%s) disagree with MPI's rank %d of "
+        "%d; launch with Open MPI's mpirun",
+        RankDirName(), rank(), ranks()));
+  }
+  if (checkpoints.resume_path().empty()) return absl::OkStatus();
+  const std::vector<train::CheckpointRef> mine = checkpoints.ResumeCandidates();
+  std::vector<std::string> steps;
+  for (const train::CheckpointRef& c : mine) {
+    steps.push_back(absl::StrCat(c.step));
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      const std::vector<std::string> all,
+      GatherStrings(absl::StrJoin(steps, ","), "the ranks' checkpoints"));
+  // The newest step of this rank's that every rank has (all ranks compute
+  // the same one: each one's list is a part of `all`).
+  for (const train::CheckpointRef& c : mine) {
+    const std::string step = absl::StrCat(c.step);
+    const bool everywhere = std::all_of(all.begin(), all.end(), [&](auto& s) {
+      const std::vector<std::string> theirs = absl::StrSplit(s, ',');
+      return std::find(theirs.begin(), theirs.end(), step) != theirs.end();
+    });
+    if (everywhere) return checkpoints.ResumeFrom(c);
+  }
+  std::vector<std::string> listed;
+  for (int r = 0; r < ranks(); ++r) {
+    listed.push_back(
+        absl::StrFormat("rank %d: %s", r, all[r].empty() ? "none" : all[r]));
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--resume: no step was saved by every rank (%s), so no state of the "
+      "whole model is there; start again without --resume",
+      absl::StrJoin(listed, "; ")));
 }
 
 bool DistributedRun::Requested() { return absl::GetFlag(FLAGS_distributed); }
@@ -112,12 +160,6 @@ absl::Status DistributedRun::CheckFlags() {
     return absl::InvalidArgumentError(
         "--distributed trains the MLP only so far (sharding the GPT is not "
         "built): add --model=mlp");
-  }
-  for (const char* flag : {"save_dir", "resume"}) {
-    if (FlagGiven(flag)) {
-      return refuse(
-          absl::StrFormat("--%s (checkpoints of a sharded run)", Dashed(flag)));
-    }
   }
   if (absl::GetFlag(FLAGS_resident)) return refuse("--resident");
   if (!(absl::GetFlag(FLAGS_collective_timeout) > 0)) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "apps/checkpoint_command.h"
 #include "nlohmann/json.hpp"
 #include "strata/stats.h"
 #include "train/collectives.h"
@@ -26,7 +27,7 @@ class DistributedRun {
 
   // Before MPI starts, the same on every rank, with or without
   // --distributed: InvalidArgument for a flag a sharded run does not take
-  // (--model=gpt, --save-dir, --resume,
+  // (--model=gpt,
   // --resident, a --collective-timeout <= 0) and for --collective-timeout
   // without --distributed. Mutes this process's stdout unless it is rank 0
   // (the launcher's rank variable), so the run prints once. Says on stderr
@@ -37,6 +38,10 @@ class DistributedRun {
   // This process's rank as the launcher names it (OMPI_COMM_WORLD_RANK,
   // PMI_RANK), before MPI starts; 0 outside a launcher.
   static int LaunchRank();
+
+  // "rank-R-of-N" from the launcher's variables, before MPI starts: where
+  // this rank's checkpoints go in --save-dir (RunCheckpoints::FromFlags).
+  static std::string RankDirName();
 
   // Starts MPI and joins the run. FailedPrecondition when strata was built
   // without MPI; Internal for an MPI error.
@@ -59,6 +64,14 @@ class DistributedRun {
   // MPI or train wrong numbers; the tiers' budgets and directories,
   // --data-dir and --collective-timeout may differ.
   absl::Status CheckSameRun(nlohmann::json config, int blas_threads) const;
+
+  // Collective, every rank, after CheckSameRun: points `checkpoints` (made
+  // with RankDirName) at the newest step every rank saved, which after a
+  // crash during a save may be older than a rank's newest. Internal when
+  // the launcher's rank variables are not MPI's; FailedPrecondition, listing
+  // each rank's steps, when no step is everywhere; RunCheckpoints::
+  // ResumeFrom's errors.
+  absl::Status AgreeOnResume(RunCheckpoints& checkpoints) const;
 
   // Ends the whole run after this rank's error (code: the exit code), so
   // no rank waits for one that is gone. Does not return.

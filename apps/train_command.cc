@@ -398,7 +398,8 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
-  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
+      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
   if (!topt.ok() || !sopt.ok()) {
     std::fprintf(
@@ -443,6 +444,9 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
             EffectiveConfig(*FindCommand("train")), blas_threads);
         !same.ok()) {
       return end(FailBeforeRun(same));
+    }
+    if (absl::Status agreed = dist->AgreeOnResume(*checkpoints); !agreed.ok()) {
+      return end(FailBeforeRun(agreed));
     }
   }
   const int ranks = dist ? dist->ranks() : 1;

@@ -109,4 +109,16 @@ std::string AbslUnparseFlag(ByteSize size) {
   return s;
 }
 
+ByteShortfall FormatByteShortfall(uint64_t have, uint64_t need) {
+  ByteShortfall s{FormatByteSize(have), FormatByteSizeAtLeast(need)};
+  const absl::StatusOr<uint64_t> shown_have = ParseByteSize(s.have);
+  const absl::StatusOr<uint64_t> shown_need = ParseByteSize(s.need);
+  if (shown_have.ok() && shown_need.ok() && *shown_have < *shown_need) {
+    return s;
+  }
+  // Rounded down and up, have < need keeps them apart.
+  return {absl::StrFormat("%d KiB", have / 1024),
+          absl::StrFormat("%d KiB", (need + 1023) / 1024)};
+}
+
 }  // namespace strata

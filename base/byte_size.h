@@ -24,6 +24,14 @@ std::string FormatByteSize(uint64_t bytes);
 // back as a flag value, is at least `bytes`: for "raise --x to at least N".
 std::string FormatByteSizeAtLeast(uint64_t bytes);
 
+// For "HAVE is below the NEED needed" (have < need): FormatByteSize(have)
+// and FormatByteSizeAtLeast(need), or both in KiB (rounded down and up)
+// when those would read as enough ("51 MiB" against "51.0 MiB").
+struct ByteShortfall {
+  std::string have, need;
+};
+ByteShortfall FormatByteShortfall(uint64_t have, uint64_t need);
+
 // A flag type: --device-budget=256MiB.
 struct ByteSize {
   uint64_t bytes = 0;

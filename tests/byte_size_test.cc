@@ -52,5 +52,21 @@ TEST(ByteSizeTest, AtLeastRoundsUpSoTheSuggestionSuffices) {
   }
 }
 
+// "HAVE is below the NEED": never two texts that read as enough.
+TEST(ByteSizeTest, ShortfallNeverReadsAsEnough) {
+  const ByteShortfall apart = FormatByteShortfall(16 * kMiB, 20 * kMiB + 1);
+  EXPECT_EQ(apart.have, "16 MiB");
+  EXPECT_EQ(apart.need, "20.1 MiB");
+  // 51.99 MiB would print "52.0 MiB" against a need of "52 MiB": KiB.
+  const ByteShortfall close =
+      FormatByteShortfall(52 * kMiB - 10 * 1024, 52 * kMiB - 5 * 1024);
+  EXPECT_EQ(close.have, "53238 KiB");
+  EXPECT_EQ(close.need, "53243 KiB");
+  const ByteShortfall closer =
+      FormatByteShortfall(52 * kMiB - 1000, 52 * kMiB - 900);
+  EXPECT_EQ(closer.have, "53247 KiB");
+  EXPECT_EQ(closer.need, "53248 KiB");
+}
+
 }  // namespace
 }  // namespace strata

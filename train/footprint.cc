@@ -206,12 +206,12 @@ absl::Status CheckTier(const Stats& stats, Tier tier, uint64_t working_set,
   const uint64_t slack = Slack(config, tier, largest);
   const uint64_t need = working_set + slack;
   if (capacity >= need) return absl::OkStatus();
+  const ByteShortfall shown = FormatByteShortfall(capacity, need);
   return absl::ResourceExhaustedError(absl::StrFormat(
       "%s budget %s is below the %s this model needs there (%s %s%s, plus "
       "%s to place them beside leased copies); raise --%s-budget to at "
       "least %s, or lower %s",
-      TierName(tier), FormatByteSize(capacity), FormatByteSizeAtLeast(need),
-      what, FormatByteSize(working_set),
+      TierName(tier), shown.have, shown.need, what, FormatByteSize(working_set),
       batch_matters ? absl::StrFormat(" at --batch=%d", config.batch) : "",
       FormatByteSize(slack), TierName(tier), FormatByteSizeAtLeast(need),
       batch_matters ? "--width/--batch" : "--width"));
@@ -293,11 +293,14 @@ absl::Status CheckHome(const Stats& stats, const ModelConfig& config,
                        const ModelFootprint& f) {
   const uint64_t home = stats.tiers[int(config.home)].capacity_bytes;
   if (home >= f.total_bytes()) return absl::OkStatus();
+  const ByteShortfall shown = FormatByteShortfall(home, f.total_bytes());
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "the model's tensors need %s on their home tier (%s), which has %s; "
-      "raise --%s-budget or shrink the model",
-      FormatByteSize(f.total_bytes()), TierName(config.home),
-      FormatByteSize(home), TierName(config.home)));
+      "the model's tensors need %s on their home tier (%s), which has %s "
+      "(weights, gradients and Adam moments %s, activations %s); raise "
+      "--%s-budget to at least %s or shrink the model",
+      shown.need, TierName(config.home), shown.have,
+      FormatByteSize(f.state_bytes()), FormatByteSize(f.activation_bytes),
+      TierName(config.home), FormatByteSizeAtLeast(f.total_bytes())));
 }
 
 }  // namespace

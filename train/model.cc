@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
       ModelFootprint footprint,
       ComputeFootprint(config, collectives ? collectives->size() : 0));
   if (collectives != nullptr) {
-    STRATA_RETURN_IF_ERROR(CheckShardable(config, *compute, *collectives));
+    STRATA_RETURN_IF_ERROR(CheckShardable(config, *compute, *collectives,
+                                          store->GetStats().device_memory));
   }
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));

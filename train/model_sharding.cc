@@ -65,7 +65,13 @@ absl::Status WaitAll(Collectives& c, std::vector<Collectives::Request>& rs) {
 }  // namespace
 
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
-                            const Collectives& collectives) {
+                            const Collectives& collectives,
+                            const std::string& device_memory) {
+  if (device_memory != "copies") {
+    return absl::FailedPreconditionError(
+        "--distributed gathers each layer into device memory of its own, "
+        "which unified memory does not have: drop --memory=unified");
+  }
   if (compute.stream() != nullptr) {
     return absl::FailedPreconditionError(
         "--distributed runs over MPI on the simulated device; on a CUDA GPU "

@@ -17,8 +17,11 @@ struct ModelConfig;  // model.h
 // hold no shard of its bias);
 // FailedPrecondition on a CUDA compute (the MPI path moves host memory;
 // GPUs need NCCL).
+// FailedPrecondition also in unified memory (`device_memory` Stats'; the
+// gather slots are device-home tensors, which it does not have).
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
-                            const Collectives& collectives);
+                            const Collectives& collectives,
+                            const std::string& device_memory);
 
 }  // namespace strata::train
 

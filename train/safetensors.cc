@@ -56,6 +56,13 @@ absl::StatusOr<SafetensorsExport> ExportSafetensors(
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
                           CheckpointReader::Open(path));
   const CheckpointManifest& m = reader->manifest();
+  if (m.config.contains("ranks")) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is rank %s's shard of a run sharded over %s ranks: its tensors "
+        "are slices, not the model's; exporting a sharded run is not built "
+        "yet",
+        path, m.config.at("rank"), m.config.at("ranks")));
+  }
   // Insertion order: the header lists the tensors in the data's order.
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"},

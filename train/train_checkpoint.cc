@@ -149,13 +149,30 @@ void AddLossScaleState(const DynamicLossScale::State& ls,
 
 }  // namespace
 
+namespace {
+
+// The configuration of `model`'s checkpoints: a sharded rank's also names
+// its shard ("rank", "ranks"), which a resume must match — its tensors are
+// that rank's slices.
+std::map<std::string, std::string> MlpConfigOf(const Mlp& model,
+                                               const TrainOptions& options) {
+  std::map<std::string, std::string> config = MlpCheckpointConfig(options);
+  if (model.sharded()) {
+    config["rank"] = Dec(int64_t{model.rank()});
+    config["ranks"] = Dec(int64_t{model.ranks()});
+  }
+  return config;
+}
+
+}  // namespace
+
 CheckpointContent MlpCheckpoint(const Mlp& model, const TrainOptions& options,
                                 const StepDone& done) {
   const Mlp::Snapshot snap = model.snapshot();
   CheckpointContent c = {
       .model = "mlp",
       .step = done.step,
-      .config = MlpCheckpointConfig(options),
+      .config = MlpConfigOf(model, options),
       .state = {{"adam_steps", Dec(snap.steps)},
                 {"skipped_steps", Dec(snap.skipped_steps)},
                 {"epoch_loss_sum", Hex(done.epoch_loss_sum)}},
@@ -203,9 +220,9 @@ absl::StatusOr<Resumed> ResumeMlp(const std::string& path, Store& store,
   Resumed resumed;
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<CheckpointReader> reader,
-      OpenAndRestore(path, MlpCheckpointConfig(options),
+      OpenAndRestore(path, MlpConfigOf(model, options),
                      {"model", "inputs", "width", "depth", "classes",
-                      "activation", "precision"},
+                      "activation", "precision", "rank", "ranks"},
                      store, model.StateTensors(), &resumed,
                      // Checkpoints from before mixed precision were fp32.
                      {{"precision", "fp32"}, {"rounding", "nearest"}}));
