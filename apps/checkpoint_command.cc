@@ -235,6 +235,13 @@ std::string RunCheckpoints::ResumeHint() const {
   const std::vector<train::CheckpointRef> there =
       train::ListCheckpoints(save_.dir);
   if (there.empty()) return "";
+  // This run resumed from it and saved nothing: the hint would repeat the
+  // command that just failed.
+  std::error_code error;
+  if (saved_.empty() && !resumed_from_.empty() &&
+      std::filesystem::equivalent(there.front().path, resumed_from_, error)) {
+    return "";
+  }
   return absl::StrFormat(
       "the newest checkpoint, %s (step %d), is intact: continue with "
       "--resume=%s once the cause is fixed",

@@ -53,7 +53,7 @@ class RunCheckpoints {
 
   // For a run that failed: where it can go on from ("the newest checkpoint,
   // DIR/step-N, is intact: continue with --resume=DIR"), or "" when
-  // --save-dir holds none.
+  // --save-dir holds none or the run resumed from that one and saved none.
   std::string ResumeHint() const;
 
  private:

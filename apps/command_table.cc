@@ -161,7 +161,7 @@ std::vector<FlagEntry> ScaleFlags() {
        "Take the host<->device and NVMe bandwidths from a machine profile "
        "`strata bench --profile=FILE` measured (without one: the H200's "
        "pinned copies measured in bench/gpu_check.sh, 53.4/53.7 GB/s, and "
-       "this development machine's NVMe, 4.08/9.8 GB/s)."},
+       "this development machine's NVMe, 3.8/8.0 GB/s)."},
       {"json", kOutput, "FILE"},
       {"config", kOutput, "FILE.json"},
   };
