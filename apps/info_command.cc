@@ -21,6 +21,8 @@ namespace {
 
 // An odd size, so the O_DIRECT rounding is exercised too.
 constexpr uint64_t kRoundTripBytes = 4 * kMiB + 3;
+// What each tier needs for it (the tensor and its allocation granules).
+constexpr uint64_t kRoundTripMinBudget = 5 * kMiB;
 
 std::vector<unsigned char> TestPattern(uint64_t n) {
   std::vector<unsigned char> v(n);
@@ -36,16 +38,15 @@ std::vector<unsigned char> TestPattern(uint64_t n) {
 
 // host -> NVMe (or host only) -> device -> host, comparing the bytes at the
 // end. Returns the seconds it took.
-absl::StatusOr<double> RoundTrip(Store& store, bool has_nvme) {
+absl::StatusOr<double> RoundTrip(Store& store, bool nvme) {
   const absl::Time start = absl::Now();
   STRATA_ASSIGN_OR_RETURN(
-      TensorId id,
-      store.Create({.name = "info-round-trip",
-                    .size_bytes = kRoundTripBytes,
-                    .home = has_nvme ? Tier::kNvme : Tier::kHost}));
+      TensorId id, store.Create({.name = "info-round-trip",
+                                 .size_bytes = kRoundTripBytes,
+                                 .home = nvme ? Tier::kNvme : Tier::kHost}));
   const std::vector<unsigned char> in = TestPattern(kRoundTripBytes);
   STRATA_RETURN_IF_ERROR(store.Write(id, in.data(), in.size()));
-  if (has_nvme) STRATA_RETURN_IF_ERROR(store.Evict(id, Tier::kNvme));
+  if (nvme) STRATA_RETURN_IF_ERROR(store.Evict(id, Tier::kNvme));
   {  // Loads from NVMe through the bounce chunks; the device copy is dirty.
     STRATA_ASSIGN_OR_RETURN(Lease lease,
                             store.Acquire(id, Tier::kDevice, Access::kWrite));
@@ -87,6 +88,24 @@ int RunInfo(const std::string& json_path) {
                  options.status().ToString().c_str());
     return 2;
   }
+  // Bad input, refused before the store is opened (exit 2): the round trip
+  // needs a tensor's room on every tier it crosses.
+  const bool nvme = !options->nvme.directories.empty();
+  for (const auto& [flag, budget] :
+       {std::pair{"--device-budget", options->device.budget_bytes},
+        std::pair{"--host-budget", options->host.budget_bytes},
+        std::pair{"--nvme-budget",
+                  nvme ? options->nvme.budget_bytes : kRoundTripMinBudget}}) {
+    if (budget < kRoundTripMinBudget) {
+      std::fprintf(stderr,
+                   "strata info: %s=%s: the round trip moves a %s tensor "
+                   "through every tier; give each budget at least %s\n",
+                   flag, FormatByteSize(budget).c_str(),
+                   FormatByteSize(kRoundTripBytes).c_str(),
+                   FormatByteSize(kRoundTripMinBudget).c_str());
+      return 2;
+    }
+  }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(*options);
   if (!store.ok()) {
     std::fprintf(stderr, "strata info: cannot open the store: %s\n",
@@ -94,12 +113,11 @@ int RunInfo(const std::string& json_path) {
     return ExitCodeBeforeRun(store.status());
   }
   std::printf("%s", (*store)->DescribeTiers().c_str());
-  const bool has_nvme = !options->nvme.directories.empty();
-  absl::StatusOr<double> seconds = RoundTrip(**store, has_nvme);
+  absl::StatusOr<double> seconds = RoundTrip(**store, nvme);
   if (seconds.ok()) {
     std::printf(
         "round trip: %s host -> %sdevice -> host, bytes match (%.1f ms)\n",
-        FormatByteSize(kRoundTripBytes).c_str(), has_nvme ? "nvme -> " : "",
+        FormatByteSize(kRoundTripBytes).c_str(), nvme ? "nvme -> " : "",
         *seconds * 1e3);
   } else {
     std::printf("round trip: FAILED: %s\n",

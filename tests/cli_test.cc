@@ -209,6 +209,11 @@ TEST(CliErrorTest, BadValuesExit2) {
   EXPECT_EQ(Strata({"train", "--max-steps"}).rc, 2);  // no value
   EXPECT_EQ(Strata({"train", "--noprefetch=1"}).rc, 2);
   EXPECT_EQ(Strata({"info", "extra"}).rc, 2);
+  // A budget the round trip cannot use is refused before the store opens.
+  const Result small = Strata({"info", "--device-budget=4MiB"});
+  EXPECT_EQ(small.rc, 2) << small.err;
+  EXPECT_NE(small.err.find("at least 5 MiB"), std::string::npos) << small.err;
+  EXPECT_EQ(small.out.find("round trip"), std::string::npos) << small.out;
 }
 
 TEST(CliVersionTest, SaysWhatWasBuiltIn) {
