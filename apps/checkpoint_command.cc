@@ -253,8 +253,9 @@ int RunExport(const std::string& checkpoint) {
   if (checkpoint.empty() || out.empty()) {
     std::fputs(
         "strata export: usage: strata export CHECKPOINT --safetensors=FILE "
-        "(CHECKPOINT: a --save-dir, for its newest checkpoint, or one "
-        "step-NNNNNNNN directory)\n",
+        "(CHECKPOINT: a --save-dir, for its newest checkpoint — a sharded "
+        "run's gathers its ranks' slices — or one step-NNNNNNNN "
+        "directory)\n",
         stderr);
     return 2;
   }

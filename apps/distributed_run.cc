@@ -78,11 +78,11 @@ int DistributedRun::LaunchRank() {
 std::string DistributedRun::RankDirName() {
   const int size =
       LaunchVariable("OMPI_COMM_WORLD_SIZE", LaunchVariable("PMI_SIZE", 1));
-  return absl::StrFormat("rank-%d-of-%d", LaunchRank(), size);
+  return train::RankDirName(LaunchRank(), size);
 }
 
 absl::Status DistributedRun::AgreeOnResume(RunCheckpoints& checkpoints) const {
-  if (RankDirName() != absl::StrFormat("rank-%d-of-%d", rank(), ranks())) {
+  if (RankDirName() != train::RankDirName(rank(), ranks())) {
     return absl::InternalError(absl::StrFormat(
         "the launcher's rank variables (%s) disagree with MPI's rank %d of "
         "%d; launch with Open MPI's mpirun",

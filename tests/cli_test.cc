@@ -611,13 +611,28 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   EXPECT_EQ(b["losses"].get<std::vector<double>>(),
             std::vector<double>(all.begin() + 3, all.end()));
   // A rank's checkpoint holds slices: export refuses it, naming the shard.
-  const Result exported =
+  const Result slice =
       Strata({"export", save + "/rank-1-of-2",
-              "--safetensors=" + dir.path() + "/model.safetensors"});
-  EXPECT_EQ(exported.rc, 2) << exported.err;
-  EXPECT_NE(exported.err.find("rank 1's shard of a run sharded over 2"),
+              "--safetensors=" + dir.path() + "/slice.safetensors"});
+  EXPECT_EQ(slice.rc, 2) << slice.err;
+  EXPECT_NE(slice.err.find("rank 1's shard of a run sharded over 2"),
             std::string::npos)
-      << exported.err;
+      << slice.err;
+  // The save dir's export gathers the slices: byte for byte the export of
+  // one rank accumulating two micro-batches for the same six steps.
+  const std::string gathered = dir.path() + "/gathered.safetensors";
+  const Result exported = Strata({"export", save, "--safetensors=" + gathered});
+  ASSERT_EQ(exported.rc, 0) << exported.err;
+  std::vector<std::string> one = TinyTrain(dir.path());
+  std::replace(one.begin(), one.end(), std::string("--max-steps=3"),
+               std::string("--max-steps=6"));
+  one.insert(one.end(),
+             {"--accumulate=2", "--save-dir=" + dir.path() + "/one"});
+  ASSERT_EQ(Strata(one, "OPENBLAS_NUM_THREADS=1").rc, 0);
+  const std::string single = dir.path() + "/one.safetensors";
+  ASSERT_EQ(
+      Strata({"export", dir.path() + "/one", "--safetensors=" + single}).rc, 0);
+  EXPECT_EQ(ReadFile(gathered), ReadFile(single));
   // Another rank count, or one step directory, is refused before MPI work.
   const Result three =
       Strata({"train", "--model=mlp", "--distributed", "--resume=" + save},

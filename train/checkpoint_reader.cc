@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -55,6 +56,30 @@ std::vector<CheckpointRef> ListCheckpoints(const std::string& dir) {
   }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.step > b.step; });
+  return out;
+}
+
+std::string RankDirName(int rank, int ranks) {
+  return absl::StrFormat("rank-%d-of-%d", rank, ranks);
+}
+
+std::vector<RankDir> ListRankDirs(const std::string& dir) {
+  std::vector<RankDir> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    RankDir r;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "rank-%d-of-%d%c", &r.rank, &r.ranks,
+                    &tail) == 2 &&
+        name == RankDirName(r.rank, r.ranks) && entry.is_directory(ec)) {
+      r.path = entry.path().string();
+      out.push_back(r);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const RankDir& a, const RankDir& b) {
+    return std::pair(a.rank, a.ranks) < std::pair(b.rank, b.ranks);
+  });
   return out;
 }
 

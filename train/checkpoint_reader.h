@@ -33,6 +33,17 @@ struct CheckpointRef {
 // or `dir` does not exist.
 std::vector<CheckpointRef> ListCheckpoints(const std::string& dir);
 
+// A sharded run's rank directory inside a --save-dir ("rank-R-of-N"): each
+// rank saves its slices there (apps/distributed_run.h).
+std::string RankDirName(int rank, int ranks);
+struct RankDir {
+  int rank = 0, ranks = 0;
+  std::string path;  // dir/rank-R-of-N
+};
+// The rank directories in `dir`, by rank (then rank count); empty when
+// there are none.
+std::vector<RankDir> ListRankDirs(const std::string& dir);
+
 // `path` itself when it holds a manifest.json, else the newest complete
 // checkpoint in it. NotFound, naming `path`, when there is none.
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path);

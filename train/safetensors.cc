@@ -3,16 +3,21 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint_reader.h"
+#include "train/checkpoint_writer.h"
+#include "train/collectives.h"
+#include "train/model.h"
 
 namespace strata::train {
 namespace {
@@ -47,36 +52,34 @@ absl::Status CheckOutsideCheckpoint(const std::string& checkpoint,
       out_path, dir.string()));
 }
 
-}  // namespace
+// One tensor of the file: its bytes are its pieces' back to back (a
+// sharded run's ranks' slices, in rank order; one piece otherwise).
+struct ExportTensor {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+  std::vector<std::pair<const CheckpointReader*, const CheckpointTensorEntry*>>
+      pieces;
+};
 
-absl::StatusOr<SafetensorsExport> ExportSafetensors(
-    const std::string& checkpoint, const std::string& out_path) {
-  STRATA_ASSIGN_OR_RETURN(std::string path, ResolveCheckpoint(checkpoint));
-  STRATA_RETURN_IF_ERROR(CheckOutsideCheckpoint(path, out_path));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                          CheckpointReader::Open(path));
-  const CheckpointManifest& m = reader->manifest();
-  if (m.config.contains("ranks")) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s is rank %s's shard of a run sharded over %s ranks: its tensors "
-        "are slices, not the model's; exporting a sharded run is not built "
-        "yet",
-        path, m.config.at("rank"), m.config.at("ranks")));
-  }
+// The file: header, then each tensor streamed chunk by chunk (never whole
+// in memory: its size is a manifest's word), each chunk's tensor verified
+// against its checksum before Commit, so a failure leaves no file.
+absl::StatusOr<SafetensorsExport> WriteSafetensors(
+    const std::string& model, int64_t step,
+    const std::vector<ExportTensor>& tensors, const std::string& out_path) {
   // Insertion order: the header lists the tensors in the data's order.
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"},
-                            {"strata.model", m.model},
-                            {"strata.step", absl::StrFormat("%d", m.step)}};
-  std::vector<const CheckpointTensorEntry*> params;
+                            {"strata.model", model},
+                            {"strata.step", absl::StrFormat("%d", step)}};
   uint64_t end = 0;
-  for (const CheckpointTensorEntry& e : m.tensors) {
-    if (e.kind != TensorKind::kParameter) continue;
-    header[e.name] = {{"dtype", DTypeCode(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {end, end + e.bytes}}};
-    end += e.bytes;
-    params.push_back(&e);
+  for (const ExportTensor& t : tensors) {
+    header[t.name] = {{"dtype", DTypeCode(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {end, end + t.bytes}}};
+    end += t.bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -87,16 +90,165 @@ absl::StatusOr<SafetensorsExport> ExportSafetensors(
                           AtomicFileWriter::Create(out_path));
   STRATA_RETURN_IF_ERROR(out->Append(std::string_view(length, 8)));
   STRATA_RETURN_IF_ERROR(out->Append(text));
-  // Chunk by chunk, never the whole tensor in memory (its size is the
-  // manifest's word); a tensor whose checksum fails stops the export before
-  // Commit, so no file appears.
-  for (const CheckpointTensorEntry* e : params) {
-    STRATA_RETURN_IF_ERROR(reader->ReadTensorChunks(
-        *e, [&out](std::string_view chunk) { return out->Append(chunk); }));
+  for (const ExportTensor& t : tensors) {
+    for (const auto& [reader, entry] : t.pieces) {
+      STRATA_RETURN_IF_ERROR(reader->ReadTensorChunks(
+          *entry,
+          [&out](std::string_view chunk) { return out->Append(chunk); }));
+    }
   }
   STRATA_RETURN_IF_ERROR(out->Commit());
-  return SafetensorsExport{.tensors = static_cast<int>(params.size()),
+  return SafetensorsExport{.tensors = static_cast<int>(tensors.size()),
                            .bytes = 8 + n + end};
+}
+
+// The whole shape of each of the MLP's parameters, from its checkpoint
+// configuration (model.h's layers: weight [out x in], bias [out]).
+absl::StatusOr<std::map<std::string, std::vector<int64_t>>> MlpShapes(
+    const std::map<std::string, std::string>& config, const std::string& at) {
+  ModelConfig c;
+  int64_t depth = 0;
+  auto number = [&](const char* key, int64_t* v) {
+    auto it = config.find(key);
+    return it != config.end() && absl::SimpleAtoi(it->second, v);
+  };
+  if (!number("inputs", &c.inputs) || !number("width", &c.width) ||
+      !number("depth", &depth) || !number("classes", &c.classes)) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the configuration lacks the MLP's inputs, width, depth or "
+        "classes",
+        at));
+  }
+  c.depth = static_cast<int>(depth);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  int l = 0;
+  for (const auto& [in, out] : LayerShapes(c)) {
+    shapes[absl::StrFormat("layer%d.weight", l)] = {out, in};
+    shapes[absl::StrFormat("layer%d.bias", l++)] = {out};
+  }
+  return shapes;
+}
+
+// The newest step every rank directory holds a checkpoint of, or -1.
+int64_t CommonStep(const std::vector<RankDir>& ranks) {
+  for (const CheckpointRef& c : ListCheckpoints(ranks[0].path)) {
+    const bool everywhere =
+        std::all_of(ranks.begin(), ranks.end(), [&](const RankDir& r) {
+          const auto there = ListCheckpoints(r.path);
+          return std::any_of(there.begin(), there.end(),
+                             [&](const auto& t) { return t.step == c.step; });
+        });
+    if (everywhere) return c.step;
+  }
+  return -1;
+}
+
+// Every rank's slice of each parameter, gathered in rank order
+// (ShardOffsets: rank r holds elements [n r / N, n (r + 1) / N)).
+absl::StatusOr<SafetensorsExport> ExportShardedSafetensors(
+    const std::string& dir, const std::string& out_path) {
+  const std::vector<RankDir> ranks = ListRankDirs(dir);
+  const int n = ranks.back().ranks;
+  bool whole = static_cast<int>(ranks.size()) == n;
+  for (int r = 0; whole && r < n; ++r) {
+    whole = ranks[r].rank == r && ranks[r].ranks == n;
+  }
+  if (!whole) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s does not hold one directory per rank of one run (rank-0-of-N "
+        "... rank-(N-1)-of-N): export one run's --save-dir",
+        dir));
+  }
+  const int64_t step = CommonStep(ranks);
+  if (step < 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s: no step was saved by every rank, so no whole model is there",
+        dir));
+  }
+  std::vector<std::unique_ptr<CheckpointReader>> readers;
+  std::vector<std::map<std::string, const CheckpointTensorEntry*>> entries(n);
+  for (int r = 0; r < n; ++r) {
+    const std::string path = ranks[r].path + "/" + CheckpointDirName(step);
+    STRATA_RETURN_IF_ERROR(CheckOutsideCheckpoint(path, out_path));
+    STRATA_ASSIGN_OR_RETURN(readers.emplace_back(),
+                            CheckpointReader::Open(path));
+    auto config = readers[r]->manifest().config;
+    auto first = readers[0]->manifest().config;
+    config.erase("rank");
+    first.erase("rank");
+    if (config != first || readers[r]->manifest().model != "mlp") {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s and %s are not ranks of one sharded MLP run",
+                          readers[0]->path(), path));
+    }
+    for (const CheckpointTensorEntry& e : readers[r]->manifest().tensors) {
+      entries[r][e.name] = &e;
+    }
+  }
+  const CheckpointManifest& m0 = readers[0]->manifest();
+  STRATA_ASSIGN_OR_RETURN(const auto shapes,
+                          MlpShapes(m0.config, readers[0]->path()));
+  std::vector<ExportTensor> tensors;
+  for (const CheckpointTensorEntry& e : m0.tensors) {
+    if (e.kind != TensorKind::kParameter) continue;
+    auto shape = shapes.find(e.name);
+    if (shape == shapes.end()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: tensor '%s' is no parameter of the MLP its configuration "
+          "describes",
+          readers[0]->path(), e.name));
+    }
+    int64_t elements = 1;
+    for (int64_t d : shape->second) elements *= d;
+    const std::vector<int64_t> at = ShardOffsets(elements, n);
+    ExportTensor t{e.name,
+                   e.dtype,
+                   shape->second,
+                   static_cast<uint64_t>(elements) * DTypeSize(e.dtype),
+                   {}};
+    for (int r = 0; r < n; ++r) {
+      auto it = entries[r].find(e.name);
+      const uint64_t want = (at[r + 1] - at[r]) * DTypeSize(e.dtype);
+      if (it == entries[r].end() || it->second->dtype != e.dtype ||
+          it->second->bytes != want) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: rank %d's slice of '%s' is missing or not %d bytes of %s",
+            readers[r]->path(), r, e.name, want, DTypeCode(e.dtype)));
+      }
+      t.pieces.emplace_back(readers[r].get(), it->second);
+    }
+    tensors.push_back(std::move(t));
+  }
+  return WriteSafetensors(m0.model, step, tensors, out_path);
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsExport> ExportSafetensors(
+    const std::string& checkpoint, const std::string& out_path) {
+  if (!ListRankDirs(checkpoint).empty()) {
+    return ExportShardedSafetensors(checkpoint, out_path);
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string path, ResolveCheckpoint(checkpoint));
+  STRATA_RETURN_IF_ERROR(CheckOutsideCheckpoint(path, out_path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                          CheckpointReader::Open(path));
+  const CheckpointManifest& m = reader->manifest();
+  if (m.config.contains("ranks")) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is rank %s's shard of a run sharded over %s ranks: its tensors "
+        "are slices; export the --save-dir that holds every rank's "
+        "directory (%s), which gathers them",
+        path, m.config.at("rank"), m.config.at("ranks"),
+        fs::path(path).parent_path().parent_path().string()));
+  }
+  std::vector<ExportTensor> tensors;
+  for (const CheckpointTensorEntry& e : m.tensors) {
+    if (e.kind != TensorKind::kParameter) continue;
+    tensors.push_back(
+        {e.name, e.dtype, e.shape, e.bytes, {{reader.get(), &e}}});
+  }
+  return WriteSafetensors(m.model, m.step, tensors, out_path);
 }
 
 }  // namespace strata::train

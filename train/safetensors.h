@@ -24,13 +24,19 @@ struct SafetensorsExport {
 };
 
 // Writes the parameters (kind "parameter") of the checkpoint at
-// `checkpoint` (a step directory, or a --save-dir: its newest) to
+// `checkpoint` (a step directory, or a --save-dir: its newest; the save dir
+// of a sharded MLP run, its rank-R-of-N directories: every rank's slices of
+// the newest step all saved, gathered in rank order into whole tensors) to
 // `out_path`, named as in the manifest, in its dtype (fp32 today), with
 // metadata "format": "pt", "strata.model" and "strata.step". Streams each
 // tensor in 1 MiB chunks (memory stays bounded whatever size a manifest
 // claims), each verified against its checksum before the file appears
 // atomically (temporary + rename). Errors: InvalidArgument when `out_path`
-// is inside the checkpoint directory or one of its files; those of
+// is inside the checkpoint directory or one of its files;
+// FailedPrecondition for one rank's checkpoint (export its save dir), rank
+// directories of several runs or not every rank, ranks of different runs;
+// NotFound when no step is saved by every rank; DataLoss for a rank's slice
+// of the wrong size; those of
 // ResolveCheckpoint and CheckpointReader (NotFound; DataLoss naming the file
 // and tensor, e.g. for a shape that is negative or overflows); errno codes
 // naming `out_path`.
