@@ -498,33 +498,49 @@ std::string Mpirun() {
          "\" mpirun --oversubscribe";
 }
 
-TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
-  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
-  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
-  ::strata::testing::TempDir dir;
-  std::vector<std::string> one = TinyTrain(dir.path());
+// One rank with --accumulate=2 and two --distributed ranks, `extra` flags
+// on both, at --batch=16: their reports, and the two ranks' run.
+struct RankPair {
+  nlohmann::json one, two;
+  Result ranks;
+};
+RankPair TrainOneAndTwoRanks(const std::string& dir,
+                             const std::vector<std::string>& extra) {
+  std::vector<std::string> one = TinyTrain(dir);
   std::replace(one.begin(), one.end(), std::string("--batch=64"),
                std::string("--batch=16"));
   std::replace(one.begin(), one.end(), std::string("--device-budget=1MiB"),
                std::string("--device-budget=2MiB"));
+  one.insert(one.end(), extra.begin(), extra.end());
   std::vector<std::string> two = one;
-  one.insert(one.end(), {"--accumulate=2", "--json=" + dir.path() + "/1.json"});
-  two.insert(two.end(), {"--distributed", "--json=" + dir.path() + "/2.json"});
+  one.insert(one.end(), {"--accumulate=2", "--json=" + dir + "/1.json"});
+  two.insert(two.end(), {"--distributed", "--json=" + dir + "/2.json"});
   const std::string threads = "OPENBLAS_NUM_THREADS=1";
+  RankPair p;
   const Result a = Strata(one, threads);
-  ASSERT_EQ(a.rc, 0) << a.err;
+  EXPECT_EQ(a.rc, 0) << a.err;
   // The nvme dir is the ranks' to share: each store makes its own files.
-  const Result b =
+  p.ranks =
       Strata(two, threads + " " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS");
-  ASSERT_EQ(b.rc, 0) << b.out << b.err;
-  const nlohmann::json ja = ReadJson(dir.path() + "/1.json");
-  const nlohmann::json jb = ReadJson(dir.path() + "/2.json");
-  ASSERT_EQ(ja["losses"].size(), 3u);
-  EXPECT_EQ(ja["losses"].get<std::vector<double>>(),
-            jb["losses"].get<std::vector<double>>());
-  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
-  EXPECT_EQ(jb["distributed"]["ranks"], 2);
-  EXPECT_EQ(jb["distributed"]["transport"], "mpi");
+  EXPECT_EQ(p.ranks.rc, 0) << p.ranks.out << p.ranks.err;
+  if (a.rc != 0 || p.ranks.rc != 0) return p;
+  p.one = ReadJson(dir + "/1.json");
+  p.two = ReadJson(dir + "/2.json");
+  EXPECT_EQ(p.one["losses"].size(), 3u);
+  EXPECT_EQ(p.one["losses"].get<std::vector<double>>(),
+            p.two["losses"].get<std::vector<double>>());
+  EXPECT_EQ(p.one["test_accuracy"], p.two["test_accuracy"]);
+  return p;
+}
+
+TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  const RankPair p = TrainOneAndTwoRanks(dir.path(), {});
+  ASSERT_FALSE(p.two.is_null());
+  EXPECT_EQ(p.two["distributed"]["ranks"], 2);
+  EXPECT_EQ(p.two["distributed"]["transport"], "mpi");
   // What a step sends, layers 784 -> 32 -> 32 -> 10 (25120, 1056 and 330
   // parameters; each rank's shards 13253 of them, 12560 in layer 0):
   // forward all-gathers every layer (13253 x 4 bytes to the other rank),
@@ -532,41 +548,29 @@ TEST(CliDistributedTest, TwoRanksMatchOneRankAccumulatingTwoBitwise) {
   // 12560 x 4), the loss all-gather 16 bytes; then the gradient chain: rank
   // 0 sends its whole sum (26506 x 4), rank 1 sends rank 0's shards back
   // (13253 x 4). Evaluation is not counted.
-  const nlohmann::json& per_rank = jb["distributed"]["per_rank"];
+  const nlohmann::json& per_rank = p.two["distributed"]["per_rank"];
   ASSERT_EQ(per_rank.size(), 2u);
   const uint64_t gathers = 13253 * 4 + 12560 * 4 + 16;
   EXPECT_EQ(per_rank[0]["bytes_sent_per_step"], gathers + 26506 * 4);
   EXPECT_EQ(per_rank[1]["bytes_sent_per_step"], gathers + 13253 * 4);
   // Rank 0 alone prints the run.
-  EXPECT_EQ(b.out.find("rank 0 of 2"), b.out.rfind("rank 0 of 2"));
+  EXPECT_EQ(p.ranks.out.find("rank 0 of 2"), p.ranks.out.rfind("rank 0 of 2"));
 }
 
 TEST(CliDistributedTest, Bf16ShardsMatchOneRankAccumulatingTwoBitwise) {
   if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
   if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
   ::strata::testing::TempDir dir;
-  std::vector<std::string> one = TinyTrain(dir.path());
-  std::replace(one.begin(), one.end(), std::string("--batch=64"),
-               std::string("--batch=16"));
-  std::replace(one.begin(), one.end(), std::string("--device-budget=1MiB"),
-               std::string("--device-budget=2MiB"));
-  one.insert(one.end(), {"--precision=bf16", "--rounding=stochastic"});
-  std::vector<std::string> two = one;
-  one.insert(one.end(), {"--accumulate=2", "--json=" + dir.path() + "/1.json"});
-  two.insert(two.end(), {"--distributed", "--json=" + dir.path() + "/2.json"});
-  const std::string threads = "OPENBLAS_NUM_THREADS=1";
-  const Result a = Strata(one, threads);
-  ASSERT_EQ(a.rc, 0) << a.err;
-  const Result b =
-      Strata(two, threads + " " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS");
-  ASSERT_EQ(b.rc, 0) << b.out << b.err;
-  const nlohmann::json ja = ReadJson(dir.path() + "/1.json");
-  const nlohmann::json jb = ReadJson(dir.path() + "/2.json");
-  ASSERT_EQ(ja["losses"].size(), 3u);
-  EXPECT_EQ(ja["losses"].get<std::vector<double>>(),
-            jb["losses"].get<std::vector<double>>());
-  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
-  EXPECT_EQ(jb["config"]["precision"], "bf16");
+  const RankPair p = TrainOneAndTwoRanks(
+      dir.path(), {"--precision=bf16", "--rounding=stochastic"});
+  ASSERT_FALSE(p.two.is_null());
+  EXPECT_EQ(p.two["config"]["precision"], "bf16");
+  // The fp32 test's sends with 16-bit gathers (2 bytes a parameter), the
+  // fp32 chain, and 8 bytes more: the all-gather of the non-finite counts.
+  const nlohmann::json& per_rank = p.two["distributed"]["per_rank"];
+  const uint64_t gathers = 13253 * 2 + 12560 * 2 + 16 + 8;
+  EXPECT_EQ(per_rank[0]["bytes_sent_per_step"], gathers + 26506 * 4);
+  EXPECT_EQ(per_rank[1]["bytes_sent_per_step"], gathers + 13253 * 4);
 }
 
 // A crash between two ranks' saves leaves one rank a step ahead: the ranks

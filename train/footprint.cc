@@ -45,7 +45,8 @@ absl::Status CheckConfig(const ModelConfig& c) {
   }
   STRATA_RETURN_IF_ERROR(CheckCheckpointingHome(c.checkpoint, c.home));
   constexpr int64_t kMaxElements = 1'000'000'000;  // 4 GB in one tensor
-  if (c.depth > 10'000 || c.width > kMaxElements / c.width ||
+  // A width x width weight only between two hidden layers.
+  if (c.depth > 10'000 || (c.depth > 1 && c.width > kMaxElements / c.width) ||
       c.batch > kMaxElements / std::max(c.width, c.inputs) ||
       c.inputs > kMaxElements / c.width) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -256,9 +257,12 @@ absl::Status CheckBudgets(const Stats& stats, const ModelConfig& config,
   if (config.optimizer_tier == Tier::kDevice &&
       f.optimizer_working_set_bytes > device) {
     device = f.optimizer_working_set_bytes;
-    what =
-        "the optimizer's working set (a weight, its gradient, two Adam "
-        "moments)";
+    what = f.gather_slot_bytes > 0
+               ? "the gather slots (the largest layer's full weights and "
+                 "gradients, twice) beside the optimizer's working set (a "
+                 "shard, its gradient, two Adam moments)"
+               : "the optimizer's working set (a weight, its gradient, two "
+                 "Adam moments)";
   }
   STRATA_RETURN_IF_ERROR(CheckTier(stats, Tier::kDevice, device, config, f,
                                    what, f.largest_device_tensor_bytes));

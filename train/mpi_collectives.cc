@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/watchdog.h"
 #include "train/collectives.h"
 
 #if STRATA_HAVE_MPI
@@ -11,10 +12,12 @@
 // The C API only: Open MPI's C++ bindings need a library we do not link.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -47,6 +50,21 @@ absl::Status MpiError(int code, const std::string& what) {
       absl::StrFormat("%s: MPI error: %s", what, std::string(text, len)));
 }
 
+// MPI_Init and MPI_Finalize wait for every rank with no deadline of their
+// own: past `seconds`, this process says so and ends (exit 1), so that a
+// rank stopped before or after the run never hangs the others.
+Watchdog Deadline(const char* call, double seconds) {
+  return Watchdog(seconds, [call, seconds] {
+    std::fprintf(stderr,
+                 "strata: %s waited %g s for the other ranks: a rank has "
+                 "stopped or is stuck (if one is only slow to start, raise "
+                 "--collective-timeout)\n",
+                 call, seconds);
+    std::fflush(stderr);
+    _exit(1);
+  });
+}
+
 bool MpiActive() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -59,7 +77,9 @@ class MpiCollectives final : public Collectives {
   MpiCollectives(int rank, int size, double timeout, bool owns)
       : rank_(rank), size_(size), timeout_(timeout), owns_(owns) {}
   ~MpiCollectives() override {
-    if (owns_ && MpiActive()) MPI_Finalize();
+    if (!owns_ || !MpiActive()) return;
+    const Watchdog deadline = Deadline("MPI_Finalize", timeout_);
+    MPI_Finalize();
   }
 
   int rank() const override { return rank_; }
@@ -210,6 +230,7 @@ absl::StatusOr<std::unique_ptr<Collectives>> MakeMpiCollectives(
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
+    const Watchdog deadline = Deadline("MPI_Init", timeout_seconds);
     const int rc =
         MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Init_thread");
