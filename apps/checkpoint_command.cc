@@ -64,6 +64,9 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
     STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
   }
   if (!r.save_.dir.empty()) {
+    if (rank_dir.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckNoOtherRun(r.save_.dir, 0));
+    }
     STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(CheckSaveDirIsOurs(r.save_.dir, r.resume_));
@@ -74,7 +77,16 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
 // A sharded run's rank saves and resumes in its own subdirectory: its
 // tensors are its shards.
 absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
-  if (!save_.dir.empty()) save_.dir += "/" + rank_dir;
+  // Ranks prune on their own, before they know the others' saves are done:
+  // one more kept means a crash during one round still leaves a step every
+  // rank holds.
+  ++save_.keep;
+  if (!save_.dir.empty()) {
+    int rank = 0, ranks = 0;
+    std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
+    STRATA_RETURN_IF_ERROR(CheckNoOtherRun(save_.dir, ranks));
+    save_.dir += "/" + rank_dir;
+  }
   if (resume_.empty()) return absl::OkStatus();
   std::error_code error;
   if (std::filesystem::exists(resume_ + "/manifest.json", error)) {
@@ -93,6 +105,27 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
   return absl::OkStatus();
 }
 
+// A save dir holds one run: another rank count's directories or an
+// unsharded run's steps would make it unexportable and unresumable.
+absl::Status RunCheckpoints::CheckNoOtherRun(const std::string& dir,
+                                             int ranks) {
+  for (const train::RankDir& r : train::ListRankDirs(dir)) {
+    if (r.ranks == ranks) continue;  // this run's
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save-dir=%s holds %s, a %d-rank run's: one save dir holds one "
+        "run; choose another",
+        dir, r.path, r.ranks));
+  }
+  const std::vector<train::CheckpointRef> steps = train::ListCheckpoints(dir);
+  if (ranks > 0 && !steps.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save-dir=%s holds %s, an unsharded run's: one save dir holds one "
+        "run; choose another",
+        dir, steps.front().path));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<train::CheckpointRef> RunCheckpoints::ResumeCandidates() const {
   return resume_.empty() ? std::vector<train::CheckpointRef>{}
                          : train::ListCheckpoints(resume_);
@@ -103,7 +136,11 @@ absl::Status RunCheckpoints::ResumeFrom(const train::CheckpointRef& ref) {
   if (save_.dir.empty()) return absl::OkStatus();
   for (const train::CheckpointRef& newer : train::ListCheckpoints(save_.dir)) {
     if (newer.step <= ref.step) continue;
-    const std::string aside = newer.path + ".unmatched";
+    std::string aside = newer.path + ".unmatched";
+    std::error_code taken;
+    for (int k = 2; std::filesystem::exists(aside, taken); ++k) {
+      aside = absl::StrFormat("%s.unmatched-%d", newer.path, k);
+    }
     if (std::rename(newer.path.c_str(), aside.c_str()) != 0) {
       return absl::ErrnoToStatus(
           errno, absl::StrFormat("cannot rename %s to %s (move it out of "

@@ -59,6 +59,10 @@ class RunCheckpoints {
  private:
   RunCheckpoints() = default;
   absl::Status UseRankDirs(const std::string& rank_dir);
+  // FailedPrecondition when `dir` holds another run's checkpoints: rank
+  // directories of another count than `ranks` (0: an unsharded run), or,
+  // for a sharded run, unsharded steps.
+  static absl::Status CheckNoOtherRun(const std::string& dir, int ranks);
   static absl::Status PrepareSaveDir(const std::string& dir);
   static absl::Status LockSaveDir(const std::string& dir);
   static absl::Status CheckSaveDirIsOurs(const std::string& dir,

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "apps/store_flags.h"
 #include "apps/train_flags.h"
 #include "strata/status.h"
+#include "train/checkpoint_reader.h"
 #include "train/host_pool.h"
 
 ABSL_FLAG(bool, distributed, false,
@@ -81,6 +84,40 @@ std::string DistributedRun::RankDirName() {
   return train::RankDirName(LaunchRank(), size);
 }
 
+// Collective: the ranks' checkpoints at `path` (each its own) are of one
+// run — the same configuration but the rank — not directories of two runs
+// put side by side, whose slices would train a model no run had.
+absl::Status DistributedRun::CheckOneRun(const std::string& path) const {
+  absl::StatusOr<std::unique_ptr<train::CheckpointReader>> reader =
+      train::CheckpointReader::Open(path);
+  std::map<std::string, std::string> config;
+  if (reader.ok()) config = (*reader)->manifest().config;
+  config.erase("rank");
+  // An unreadable manifest gathers as "": Resume names its damage after.
+  const std::string mine =
+      reader.ok() ? nlohmann::json(config).dump() : std::string();
+  STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                          GatherStrings(mine, "the ranks' checkpoints"));
+  for (int r = 1; r < ranks(); ++r) {
+    if (all[r].empty() || all[0].empty() || all[r] == all[0]) continue;
+    const nlohmann::json first = nlohmann::json::parse(all[0]);
+    const nlohmann::json theirs = nlohmann::json::parse(all[r]);
+    for (const auto& item : first.items()) {
+      if (theirs.value(item.key(), nlohmann::json()) == item.value()) continue;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--resume: rank %d's checkpoint was saved with %s=%s, rank 0's with "
+          "%s: the rank directories are of different runs; resume one run's "
+          "--save-dir",
+          r, item.key(), theirs.value(item.key(), nlohmann::json()).dump(),
+          item.value().dump()));
+    }
+    return absl::FailedPreconditionError(
+        "--resume: the ranks' checkpoints are of different runs; resume one "
+        "run's --save-dir");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DistributedRun::AgreeOnResume(RunCheckpoints& checkpoints) const {
   if (RankDirName() != train::RankDirName(rank(), ranks())) {
     return absl::InternalError(absl::StrFormat(
@@ -105,7 +142,10 @@ absl::Status DistributedRun::AgreeOnResume(RunCheckpoints& checkpoints) const {
       const std::vector<std::string> theirs = absl::StrSplit(s, ',');
       return std::find(theirs.begin(), theirs.end(), step) != theirs.end();
     });
-    if (everywhere) return checkpoints.ResumeFrom(c);
+    if (everywhere) {
+      STRATA_RETURN_IF_ERROR(checkpoints.ResumeFrom(c));
+      return CheckOneRun(c.path);
+    }
   }
   std::vector<std::string> listed;
   for (int r = 0; r < ranks(); ++r) {

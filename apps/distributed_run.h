@@ -72,6 +72,9 @@ class DistributedRun {
   // each rank's steps, when no step is everywhere; RunCheckpoints::
   // ResumeFrom's errors.
   absl::Status AgreeOnResume(RunCheckpoints& checkpoints) const;
+  // Collective: FailedPrecondition when the ranks' checkpoints at `path`
+  // were saved with different configurations (rank directories of two runs).
+  absl::Status CheckOneRun(const std::string& path) const;
 
   // Ends the whole run after this rank's error (code: the exit code), so
   // no rank waits for one that is gone. Does not return.

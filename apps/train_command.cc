@@ -504,7 +504,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed =
         train::ResumeMlp(checkpoints->resume_path(), *store, *model, t);
-    if (!resumed.ok()) return FailBeforeRun(resumed.status());
+    if (!resumed.ok()) return end(FailBeforeRun(resumed.status()));
     checkpoints->Resumed(*resumed);
   }
   t.after_step = [&](const train::StepDone& done) {

@@ -594,7 +594,10 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   const std::string save = dir.path() + "/save";
   const Result whole = with({"--json=" + dir.path() + "/whole.json"});
   ASSERT_EQ(whole.rc, 0) << whole.err;
-  const Result saved = with({"--save-dir=" + save, "--save-every=3"});
+  // --keep=1: a sharded rank keeps one more, so that a crash between the
+  // ranks' saves of one step leaves the step before on every rank.
+  const Result saved =
+      with({"--save-dir=" + save, "--save-every=3", "--keep=1"});
   ASSERT_EQ(saved.rc, 0) << saved.err;
   // Rank 1 never finished its step-6 save.
   const std::string rank0 = save + "/rank-0-of-2/step-00000006";
@@ -637,6 +640,35 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   ASSERT_EQ(
       Strata({"export", dir.path() + "/one", "--safetensors=" + single}).rc, 0);
   EXPECT_EQ(ReadFile(gathered), ReadFile(single));
+  // Rank directories under each other's names, or of two runs, are refused
+  // by export and by resume; a save dir holds one run.
+  const std::string swapped = dir.path() + "/swapped";
+  std::filesystem::create_directory(swapped);
+  std::filesystem::copy(save + "/rank-0-of-2", swapped + "/rank-1-of-2",
+                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(save + "/rank-1-of-2", swapped + "/rank-0-of-2",
+                        std::filesystem::copy_options::recursive);
+  const Result wrong = Strata(
+      {"export", swapped, "--safetensors=" + dir.path() + "/w.safetensors"});
+  EXPECT_EQ(wrong.rc, 2) << wrong.err;
+  EXPECT_NE(wrong.err.find("back under its own name"), std::string::npos)
+      << wrong.err;
+  const std::string other = dir.path() + "/other";
+  ASSERT_EQ(with({"--save-dir=" + other, "--seed=2", "--max-steps=3"}).rc, 0);
+  const std::string mixed = dir.path() + "/mixed";
+  std::filesystem::create_directory(mixed);
+  std::filesystem::copy(save + "/rank-0-of-2", mixed + "/rank-0-of-2",
+                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(other + "/rank-1-of-2", mixed + "/rank-1-of-2",
+                        std::filesystem::copy_options::recursive);
+  const Result mix = with({"--resume=" + mixed});
+  EXPECT_EQ(mix.rc, 2) << mix.err;
+  EXPECT_NE(mix.err.find("different runs"), std::string::npos) << mix.err;
+  const Result unsharded =
+      Strata({"train", "--model=mlp", "--save-dir=" + save});
+  EXPECT_EQ(unsharded.rc, 2) << unsharded.err;
+  EXPECT_NE(unsharded.err.find("one save dir holds one run"), std::string::npos)
+      << unsharded.err;
   // Another rank count, or one step directory, is refused before MPI work.
   const Result three =
       Strata({"train", "--model=mlp", "--distributed", "--resume=" + save},

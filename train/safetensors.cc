@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
@@ -173,6 +174,13 @@ absl::StatusOr<SafetensorsExport> ExportShardedSafetensors(
     STRATA_ASSIGN_OR_RETURN(readers.emplace_back(),
                             CheckpointReader::Open(path));
     auto config = readers[r]->manifest().config;
+    if (config["rank"] != absl::StrCat(r) ||
+        config["ranks"] != absl::StrCat(n)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s holds rank %s of %s ranks' checkpoint, not rank %d of %d's: "
+          "put each rank's directory back under its own name",
+          path, config["rank"], config["ranks"], r, n));
+    }
     auto first = readers[0]->manifest().config;
     config.erase("rank");
     first.erase("rank");
