@@ -54,6 +54,10 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
         "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1",
         r.every_, r.save_.keep));
   }
+  // Sharded ranks prune on their own, before they know the others' saves
+  // are done: one more kept means a crash during one round still leaves a
+  // step every rank holds.
+  if (!rank_dir.empty()) ++r.save_.keep;
   if (r.every_ > 0 && r.save_.dir.empty()) {
     return absl::InvalidArgumentError(
         "--save-every needs --save-dir=DIR (where the checkpoints go)");
@@ -77,10 +81,6 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
 // A sharded run's rank saves and resumes in its own subdirectory: its
 // tensors are its shards.
 absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
-  // Ranks prune on their own, before they know the others' saves are done:
-  // one more kept means a crash during one round still leaves a step every
-  // rank holds.
-  ++save_.keep;
   if (!save_.dir.empty()) {
     int rank = 0, ranks = 0;
     std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);

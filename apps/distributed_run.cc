@@ -143,8 +143,9 @@ absl::Status DistributedRun::AgreeOnResume(RunCheckpoints& checkpoints) const {
       return std::find(theirs.begin(), theirs.end(), step) != theirs.end();
     });
     if (everywhere) {
-      STRATA_RETURN_IF_ERROR(checkpoints.ResumeFrom(c));
-      return CheckOneRun(c.path);
+      // Checked first: nothing is renamed for a resume that is refused.
+      STRATA_RETURN_IF_ERROR(CheckOneRun(c.path));
+      return checkpoints.ResumeFrom(c);
     }
   }
   std::vector<std::string> listed;
