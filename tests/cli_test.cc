@@ -642,12 +642,20 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   EXPECT_EQ(ReadFile(gathered), ReadFile(single));
   // Rank directories under each other's names, or of two runs, are refused
   // by export and by resume; a save dir holds one run.
-  const std::string swapped = dir.path() + "/swapped";
-  std::filesystem::create_directory(swapped);
-  std::filesystem::copy(save + "/rank-0-of-2", swapped + "/rank-1-of-2",
-                        std::filesystem::copy_options::recursive);
-  std::filesystem::copy(save + "/rank-1-of-2", swapped + "/rank-0-of-2",
-                        std::filesystem::copy_options::recursive);
+  // A save dir `name` holding rank 0's directory from `from0`, rank 1's
+  // from `from1`, each `rank0`/`rank1` there.
+  auto assemble = [&](const std::string& name, const std::string& from0,
+                      const std::string& rank0, const std::string& from1,
+                      const std::string& rank1) {
+    const std::string to = dir.path() + "/" + name;
+    std::filesystem::create_directory(to);
+    const auto deep = std::filesystem::copy_options::recursive;
+    std::filesystem::copy(from0 + "/" + rank0, to + "/rank-0-of-2", deep);
+    std::filesystem::copy(from1 + "/" + rank1, to + "/rank-1-of-2", deep);
+    return to;
+  };
+  const std::string swapped =
+      assemble("swapped", save, "rank-1-of-2", save, "rank-0-of-2");
   const Result wrong = Strata(
       {"export", swapped, "--safetensors=" + dir.path() + "/w.safetensors"});
   EXPECT_EQ(wrong.rc, 2) << wrong.err;
@@ -655,12 +663,8 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
       << wrong.err;
   const std::string other = dir.path() + "/other";
   ASSERT_EQ(with({"--save-dir=" + other, "--seed=2", "--max-steps=3"}).rc, 0);
-  const std::string mixed = dir.path() + "/mixed";
-  std::filesystem::create_directory(mixed);
-  std::filesystem::copy(save + "/rank-0-of-2", mixed + "/rank-0-of-2",
-                        std::filesystem::copy_options::recursive);
-  std::filesystem::copy(other + "/rank-1-of-2", mixed + "/rank-1-of-2",
-                        std::filesystem::copy_options::recursive);
+  const std::string mixed =
+      assemble("mixed", save, "rank-0-of-2", other, "rank-1-of-2");
   const Result mix = with({"--resume=" + mixed});
   EXPECT_EQ(mix.rc, 2) << mix.err;
   EXPECT_NE(mix.err.find("different runs"), std::string::npos) << mix.err;

@@ -132,11 +132,12 @@ absl::StatusOr<std::map<std::string, std::vector<int64_t>>> MlpShapes(
 
 // The newest step every rank directory holds a checkpoint of, or -1.
 int64_t CommonStep(const std::vector<RankDir>& ranks) {
-  for (const CheckpointRef& c : ListCheckpoints(ranks[0].path)) {
-    const bool everywhere =
-        std::all_of(ranks.begin(), ranks.end(), [&](const RankDir& r) {
-          const auto there = ListCheckpoints(r.path);
-          return std::any_of(there.begin(), there.end(),
+  std::vector<std::vector<CheckpointRef>> lists;  // each directory read once
+  for (const RankDir& r : ranks) lists.push_back(ListCheckpoints(r.path));
+  for (const CheckpointRef& c : lists[0]) {
+    const bool everywhere = std::all_of(
+        lists.begin(), lists.end(), [&](const std::vector<CheckpointRef>& l) {
+          return std::any_of(l.begin(), l.end(),
                              [&](const auto& t) { return t.step == c.step; });
         });
     if (everywhere) return c.step;
