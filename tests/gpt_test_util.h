@@ -87,8 +87,8 @@ struct TrainRun {
 // Store options for `where`: offloaded budgets are the footprint's working
 // sets plus a little, so nearly everything streams from NVMe.
 inline StoreOptions OptionsFor(Where where, const std::string& dir,
-                               GptConfig& c) {
-  absl::StatusOr<ModelFootprint> f = ComputeGptFootprint(c);
+                               GptConfig& c, int sharded_ranks = 0) {
+  absl::StatusOr<ModelFootprint> f = ComputeGptFootprint(c, sharded_ranks);
   EXPECT_TRUE(f.ok()) << f.status();
   const uint64_t device =
       f->device_working_set_bytes + f->largest_device_tensor_bytes + 64 * 1024;
@@ -103,20 +103,27 @@ inline StoreOptions OptionsFor(Where where, const std::string& dir,
   return so;
 }
 
-inline TrainRun Train(Where where, GptConfig c, int steps) {
+// `collectives`: one rank of a sharded run, which trains on batches of
+// `ranks` x the config's step sequences (every rank the same global batch).
+inline TrainRun Train(Where where, GptConfig c, int steps,
+                      Collectives* collectives = nullptr) {
   TempDir dir;
-  StoreOptions so = OptionsFor(where, dir.path(), c);
-  absl::StatusOr<std::unique_ptr<GptSetup>> setup = OpenGptSetup(so, c);
+  const int ranks = collectives ? collectives->size() : 1;
+  StoreOptions so = OptionsFor(where, dir.path(), c, collectives ? ranks : 0);
+  absl::StatusOr<std::unique_ptr<GptSetup>> setup =
+      OpenGptSetup(so, c, collectives);
   EXPECT_TRUE(setup.ok()) << setup.status();
   if (!setup.ok()) return {};
   Gpt& gpt = *(*setup)->model;
-  Batches batches(c);
+  GptConfig global = c;
+  global.accumulate *= ranks;
+  Batches batches(global);
   std::vector<int32_t> in, out;
   TrainRun run;
   for (int s = 0; s < steps; ++s) {
     batches.Next(&in, &out);
     absl::StatusOr<double> loss =
-        gpt.TrainStep(in.data(), out.data(), c.step_sequences());
+        gpt.TrainStep(in.data(), out.data(), global.step_sequences());
     EXPECT_TRUE(loss.ok()) << loss.status();
     if (!loss.ok()) return {};
     run.losses.push_back(*loss / in.size());

@@ -91,12 +91,21 @@ absl::StatusOr<double> ClippedAdamW::PrepareGroup(const ParamGroup& group,
   return sum;
 }
 
+absl::StatusOr<double> ClippedAdamW::GroupSum(
+    const ParamGroup& group, const std::optional<WholeGradient>& whole) {
+  if (!whole.has_value()) return PrepareGroup(group, /*want_sum=*/true);
+  STRATA_RETURN_IF_ERROR(PrepareGroup(group, /*want_sum=*/false).status());
+  if (mixed_.has_value()) nonfinite_ += whole->nonfinite;
+  return whole->sum_squares;
+}
+
 double ClippedAdamW::Norm() const {
   // The scale is a power of two: unscaling the root is exact.
   return std::sqrt(sum_squares_) * (mixed_ ? mixed_->grad_scale : 1.0f);
 }
 
-absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
+absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group,
+                                         std::optional<WholeGradient> whole) {
   const bool clipping = options_.max_norm > 0;
   const bool mixed = mixed_.has_value();
   if (known_coefficient_.has_value() || (!clipping && !mixed)) {
@@ -107,7 +116,7 @@ absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
     return DiscardGradients(group);
   }
   // A mixed step sums every group: a non-finite fp32 gradient shows there.
-  STRATA_ASSIGN_OR_RETURN(double part, PrepareGroup(group, /*want_sum=*/true));
+  STRATA_ASSIGN_OR_RETURN(double part, GroupSum(group, whole));
   sum_squares_ += part;
   if (overflow()) return DiscardGradients(group);  // the step is skipped
   if (defer_) {  // updated at EndStep; the gradients wait
@@ -122,15 +131,19 @@ absl::Status ClippedAdamW::GroupComplete(const ParamGroup& group) {
 }
 
 absl::StatusOr<std::optional<float>> ClippedAdamW::EndStep(
-    const ParamGroup& last) {
+    const ParamGroup& last, std::optional<WholeGradient> whole) {
   ++stats_.steps;
   const bool clipping = options_.max_norm > 0;
   if (known_coefficient_.has_value() || (!clipping && !mixed_.has_value())) {
-    STRATA_RETURN_IF_ERROR(GroupComplete(last));
+    STRATA_RETURN_IF_ERROR(GroupComplete(last, whole));
     return std::nullopt;
   }
-  STRATA_ASSIGN_OR_RETURN(double part, PrepareGroup(last, /*want_sum=*/true));
+  STRATA_ASSIGN_OR_RETURN(double part, GroupSum(last, whole));
   sum_squares_ += part;
+  // A rank may have stopped updating on a part of the norm (or its own
+  // overflow): what follows decides on the whole, the same on every rank,
+  // and restores whatever it speculated.
+  if (agree_) STRATA_RETURN_IF_ERROR(agree_(sum_squares_, nonfinite_));
   if (overflow()) {
     // Skipped: nothing of this step may stay. The clip state is untouched
     // (the norm is not a number).
@@ -240,6 +253,7 @@ absl::Status ClippedAdamW::UpdateSlot(const ParamSlot& slot, TensorId backup_id,
     mp.decay = slot.decay ? decay : 1.0f;
     mp.rounding.rounding = mixed_->rounding;
     mp.rounding.seed = StochasticSeed(mixed_->seed, slot.tensor, mixed_->step);
+    mp.rounding.first_index = slot.first_index;
     if (on_device) {
       STRATA_RETURN_IF_ERROR(compute_->AdamMixed(
           adam_, mp, group.data(w), group.data(m), group.data(v), group.half(g),

@@ -51,6 +51,7 @@
 #define STRATA_TRAIN_CLIPPED_ADAMW_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -74,6 +75,9 @@ struct ParamSlot {
   bool decay = false;                 // AdamW's weight decay (2-D weights)
   uint64_t bytes = 0;                 // of w
   uint64_t tensor = 0;  // stochastic rounding's stream (StochasticSeed)
+  // The whole tensor's index of w's first element: a sharded run's slot
+  // holds one shard, and stochastic rounding draws by the whole index.
+  int64_t first_index = 0;
   bool mixed() const { return type != Precision::kFp32; }
 };
 
@@ -98,6 +102,21 @@ struct MixedStep {
   uint64_t seed = 0;
   int64_t step = 0;
 };
+
+// A sharded run's view of a group's gradients (ZeRO-3): each rank's slots
+// hold one shard, and the rank that summed the whole gradients passes what
+// the norm needs of them; the others pass zeros.
+struct WholeGradient {
+  double sum_squares = 0;  // of the whole fp32 gradients, in slot order
+  // fp32 slots of a mixed step whose squares are not finite (mixed slots
+  // count their own shards' casts).
+  int64_t nonfinite = 0;
+};
+
+// How a sharded run's ranks agree at EndStep on the step's sum of squares
+// and non-finite count (every rank must end with the same values).
+using NormAgreement =
+    std::function<absl::Status(double& sum_squares, int64_t& nonfinite)>;
 
 struct ClipOptions {
   float max_norm = 1.0f;  // clip when the global L2 norm exceeds it; 0: off
@@ -138,7 +157,11 @@ class ClippedAdamW {
   // after backing it up), or, once the norm already exceeds the limit, only
   // discards the gradients (the step will re-run). In a deferred step the
   // group and its gradients wait for EndStep instead.
-  absl::Status GroupComplete(const ParamGroup& group);
+  //
+  // Sharded (after SetAgreement): `whole` carries the norm's part of the
+  // whole gradients, of which `group`'s slots hold this rank's shards.
+  absl::Status GroupComplete(const ParamGroup& group,
+                             std::optional<WholeGradient> whole = {});
 
   // Ends the step with `last`, the group whose gradients complete last (the
   // embeddings): with the norm then known it is updated without a backup.
@@ -148,7 +171,13 @@ class ClippedAdamW {
   // group as it was; step_nonfinite() > 0).
   // Errors: the store's; after one the parameters may be partly updated:
   // stop training.
-  absl::StatusOr<std::optional<float>> EndStep(const ParamGroup& last);
+  // Sharded: `whole` as for GroupComplete; the ranks' agreement decides.
+  absl::StatusOr<std::optional<float>> EndStep(
+      const ParamGroup& last, std::optional<WholeGradient> whole = {});
+
+  // Makes this one rank of a sharded run: `agree` runs in every EndStep
+  // that needs the norm, before anything is decided.
+  void SetAgreement(NormAgreement agree) { agree_ = std::move(agree); }
 
   const ClipStats& stats() const { return stats_; }
   // Non-finite gradient elements the current (or last) mixed step saw (a
@@ -174,6 +203,9 @@ class ClippedAdamW {
   // non-finite ones) and discards the sums; with `want_sum`, returns the sum
   // of the squares of every slot's (scaled) fp32 gradient, else 0.
   absl::StatusOr<double> PrepareGroup(const ParamGroup& group, bool want_sum);
+  // PrepareGroup's sum, or under sharding the shards cast and `whole`'s.
+  absl::StatusOr<double> GroupSum(const ParamGroup& group,
+                                  const std::optional<WholeGradient>& whole);
   // The global norm so far, unscaled.
   double Norm() const;
   bool overflow() const { return nonfinite_ > 0; }
@@ -196,6 +228,7 @@ class ClippedAdamW {
   const Tier tier_;
   const ClipOptions options_;
   const std::vector<TensorId>* const retry_evictions_;
+  NormAgreement agree_;  // sharded runs only
   AdamParams adam_;
   std::optional<float> known_coefficient_;
   std::optional<MixedStep> mixed_;

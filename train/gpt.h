@@ -31,6 +31,14 @@
 //
 // The math never depends on where a tensor was: a run with tiny budgets gives
 // the same losses, bit for bit, as one where everything stays resident.
+//
+// Sharded (Create with Collectives; gpt_sharding.cc, ZeRO-3): the store holds
+// rank r's shard of every parameter, gradient, moment and backup; a block's
+// whole parameters exist only in one of two device gather slots, the
+// embeddings and final norm in slots of their own, all-gathered before use.
+// Gradients are summed along a chain in rank order, so an N-rank run's
+// losses and weights are bit for bit one rank's with N x accumulate
+// micro-batches.
 #ifndef STRATA_TRAIN_GPT_H_
 #define STRATA_TRAIN_GPT_H_
 
@@ -46,6 +54,7 @@
 #include "strata/store.h"
 #include "train/activation_meter.h"
 #include "train/clipped_adamw.h"
+#include "train/collectives.h"
 #include "train/compute.h"
 #include "train/gpt_config.h"
 #include "train/lease_group.h"
@@ -58,9 +67,14 @@ class Gpt {
   // Creates the tensors in `store` and initialises the weights from
   // config.seed. `store` and `compute` must outlive the model. Errors: those
   // of ComputeGptFootprint and CheckGptFits; store errors otherwise.
-  static absl::StatusOr<std::unique_ptr<Gpt>> Create(Store* store,
-                                                     Compute* compute,
-                                                     GptConfig config);
+  // With `collectives` (not owned; outlives the model) the model is one rank
+  // of a sharded run (see above): config.accumulate is this rank's
+  // micro-batches, TrainStep takes the global batch. Also
+  // FailedPrecondition on a CUDA compute or in unified memory, and
+  // InvalidArgument for a tensor with fewer elements than ranks.
+  static absl::StatusOr<std::unique_ptr<Gpt>> Create(
+      Store* store, Compute* compute, GptConfig config,
+      Collectives* collectives = nullptr);
   ~Gpt();  // destroys the tensors
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -68,6 +82,8 @@ class Gpt {
   // One AdamW step on `sequences` (1..batch x accumulate) rows of `context`
   // tokens: inputs and targets [sequences x context], int32 in [0, vocab),
   // in host memory, split into micro-batches of up to `batch` sequences.
+  // Sharded: the global batch, the same on every rank (ranks..ranks x batch
+  // x accumulate sequences), whose micro-batches the ranks split in order.
   // Returns the summed loss over the tokens. A step whose gradient
   // norm exceeds config.grad_clip is rolled back and re-run with clipped
   // gradients (ClippedAdamW). InvalidArgument for a token out of range.
@@ -75,7 +91,7 @@ class Gpt {
                                    const int32_t* targets, int64_t sequences);
 
   // Forward only, on 1..batch sequences: the summed loss over the tokens;
-  // nothing is updated.
+  // nothing is updated. Sharded, every rank evaluates the same sequences.
   absl::StatusOr<double> Evaluate(const int32_t* inputs, const int32_t* targets,
                                   int64_t sequences);
 
@@ -84,7 +100,8 @@ class Gpt {
   absl::StatusOr<std::vector<float>> LastLogits(const int32_t* inputs,
                                                 int64_t sequences, int64_t row);
 
-  // Copies a parameter by name ("wte", "block0.qkv.weight", ...), for tests.
+  // Copies a parameter by name ("wte", "block0.qkv.weight", ...), for tests
+  // (sharded: the whole tensor, gathered; every rank must call).
   absl::Status ReadParameter(const std::string& name, std::vector<float>* out);
 
   // The tensors a checkpoint holds, in creation order: each parameter and
@@ -111,6 +128,10 @@ class Gpt {
   void SetLearningRate(float lr) { lr_ = lr; }
   const GptConfig& config() const { return config_; }
   const ModelFootprint& footprint() const { return footprint_; }
+  // Ranks of a sharded run (1 when not sharded) and this one's.
+  int ranks() const { return collectives_ ? collectives_->size() : 1; }
+  int rank() const { return collectives_ ? collectives_->rank() : 0; }
+  bool sharded() const { return collectives_ != nullptr; }
   int64_t steps() const { return steps_; }
   // Mixed precision: steps skipped for a non-finite gradient, and fp16's
   // loss scale (null otherwise).
@@ -137,6 +158,7 @@ class Gpt {
   struct Param {
     std::string name;
     ParamSlot slot;
+    int64_t elements = 0;  // of the whole tensor (the slot may hold a shard)
   };
   // One micro-batch's activations of a block.
   struct Acts {
@@ -174,7 +196,10 @@ class Gpt {
       kCount
     };
     std::vector<Acts> micro;  // [accumulate]
-    const ParamSlot& p(int i) const { return group.params[i]; }
+    // What the passes read and sum into: `group` itself, or under sharding
+    // the gather slot the block computes in.
+    const ParamGroup* compute = nullptr;
+    const ParamSlot& p(int i) const { return compute->params[i]; }
   };
   // One micro-batch's tensors outside the blocks: its tokens, the last
   // block's output and the final norm's, and the residual stream's gradient
@@ -201,14 +226,17 @@ class Gpt {
   };
 
   Gpt(Store* store, Compute* compute, const GptConfig& config,
-      const ModelFootprint& footprint);
+      const ModelFootprint& footprint, Collectives* collectives);
 
   // Tensors (gpt_tensors.cc).
   absl::Status CreateTensors();
+  // Homed on config.home unless `home` is given.
   absl::StatusOr<TensorId> CreateTensor(const std::string& name,
                                         TensorKind kind, DType dtype,
-                                        std::vector<int64_t> shape);
+                                        std::vector<int64_t> shape,
+                                        std::optional<Tier> home = {});
   // `half`: 16-bit under mixed precision (all but the LayerNorms).
+  // Sharded, the slot holds shard rank() (a 1-D tensor; first_index set).
   absl::StatusOr<ParamSlot> CreateParam(const std::string& name,
                                         std::vector<int64_t> shape, bool decay,
                                         bool half = true);
@@ -221,7 +249,7 @@ class Gpt {
   // ".mb<k>" for micro-batch k when a step has several, else "".
   std::string MicroSuffix(int k) const;
   absl::Status InitWeights();
-  absl::Status InitParam(const ParamSlot& slot, double stddev, double fill,
+  absl::Status InitParam(const Param& p, double stddev, double fill,
                          uint64_t stream);
 
   // The passes (gpt_step.cc), each over one micro-batch's rows_ token rows.
@@ -236,12 +264,15 @@ class Gpt {
   absl::Status LinearGrad(const LeaseGroup& g, int x, int w, int dy, int dw,
                           int db, int dx, int64_t in, int64_t out,
                           bool accumulate);
-  // Sets the micro-batches of a pass over `sequences` sequences.
-  void SplitMicroBatches(int64_t sequences);
+  // Sets the micro-batches of a pass over `sequences` sequences (`split`:
+  // this rank's of them). Returns the first sequence of this rank's.
+  int64_t SplitMicroBatches(int64_t sequences, bool split);
   // rows_ = micro-batch k's token rows: the operations below act on it.
   void SetMicro(int k) { rows_ = micro_rows_[k]; }
+  // `split`: a sharded training step's global batch, of which this rank
+  // takes its micro-batches (RankMicroBatches).
   absl::Status Upload(const int32_t* inputs, const int32_t* targets,
-                      int64_t sequences);
+                      int64_t sequences, bool split = false);
   absl::Status Embed(int k);
   // A block's forward in operations (each one LeaseGroup): 0 LayerNorm 1 and
   // the QKV projection, 1 attention, its projection and the residual add,
@@ -272,6 +303,10 @@ class Gpt {
   // Every micro-batch through the block's backward, then its parameters to
   // the optimizer.
   absl::Status BlockBackward(const Block& b);
+  // Whether micro-batch k's gradients add to what the buffers hold: every
+  // micro-batch but the first, and under sharding rank r > 0's first too
+  // (rank r - 1's sums are there).
+  bool Adds(int k) const { return k > 0 || (sharded() && rank() > 0); }
   // A block's backward in operations: 0 the MLP, 1 LayerNorm 2, 2 the
   // attention and its projection, 3 the QKV projection, 4 LayerNorm 1.
   static constexpr int kBackwardOps = 5;
@@ -283,18 +318,92 @@ class Gpt {
   absl::StatusOr<double> ForwardBackward(const int32_t* inputs,
                                          const int32_t* targets,
                                          int64_t sequences);
+  // The backward pass after the loss: the blocks, then the embeddings.
+  absl::Status BackwardBlocks();
+  absl::Status BackwardEmbeddings();
+  // The optimizer's EndStep with the embeddings (sharded: their shards).
+  absl::StatusOr<std::optional<float>> EndOptimizerStep();
+  // One forward and backward pass and the optimizer's end of the step (its
+  // re-run coefficient, as EndStep), the store's step around them; the loss
+  // into `loss` (may be null).
+  absl::StatusOr<std::optional<float>> StepPass(
+      const int32_t* inputs, const int32_t* targets, int64_t sequences,
+      const AdamParams& adam, std::optional<float> coefficient,
+      const std::optional<MixedStep>& mixed, double* loss);
+  // After a pass, sharded: waits for what is in flight, or after an error
+  // (`status`, returned) drops it and refuses every later pass (the ranks'
+  // shards may be out of step: the run must end). Unsharded: `status`.
+  absl::Status FinishPass(absl::Status status);
   AdamParams StepAdamParams() const;
   std::optional<MixedStep> StepMixed() const;
   // After a mixed step's EndStep: whether its update stood (the loss scale
   // updated, a skip counted).
   bool MixedStepApplied();
 
+  // ---- Sharded data parallelism (gpt_sharding.cc).
+  // Tags: a group's id (lnf 0, block l 1 + l, embeddings layers + 1), a
+  // parameter of it and what the message carries.
+  enum MessageKind { kPartialSum, kShard, kClassifierSum, kClassifierTotal };
+  int GroupId(int l) const { return 1 + l; }
+  int EmbeddingsId() const { return config_.layers + 1; }
+  static constexpr int kLnfId = 0;
+  // Shard rank() of n elements: {first, count}.
+  std::pair<int64_t, int64_t> Shard(int64_t n) const;
+  // The gather slots: two of a block's shape, and the embeddings' and final
+  // norm's (cg_); points each block at its slot.
+  absl::Status CreateSlots();
+  // A group for leases on the shards the collectives read and write.
+  std::unique_ptr<LeaseGroup> ShardLeases();
+  // Starts the all-gather of block l's parameters into slot l % 2 (l = -1:
+  // the embeddings and final norm); no-op when the slot holds them.
+  absl::Status StartGather(int l);
+  // Waits until block l's (or -1's) parameters are gathered.
+  absl::Status EnsureGathered(int l);
+  // Rank r > 0: receives rank r - 1's sums of `params` of `compute` into
+  // its gradients (a no-op on rank 0).
+  absl::Status ReceivePartialSums(const ParamGroup& compute, int id,
+                                  std::vector<int> params, MessageKind kind,
+                                  int from);
+  // Waits for the sends out of `compute`'s gradients; they may be written.
+  absl::Status WaitSends(const ParamGroup& compute);
+  // `compute`'s gradients hold this rank's sums: passes them to the next
+  // rank, or on the last rank (which holds the totals) sums their squares
+  // and sends each rank its shard; `state` receives this rank's shard
+  // (pending_ until CompletePending).
+  absl::Status PassGradients(const ParamGroup& compute, const ParamGroup& state,
+                             int id);
+  // The classifier's part of wte's gradient, passed on (the last rank's
+  // total goes to rank 0, whose embedding backward adds to it).
+  absl::Status PassClassifierSum();
+  // Waits for the oldest pending group's shard and hands it to the
+  // optimizer (its GroupComplete; AwaitPending only waits).
+  absl::Status CompletePending();
+  struct Pending;
+  absl::StatusOr<Pending> AwaitPending();
+  // Sharded: the step's summed loss from every rank's micro-batch parts, in
+  // the global micro-batch order (one rank's sum).
+  absl::StatusOr<double> SumLosses(const std::vector<double>& mine);
+  // The norm's agreement (ClippedAdamW::SetAgreement): the last rank's sum
+  // of squares, every rank's non-finite counts summed.
+  absl::Status AgreeOnNorm(double& sum_squares, int64_t& nonfinite);
+  // Waits for everything in flight and releases it; AbandonPass drops it.
+  absl::Status EndPass();
+  void AbandonPass();
+  // ReadParameter's all-gather of p's fp32 shards.
+  absl::Status GatherParameter(const Param& p, std::vector<float>* out);
+  // Rank r's micro-batches [first, first + count) of `micro` in all.
+  std::pair<int, int> RankMicroBatches(int micro) const;
+
   Store* const store_;
   Compute* const compute_;
   const GptConfig config_;
   const ModelFootprint footprint_;
-  std::vector<Block> blocks_;  // reserved once: groups are held by address
+  Collectives* const collectives_;  // sharded runs only
+  std::vector<Block> blocks_;       // reserved once: groups are held by address
   Globals g_;
+  // What the passes use of the globals: g_, or under sharding their gather
+  // slots.
+  Globals cg_;
   std::vector<MicroIo> io_;  // [accumulate]
   Scratch s_;
   std::vector<Param> params_;      // by name, for ReadParameter
@@ -311,6 +420,27 @@ class Gpt {
   ActivationMeter activations_;
   std::array<uint64_t, kNumLinks> train_link_bytes_{};
   float lr_;
+
+  // Sharded state (gpt_sharding.cc).
+  std::array<ParamGroup, 2> slots_;  // block l computes in slots_[l % 2]
+  // Operations in flight and the leases their buffers are under.
+  struct InFlight {
+    std::vector<Collectives::Request> requests;
+    std::unique_ptr<LeaseGroup> lease, source;
+  };
+  static constexpr int kNoLayer = -100;  // a slot holding nothing
+  // What each slot holds: slots 0 and 1 a block, slot 2 the globals (-1).
+  std::array<int, 3> slot_layer_{kNoLayer, kNoLayer, kNoLayer};
+  std::array<InFlight, 3> gathers_;
+  std::vector<std::pair<const ParamGroup*, InFlight>> sends_;
+  struct Pending {
+    const ParamGroup* state;
+    InFlight receive;
+    WholeGradient whole;
+  };
+  std::vector<Pending> pending_;  // oldest first
+  int global_micro_ = 0;          // micro-batches of the step, every rank's
+  absl::Status failed_;  // after a sharded step failed: every later one
 };
 
 }  // namespace strata::train

@@ -163,7 +163,58 @@ int64_t ChooseClassifierRows(const GptConfig& c, uint64_t device_capacity) {
   return std::clamp<int64_t>(fit, 1, std::max<int64_t>(c.tokens(), 1));
 }
 
-absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
+namespace {
+
+// One rank's part of `bytes` of `tensors` tensors sharded over `ranks`: the
+// largest shard of each is at most one element (4 bytes) above the mean.
+uint64_t ShardBytes(uint64_t bytes, uint64_t tensors, int ranks) {
+  return (bytes + ranks - 1) / ranks + tensors * kF;
+}
+
+// The gather slots of a sharded rank (gpt_sharding.cc): two blocks' and the
+// globals' whole parameters (16-bit but the LayerNorms under mixed
+// precision) and fp32 gradients, each leased in granules.
+uint64_t GatherSlotBytes(const GptConfig& c) {
+  const uint64_t g = kDeviceAllocationGranuleBytes, C = c.embed;
+  const uint64_t e = c.precision != Precision::kFp32 ? 2 : kF;
+  auto tensor = [&](uint64_t n, bool half) {
+    return RoundUp(n * (half ? e : kF), g) + RoundUp(n * kF, g);
+  };
+  const uint64_t block =
+      4 * tensor(C, false) + tensor(3 * C * C, true) + tensor(3 * C, true) +
+      tensor(C * C, true) + tensor(C, true) + tensor(4 * C * C, true) +
+      tensor(4 * C, true) + tensor(4 * C * C, true) + tensor(C, true);
+  const uint64_t globals = tensor(c.vocab * C, true) +
+                           tensor(c.context * C, true) + 2 * tensor(C, false);
+  return 2 * block + globals;
+}
+
+}  // namespace
+
+absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,
+                               int ranks, const std::string& device_memory) {
+  if (device_memory != "copies") {
+    return absl::FailedPreconditionError(
+        "--distributed gathers each block into device memory of its own, "
+        "which unified memory does not have: drop --memory=unified");
+  }
+  if (compute.stream() != nullptr) {
+    return absl::FailedPreconditionError(
+        "--distributed runs over MPI on the simulated device; on a CUDA GPU "
+        "it needs NCCL, which is not built yet: add --device=simulated");
+  }
+  if (c.embed < ranks) {  // the smallest tensors have embed elements
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d ranks, but a LayerNorm has only --embed=%d values: every rank "
+        "needs a shard of every tensor (use at most %d ranks, or raise "
+        "--embed)",
+        ranks, c.embed, c.embed));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c,
+                                                   int sharded_ranks) {
   STRATA_RETURN_IF_ERROR(CheckGptConfig(c));
   if (c.classifier_rows < 1) {
     return absl::InvalidArgumentError("classifier_rows must be chosen (>= 1)");
@@ -204,6 +255,16 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c) {
       c.optimizer_tier == Tier::kDevice
           ? f.largest_tensor_bytes
           : std::max({V * C, 4 * N * C, S * V}) * kF;
+  if (sharded_ranks > 0) {
+    // Per parameter: its w, g, m, v (and mixed copies) shard alike.
+    const uint64_t tensors = 4 * (12 * c.layers + 4);
+    f.parameter_bytes = ShardBytes(f.parameter_bytes, tensors, sharded_ranks);
+    f.gradient_bytes = ShardBytes(f.gradient_bytes, tensors, sharded_ranks);
+    f.optimizer_bytes = ShardBytes(f.optimizer_bytes, tensors, sharded_ranks);
+    f.backup_bytes = ShardBytes(f.backup_bytes, tensors, sharded_ranks);
+    f.gather_slot_bytes = GatherSlotBytes(c);
+    f.device_working_set_bytes += f.gather_slot_bytes;
+  }
   return f;
 }
 
@@ -220,13 +281,15 @@ uint64_t DeviceNeed(const GptConfig& c, const ModelFootprint& f) {
 
 }  // namespace
 
-absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c) {
+absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c,
+                                                 int sharded_ranks) {
   uint64_t budget = 0;
   // Each round's need adds about a quarter of the budget's growth (the
   // logits slice and its slack): a few rounds converge.
   for (int round = 0; round < 64; ++round) {
     c.classifier_rows = ChooseClassifierRows(c, budget);
-    STRATA_ASSIGN_OR_RETURN(ModelFootprint f, ComputeGptFootprint(c));
+    STRATA_ASSIGN_OR_RETURN(ModelFootprint f,
+                            ComputeGptFootprint(c, sharded_ranks));
     const uint64_t need = DeviceNeed(c, f);
     if (need <= budget) break;
     budget = need;

@@ -65,13 +65,28 @@ int64_t ChooseClassifierRows(const GptConfig& c, uint64_t device_capacity);
 // The least device budget that holds the GPT's device working set when its
 // classifier slice is the one ChooseClassifierRows picks for that budget
 // (the slice grows with the budget, so the need does too). Errors: those of
-// ComputeGptFootprint.
-absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c);
+// ComputeGptFootprint (with `sharded_ranks`).
+absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c,
+                                                 int sharded_ranks = 0);
 
 // The footprint of `c` (with c.classifier_rows already chosen, >= 1).
 // InvalidArgument for sizes that make no sense (a dimension below 1, heads
-// not dividing embed, > 1e9 elements in a tensor).
-absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c);
+// not dividing embed, > 1e9 elements in a tensor). `sharded_ranks` > 0: one
+// rank of a run sharded over that many (gpt.h): the largest shard of every
+// parameter, gradient, moment and backup, and a device working set that
+// adds the gather slots (two blocks' and the embeddings' and final norm's
+// whole parameters and fp32 gradients, gather_slot_bytes) to the unsharded
+// one (an upper bound: the slots are what the passes lease).
+absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c,
+                                                   int sharded_ranks = 0);
+
+// OK when `c` can be sharded over `ranks` ranks on `compute` in
+// `device_memory` (Stats'): FailedPrecondition on a CUDA compute (the MPI
+// path moves host memory; GPUs need NCCL) or in unified memory (the gather
+// slots are device-home tensors); InvalidArgument when a tensor has fewer
+// elements than ranks (--embed below the ranks).
+absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,
+                               int ranks, const std::string& device_memory);
 
 // As CheckFootprintFits (footprint.h): ResourceExhausted naming the budget
 // flag to raise when a tier cannot hold what the GPT needs there.

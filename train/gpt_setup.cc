@@ -28,7 +28,8 @@ absl::Status MakeGptResident(GptConfig& model, StoreOptions& store) {
 }
 
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
-    const StoreOptions& store_options, GptConfig& model) {
+    const StoreOptions& store_options, GptConfig& model,
+    Collectives* collectives) {
   if (model.home != Tier::kDevice) {
     model.home =
         store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
@@ -42,8 +43,9 @@ absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     // The slice follows the budget and the need follows the slice: a budget
     // below the point where they meet is refused naming that point (the
     // need at this budget's slice would be too low to give back).
-    STRATA_ASSIGN_OR_RETURN(const uint64_t need,
-                            DeviceBudgetForOwnSlice(model));
+    STRATA_ASSIGN_OR_RETURN(
+        const uint64_t need,
+        DeviceBudgetForOwnSlice(model, collectives ? collectives->size() : 0));
     if (device < need) {
       // Rounded up, so that the value printed is enough when given back.
       const double mib = std::ceil(10.0 * need / kMiB) / 10;
@@ -57,9 +59,9 @@ absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     }
     model.classifier_rows = ChooseClassifierRows(model, device);
   }
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<Gpt> gpt,
-      Gpt::Create(setup->store.get(), setup->compute.get(), model));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> gpt,
+                          Gpt::Create(setup->store.get(), setup->compute.get(),
+                                      model, collectives));
   setup->model = std::move(gpt);
   return setup;
 }

@@ -29,9 +29,11 @@ struct GptSetup {
 // Opens the store, the compute for its device and the model. Unless
 // `model.home` is kDevice, the home tier becomes NVMe when the store has one
 // and host otherwise; model.classifier_rows is chosen for the device budget
-// when 0. Errors: those of Store::Open, MakeCudaCompute and Gpt::Create.
+// when 0. `collectives`: one rank of a sharded run (Gpt::Create). Errors:
+// those of Store::Open, MakeCudaCompute and Gpt::Create.
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
-    const StoreOptions& store, GptConfig& model);
+    const StoreOptions& store, GptConfig& model,
+    Collectives* collectives = nullptr);
 
 }  // namespace strata::train
 

@@ -67,22 +67,38 @@ absl::Status Gpt::Drop(TensorId id) {
   return store_->Discard(id);
 }
 
-void Gpt::SplitMicroBatches(int64_t sequences) {
+int64_t Gpt::SplitMicroBatches(int64_t sequences, bool split) {
   micro_rows_.clear();
   for (int64_t left = sequences; left > 0; left -= config_.batch) {
     micro_rows_.push_back(std::min(left, config_.batch) * config_.context);
   }
-  pass_rows_ = sequences * config_.context;
+  global_micro_ = static_cast<int>(micro_rows_.size());
+  pass_rows_ = sequences * config_.context;  // the loss is the whole step's
+  int64_t first = 0;
+  if (split) {
+    const auto [at, count] = RankMicroBatches(global_micro_);
+    micro_rows_ = std::vector<int64_t>(micro_rows_.begin() + at,
+                                       micro_rows_.begin() + at + count);
+    first = int64_t{at} * config_.batch;
+  }
   SetMicro(0);
+  return first;
 }
 
 absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
-                         int64_t sequences) {
-  const int64_t most = config_.step_sequences();
+                         int64_t sequences, bool split) {
+  split = split && sharded();
+  const int64_t most = config_.step_sequences() * (split ? ranks() : 1);
   if (sequences < 1 || sequences > most) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d sequences: must be 1..%d (--batch x --accumulate)",
-                        sequences, most));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d sequences: must be 1..%d (--batch x --accumulate%s)", sequences,
+        most, split ? " x ranks" : ""));
+  }
+  if (split && (sequences + config_.batch - 1) / config_.batch < ranks()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d sequences make fewer micro-batches of --batch=%d than the %d "
+        "ranks: every rank needs one",
+        sequences, config_.batch, ranks()));
   }
   const int64_t n = sequences * config_.context;
   for (const int32_t* t : {inputs, targets}) {
@@ -95,8 +111,7 @@ absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
       }
     }
   }
-  SplitMicroBatches(sequences);
-  int64_t at = 0;
+  int64_t at = SplitMicroBatches(sequences, split) * config_.context;
   for (size_t k = 0; k < micro_rows_.size(); ++k) {
     const uint64_t bytes = micro_rows_[k] * sizeof(int32_t);
     STRATA_RETURN_IF_ERROR(store_->Write(io_[k].tokens, inputs + at, bytes));
@@ -110,8 +125,8 @@ absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
 
 absl::Status Gpt::Embed(int k) {
   SetMicro(k);
-  const ParamSlot& wte = g_.embeddings.params[0];
-  const ParamSlot& wpe = g_.embeddings.params[1];
+  const ParamSlot& wte = cg_.embeddings.params[0];
+  const ParamSlot& wpe = cg_.embeddings.params[1];
   LeaseGroup g = DeviceGroup();
   const int tok = g.Add(io_[k].tokens, kR), te = AddWeight(g, wte),
             pe = AddWeight(g, wpe), x = g.Add(blocks_.front().micro[k].x, kO);
@@ -209,8 +224,8 @@ absl::Status Gpt::FinalNorm(int k) {
   SetMicro(k);
   const int64_t N = rows_;
   LeaseGroup g = DeviceGroup();
-  const int x = g.Add(io_[k].out, kR), w = g.Add(g_.lnf.params[0].w, kR),
-            bias = g.Add(g_.lnf.params[1].w, kR),
+  const int x = g.Add(io_[k].out, kR), w = g.Add(cg_.lnf.params[0].w, kR),
+            bias = g.Add(cg_.lnf.params[1].w, kR),
             ln = g.Add(io_[k].lnf_out, kO), st = g.Add(io_[k].lnf_stats, kO);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(
@@ -226,12 +241,12 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int k, int64_t first_row,
   SetMicro(k);
   const int64_t C = config_.embed, V = config_.vocab;
   const int64_t S = config_.classifier_rows;
-  const ParamSlot& wte = g_.embeddings.params[0];
+  const ParamSlot& wte = cg_.embeddings.params[0];
   LeaseGroup g = DeviceGroup();
   const int x = g.Add(io_[k].lnf_out, kR), w = AddWeight(g, wte),
             logits = g.Add(s_.logits, kO), tg = g.Add(io_[k].targets, kR);
   const int dln = gradient ? g.Add(io_[k].dln, kO) : -1;
-  const int dw = gradient ? g.Add(wte.g, k == 0 ? kO : kW) : -1;
+  const int dw = gradient ? g.Add(wte.g, Adds(k) ? kW : kO) : -1;
   STRATA_RETURN_IF_ERROR(g.Acquire());
   double loss = 0;
   // The gradient of the mean over the whole step's tokens, times fp16's
@@ -241,7 +256,7 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int k, int64_t first_row,
   const Precision type = config_.precision;
   for (int64_t r0 = first_row; r0 < first_row + rows; r0 += S) {
     const int64_t s = std::min(S, first_row + rows - r0);
-    const bool add = r0 != first_row || k > 0;  // to wte's gradient so far
+    const bool add = r0 != first_row || Adds(k);  // to wte's gradient so far
     float* z = g.data(logits);
     const float* xs = g.data(x) + r0 * C;
     if (mixed()) {  // the tied wte as a bias-free 16-bit linear layer
@@ -275,10 +290,10 @@ absl::StatusOr<double> Gpt::Classifier(bool gradient, int k, int64_t first_row,
 absl::Status Gpt::FinalNormBackward(int k) {
   SetMicro(k);
   const int64_t N = rows_, C = config_.embed;
-  const ParamSlot& w = g_.lnf.params[0];
-  const ParamSlot& b = g_.lnf.params[1];
+  const ParamSlot& w = cg_.lnf.params[0];
+  const ParamSlot& b = cg_.lnf.params[1];
   const MicroIo& io = io_[k];
-  const Access grads = k == 0 ? kO : kW;
+  const Access grads = Adds(k) ? kW : kO;
   LeaseGroup g = DeviceGroup();
   const int x = g.Add(io.out, kR), wi = g.Add(w.w, kR),
             st = g.Add(io.lnf_stats, kR), dln = g.Add(io_[k].dln, kR),
@@ -286,7 +301,7 @@ absl::Status Gpt::FinalNormBackward(int k) {
             db = g.Add(b.g, grads);
   STRATA_RETURN_IF_ERROR(g.Acquire());
   STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dres), g.bytes(dres) / kF));
-  if (k == 0) {
+  if (!Adds(k)) {
     for (int i : {dw, db}) {
       STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(i), g.bytes(i) / kF));
     }
@@ -307,7 +322,7 @@ absl::Status Gpt::FinalNormBackward(int k) {
 absl::Status Gpt::NormBackward(TensorId x_id, const ParamSlot& w,
                                const ParamSlot& b, TensorId stats_id, int k) {
   const TensorId dres_id = io_[k].dres, dln_id = io_[k].dln;
-  const bool first = k == 0;
+  const bool first = !Adds(k);
   const int64_t N = rows_, C = config_.embed;
   const Access grads = first ? kO : kW;
   LeaseGroup g = DeviceGroup();
@@ -355,7 +370,7 @@ absl::Status Gpt::BlockBackward(const Block& b) {
       }
     }
   }
-  return optimizer_.GroupComplete(b.group);
+  return absl::OkStatus();
 }
 
 // Micro-batch k's dres holds the gradient of the block's output before op
@@ -366,7 +381,7 @@ absl::Status Gpt::BackwardOp(const Block& b, int op, int k) {
   const Acts& a = b.micro[k];
   const TensorId dres_id = io_[k].dres;
   const int64_t C = config_.embed;
-  const bool add = k > 0;  // to the earlier micro-batches' gradients
+  const bool add = Adds(k);  // to the earlier micro-batches' gradients
   const Access grads = add ? kW : kO;
   using B = Block;
   if (op == 1) {
@@ -432,14 +447,14 @@ absl::Status Gpt::BackwardOp(const Block& b, int op, int k) {
 
 absl::Status Gpt::EmbedBackward(int k) {
   SetMicro(k);
-  const ParamSlot& wte = g_.embeddings.params[0];
-  const ParamSlot& wpe = g_.embeddings.params[1];
+  const ParamSlot& wte = cg_.embeddings.params[0];
+  const ParamSlot& wpe = cg_.embeddings.params[1];
   {
     LeaseGroup g = DeviceGroup();
     const int tok = g.Add(io_[k].tokens, kR), dres = g.Add(io_[k].dres, kR),
-              dte = g.Add(wte.g, kW), dpe = g.Add(wpe.g, k == 0 ? kO : kW);
+              dte = g.Add(wte.g, kW), dpe = g.Add(wpe.g, Adds(k) ? kW : kO);
     STRATA_RETURN_IF_ERROR(g.Acquire());
-    if (k == 0) {
+    if (!Adds(k)) {
       STRATA_RETURN_IF_ERROR(compute_->Zero(g.data(dpe), g.bytes(dpe) / kF));
     }
     STRATA_RETURN_IF_ERROR(compute_->EmbeddingBackward(
@@ -458,9 +473,14 @@ absl::Status Gpt::EmbedBackward(int k) {
 // the next operation, so its weights are leased once for all of them.
 absl::Status Gpt::Forward() {
   const int micro = static_cast<int>(micro_rows_.size());
+  if (sharded()) STRATA_RETURN_IF_ERROR(EnsureGathered(-1));
   for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(Embed(k));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
+    if (sharded()) {  // this block's parameters, and the next's on their way
+      STRATA_RETURN_IF_ERROR(EnsureGathered(l));
+      if (l + 1 < blocks_.size()) STRATA_RETURN_IF_ERROR(StartGather(l + 1));
+    }
     for (int op = 0; op < kSavedOps; ++op) {
       for (int k = 0; k < micro; ++k) {
         STRATA_RETURN_IF_ERROR(ForwardOp(b, op, k));
@@ -502,27 +522,95 @@ absl::Status Gpt::DiscardActivations() {
 absl::StatusOr<double> Gpt::ForwardBackward(const int32_t* inputs,
                                             const int32_t* targets,
                                             int64_t sequences) {
-  STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
+  STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences, /*split=*/true));
   STRATA_RETURN_IF_ERROR(Forward());
   const int micro = static_cast<int>(micro_rows_.size());
-  double loss = 0;
+  if (sharded() && rank() > 0) {  // rank r - 1's sums to add to
+    STRATA_RETURN_IF_ERROR(ReceivePartialSums(cg_.embeddings, EmbeddingsId(),
+                                              {0}, kClassifierSum, rank() - 1));
+    STRATA_RETURN_IF_ERROR(
+        ReceivePartialSums(cg_.lnf, kLnfId, {0, 1}, kPartialSum, rank() - 1));
+  }
+  std::vector<double> losses;
   // Each micro-batch's classifier and final norm in turn: dln is shared.
   for (int k = 0; k < micro; ++k) {
-    STRATA_ASSIGN_OR_RETURN(double part, Classifier(true, k, 0, rows_));
-    loss += part;
+    STRATA_ASSIGN_OR_RETURN(losses.emplace_back(),
+                            Classifier(true, k, 0, rows_));
     for (TensorId id : {io_[k].lnf_out, io_[k].targets}) {
       STRATA_RETURN_IF_ERROR(Drop(id));
     }
     STRATA_RETURN_IF_ERROR(FinalNormBackward(k));
   }
   STRATA_RETURN_IF_ERROR(Drop(s_.logits));
-  STRATA_RETURN_IF_ERROR(optimizer_.GroupComplete(g_.lnf));
-  for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
-    STRATA_RETURN_IF_ERROR(BlockBackward(blocks_[l]));
+  double loss = 0;
+  for (double part : losses) loss += part;
+  if (sharded()) {
+    STRATA_RETURN_IF_ERROR(PassClassifierSum());
+    STRATA_RETURN_IF_ERROR(PassGradients(cg_.lnf, g_.lnf, kLnfId));
+  } else {
+    STRATA_RETURN_IF_ERROR(optimizer_.GroupComplete(g_.lnf));
   }
-  for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(EmbedBackward(k));
+  STRATA_RETURN_IF_ERROR(BackwardBlocks());
+  STRATA_RETURN_IF_ERROR(BackwardEmbeddings());
   STRATA_RETURN_IF_ERROR(compute_->Synchronize());
+  // Last: an all-gather earlier would hold rank 0 until the last rank's
+  // classifier is done.
+  if (sharded()) return SumLosses(losses);
   return loss;
+}
+
+absl::Status Gpt::BackwardBlocks() {
+  for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
+    const Block& b = blocks_[l];
+    if (!sharded()) {
+      STRATA_RETURN_IF_ERROR(BlockBackward(b));
+      STRATA_RETURN_IF_ERROR(optimizer_.GroupComplete(b.group));
+      continue;
+    }
+    STRATA_RETURN_IF_ERROR(EnsureGathered(l));
+    if (l > 0) STRATA_RETURN_IF_ERROR(StartGather(l - 1));
+    // The slot's gradients may still be sending block l + 2's sums.
+    STRATA_RETURN_IF_ERROR(WaitSends(*b.compute));
+    if (rank() > 0) {
+      std::vector<int> all(Block::kCount);
+      for (int i = 0; i < Block::kCount; ++i) all[i] = i;
+      STRATA_RETURN_IF_ERROR(ReceivePartialSums(*b.compute, GroupId(l), all,
+                                                kPartialSum, rank() - 1));
+    }
+    STRATA_RETURN_IF_ERROR(BlockBackward(b));
+    STRATA_RETURN_IF_ERROR(PassGradients(*b.compute, b.group, GroupId(l)));
+    // The group before, one block late: its totals had a block's time.
+    while (pending_.size() > 1) STRATA_RETURN_IF_ERROR(CompletePending());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::BackwardEmbeddings() {
+  if (sharded()) {
+    STRATA_RETURN_IF_ERROR(WaitSends(cg_.embeddings));
+    if (rank() == 0 && ranks() > 1) {  // the classifier's total to add to
+      STRATA_RETURN_IF_ERROR(ReceivePartialSums(
+          cg_.embeddings, EmbeddingsId(), {0}, kClassifierTotal, ranks() - 1));
+    }
+    if (rank() > 0) {
+      STRATA_RETURN_IF_ERROR(ReceivePartialSums(
+          cg_.embeddings, EmbeddingsId(), {0, 1}, kPartialSum, rank() - 1));
+    }
+  }
+  for (int k = 0; k < static_cast<int>(micro_rows_.size()); ++k) {
+    STRATA_RETURN_IF_ERROR(EmbedBackward(k));
+  }
+  if (!sharded()) return absl::OkStatus();  // EndStep hands them over
+  STRATA_RETURN_IF_ERROR(
+      PassGradients(cg_.embeddings, g_.embeddings, EmbeddingsId()));
+  while (pending_.size() > 1) STRATA_RETURN_IF_ERROR(CompletePending());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<float>> Gpt::EndOptimizerStep() {
+  if (!sharded()) return optimizer_.EndStep(g_.embeddings);
+  STRATA_ASSIGN_OR_RETURN(Pending p, AwaitPending());  // the embeddings'
+  return optimizer_.EndStep(g_.embeddings, p.whole);
 }
 
 AdamParams Gpt::StepAdamParams() const {
@@ -553,9 +641,43 @@ bool Gpt::MixedStepApplied() {
   return applied;
 }
 
+absl::StatusOr<std::optional<float>> Gpt::StepPass(
+    const int32_t* inputs, const int32_t* targets, int64_t sequences,
+    const AdamParams& adam, std::optional<float> coefficient,
+    const std::optional<MixedStep>& mixed, double* loss) {
+  store_->BeginStep();
+  optimizer_.BeginStep(adam, coefficient, mixed);
+  absl::StatusOr<double> sum = ForwardBackward(inputs, targets, sequences);
+  absl::StatusOr<std::optional<float>> rerun =
+      sum.ok() ? EndOptimizerStep() : sum.status();
+  absl::Status finished = FinishPass(rerun.status());
+  store_->EndStep();
+  if (!finished.ok()) {
+    DiscardActivations().IgnoreError();
+    return finished;
+  }
+  if (loss != nullptr) *loss = *sum;
+  return rerun;
+}
+
+absl::Status Gpt::FinishPass(absl::Status status) {
+  if (!sharded()) return status;
+  if (status.ok()) status = EndPass();
+  if (status.ok()) return status;
+  AbandonPass();
+  if (failed_.ok()) {
+    failed_ = absl::FailedPreconditionError(absl::StrFormat(
+        "an earlier sharded step failed, leaving the ranks' shards out of "
+        "step; end the run (the failure: %s)",
+        status.message()));
+  }
+  return status;
+}
+
 absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
                                       const int32_t* targets,
                                       int64_t sequences) {
+  STRATA_RETURN_IF_ERROR(failed_);
   const AdamParams adam = StepAdamParams();
   const Stats before = store_->GetStats();
   // What the links moved in this step, a re-run included (train_link_bytes).
@@ -566,14 +688,10 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
     }
   };
   const std::optional<MixedStep> mixed = StepMixed();
-  store_->BeginStep();
-  optimizer_.BeginStep(adam, std::nullopt, mixed);
-  absl::StatusOr<double> loss = ForwardBackward(inputs, targets, sequences);
+  double loss = 0;
   absl::StatusOr<std::optional<float>> rerun =
-      loss.ok() ? optimizer_.EndStep(g_.embeddings) : loss.status();
-  store_->EndStep();
+      StepPass(inputs, targets, sequences, adam, std::nullopt, mixed, &loss);
   if (!rerun.ok()) {
-    DiscardActivations().IgnoreError();
     count_links();
     return rerun.status();
   }
@@ -581,14 +699,11 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
     // The norm exceeded the limit: the updated groups were restored; the
     // same gradients again, clipped this time.
     const auto start = std::chrono::steady_clock::now();
-    store_->BeginStep();
-    optimizer_.BeginStep(adam, **rerun, mixed);
-    absl::Status again = ForwardBackward(inputs, targets, sequences).status();
-    if (again.ok()) again = optimizer_.EndStep(g_.embeddings).status();
-    store_->EndStep();
+    absl::Status again =
+        StepPass(inputs, targets, sequences, adam, **rerun, mixed, nullptr)
+            .status();
     rollback_seconds_ += Since(start);
     if (!again.ok()) {
-      DiscardActivations().IgnoreError();
       count_links();
       return again;
     }
@@ -602,6 +717,7 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
 absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
                                      const int32_t* targets,
                                      int64_t sequences) {
+  STRATA_RETURN_IF_ERROR(failed_);
   store_->BeginStep();
   absl::StatusOr<double> loss = [&]() -> absl::StatusOr<double> {
     STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
@@ -614,8 +730,10 @@ absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
     }
     return sum;
   }();
+  absl::Status finished = FinishPass(loss.status());
   absl::Status discard = DiscardActivations();
   store_->EndStep();
+  if (!finished.ok()) return finished;
   if (loss.ok() && !discard.ok()) return discard;
   return loss;
 }
@@ -627,6 +745,7 @@ absl::StatusOr<std::vector<float>> Gpt::LastLogits(const int32_t* inputs,
     return absl::InvalidArgumentError(
         absl::StrFormat("row %d of %d sequences", row, sequences));
   }
+  STRATA_RETURN_IF_ERROR(failed_);
   // The targets only feed the loss, which is not used: the inputs serve.
   store_->BeginStep();
   std::vector<float> logits(config_.vocab);
@@ -640,6 +759,7 @@ absl::StatusOr<std::vector<float>> Gpt::LastLogits(const int32_t* inputs,
     STRATA_RETURN_IF_ERROR(Classifier(false, k, last, 1).status());
     return store_->Read(s_.logits, logits.data(), logits.size() * kF);
   }();
+  status = FinishPass(status);
   status.Update(DiscardActivations());
   store_->EndStep();
   if (!status.ok()) return status;

@@ -25,11 +25,12 @@ uint64_t Elements(const std::vector<int64_t>& shape) {
 }  // namespace
 
 Gpt::Gpt(Store* store, Compute* compute, const GptConfig& config,
-         const ModelFootprint& footprint)
+         const ModelFootprint& footprint, Collectives* collectives)
     : store_(store),
       compute_(compute),
       config_(config),
       footprint_(footprint),
+      collectives_(collectives),
       optimizer_(
           store, compute, config.optimizer_tier,
           {.max_norm = config.grad_clip, .weight_decay = config.weight_decay},
@@ -41,16 +42,23 @@ Gpt::~Gpt() {
 }
 
 absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store, Compute* compute,
-                                                 GptConfig config) {
+                                                 GptConfig config,
+                                                 Collectives* collectives) {
   const Stats stats = store->GetStats();
   if (config.classifier_rows <= 0) {
     config.classifier_rows = ChooseClassifierRows(
         config, stats.tiers[int(Tier::kDevice)].capacity_bytes);
   }
+  const int ranks = collectives ? collectives->size() : 0;
+  if (collectives) {
+    STRATA_RETURN_IF_ERROR(
+        CheckGptShardable(config, *compute, ranks, stats.device_memory));
+  }
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint,
-                          ComputeGptFootprint(config));
+                          ComputeGptFootprint(config, ranks));
   STRATA_RETURN_IF_ERROR(CheckGptFits(stats, config, footprint));
-  std::unique_ptr<Gpt> gpt(new Gpt(store, compute, config, footprint));
+  std::unique_ptr<Gpt> gpt(
+      new Gpt(store, compute, config, footprint, collectives));
   if (config.precision == Precision::kFp16) {
     STRATA_ASSIGN_OR_RETURN(DynamicLossScale scale,
                             DynamicLossScale::Create(config.loss_scale));
@@ -63,14 +71,16 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store, Compute* compute,
 
 absl::StatusOr<TensorId> Gpt::CreateTensor(const std::string& name,
                                            TensorKind kind, DType dtype,
-                                           std::vector<int64_t> shape) {
+                                           std::vector<int64_t> shape,
+                                           std::optional<Tier> home) {
   const uint64_t bytes = DTypeSize(dtype) * Elements(shape);
-  absl::StatusOr<TensorId> id = store_->Create({.name = name,
-                                                .size_bytes = bytes,
-                                                .dtype = dtype,
-                                                .shape = std::move(shape),
-                                                .kind = kind,
-                                                .home = config_.home});
+  absl::StatusOr<TensorId> id =
+      store_->Create({.name = name,
+                      .size_bytes = bytes,
+                      .dtype = dtype,
+                      .shape = std::move(shape),
+                      .kind = kind,
+                      .home = home.value_or(config_.home)});
   if (!id.ok()) return id;
   created_.push_back(*id);
   if (kind == TensorKind::kActivation) activations_.Track(*id, bytes);
@@ -84,6 +94,12 @@ absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
   using K = TensorKind;
   ParamSlot s;
   s.decay = decay;
+  const int64_t elements = static_cast<int64_t>(Elements(shape));
+  if (sharded()) {  // this rank's shard, flat
+    const auto [first, count] = Shard(elements);
+    s.first_index = first;
+    shape = {count};
+  }
   s.bytes = Elements(shape) * kF;
   s.tensor = params_.size();
   if (half && mixed()) {
@@ -106,7 +122,7 @@ absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
       s.m, CreateTensor(name + ".adam_m", K::kOptimizerState, f32, shape));
   STRATA_ASSIGN_OR_RETURN(
       s.v, CreateTensor(name + ".adam_v", K::kOptimizerState, f32, shape));
-  params_.push_back({name, s});
+  params_.push_back({name, s, elements});
   return s;
 }
 
@@ -235,15 +251,21 @@ absl::Status Gpt::CreateTensors() {
                           act("logits.slice", {config_.classifier_rows, V}));
   STRATA_ASSIGN_OR_RETURN(s_.datt, act("attention.out.grad", {N, C}));
   STRATA_ASSIGN_OR_RETURN(s_.dfc, act("fc.out.grad", {N, 4 * C}));
+  if (sharded()) return CreateSlots();
+  cg_ = g_;
+  for (Block& b : blocks_) b.compute = &b.group;
   return absl::OkStatus();
 }
 
 // Normal(0, stddev) from SplitMix64 through Box-Muller: the same values on
 // every platform, so the initial weights depend only on the seed. stddev 0
 // fills with `fill` (biases 0, LayerNorm weights 1). Moments start at 0.
-absl::Status Gpt::InitParam(const ParamSlot& slot, double stddev, double fill,
+absl::Status Gpt::InitParam(const Param& p, double stddev, double fill,
                             uint64_t stream) {
-  std::vector<float> w(slot.bytes / kF, static_cast<float>(fill));
+  const ParamSlot& slot = p.slot;
+  // The whole tensor's values, of which a shard keeps its part: the same
+  // weights however many ranks share them.
+  std::vector<float> w(p.elements, static_cast<float>(fill));
   if (stddev > 0) {
     uint64_t state = config_.seed * 0x9e3779b97f4a7c15ULL + stream;
     for (size_t i = 0; i < w.size(); i += 2) {
@@ -255,6 +277,10 @@ absl::Status Gpt::InitParam(const ParamSlot& slot, double stddev, double fill,
         w[i + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
       }
     }
+  }
+  if (sharded()) {
+    w.erase(w.begin(), w.begin() + slot.first_index);
+    w.resize(slot.bytes / kF);
   }
   STRATA_RETURN_IF_ERROR(store_->Write(slot.w, w.data(), slot.bytes));
   if (slot.mixed()) {  // the master weight rounded to nearest
@@ -282,7 +308,7 @@ absl::Status Gpt::InitWeights() {
     if (bias) stddev = 0;
     if (norm) stddev = 0, fill = bias ? 0 : 1;
     if (proj) stddev = residual;
-    STRATA_RETURN_IF_ERROR(InitParam(p.slot, stddev, fill, ++stream));
+    STRATA_RETURN_IF_ERROR(InitParam(p, stddev, fill, ++stream));
   }
   return absl::OkStatus();
 }
@@ -312,6 +338,7 @@ absl::Status Gpt::ReadParameter(const std::string& name,
                                 std::vector<float>* out) {
   for (const Param& p : params_) {
     if (p.name != name) continue;
+    if (sharded()) return GatherParameter(p, out);
     out->resize(p.slot.bytes / kF);
     return store_->Read(p.slot.w, out->data(), p.slot.bytes);
   }
