@@ -91,8 +91,8 @@ std::vector<FlagEntry> TrainFlags() {
       {"keep", "checkpoints", "N"},
       {"resume", "checkpoints", "DIR"},
       // Sharded data parallelism over MPI (apps/distributed_run.cc).
-      {"distributed", "distributed", "", kMlp},
-      {"collective_timeout", "distributed", "SECONDS", kMlp},
+      {"distributed", "distributed", ""},
+      {"collective_timeout", "distributed", "SECONDS"},
   };
   for (FlagEntry& e :
        StoreFlags(TrainBudget(kTrainDeviceBudget, kGptDeviceBudget),

@@ -22,6 +22,7 @@
 #include "apps/command_table.h"
 #include "apps/store_flags.h"
 #include "apps/train_flags.h"
+#include "base/byte_size.h"
 #include "strata/status.h"
 #include "train/checkpoint_reader.h"
 #include "train/host_pool.h"
@@ -193,22 +194,50 @@ absl::Status DistributedRun::CheckFlags() {
   }
   auto refuse = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--distributed does not take %s yet (sharded training is built for "
-        "the MLP); drop it or run without --distributed",
+        "--distributed does not take %s yet; drop it or run without "
+        "--distributed",
         what));
   };
-  if (absl::GetFlag(FLAGS_model) != "mlp") {
-    return absl::InvalidArgumentError(
-        "--distributed trains the MLP only so far (sharding the GPT is not "
-        "built): add --model=mlp");
-  }
   if (absl::GetFlag(FLAGS_resident)) return refuse("--resident");
+  if (absl::GetFlag(FLAGS_model) == "gpt") {
+    // A sharded GPT's checkpoints (rank directories of its shards) are not
+    // built; the MLP's are.
+    for (const char* flag : {"save_dir", "resume"}) {
+      const absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
+      if (f != nullptr && !f->CurrentValue().empty()) {
+        return refuse(absl::StrFormat(
+            "--%s with --model=gpt (sharded GPT checkpoints are not built; "
+            "the MLP's are)",
+            Dashed(flag)));
+      }
+    }
+  }
   if (!(absl::GetFlag(FLAGS_collective_timeout) > 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--collective-timeout=%g: give the seconds a rank may wait, > 0",
         absl::GetFlag(FLAGS_collective_timeout)));
   }
   return absl::OkStatus();
+}
+
+void DistributedRun::PrintRanks(const nlohmann::json& ranks) {
+  for (const nlohmann::json& r : ranks["per_rank"]) {
+    absl::PrintF("%-22s peak device %s, host %s, NVMe %s; sent %s per step\n",
+                 absl::StrFormat("rank %d of %d", r["rank"].get<int>(),
+                                 ranks["ranks"].get<int>()),
+                 FormatByteSize(r["peak_device_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["peak_host_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["peak_nvme_bytes"].get<uint64_t>()),
+                 FormatByteSize(r["bytes_sent_per_step"].get<uint64_t>()));
+  }
+}
+
+absl::Status DistributedRun::Barrier(const std::string& what) const {
+  const char mine = 0;
+  std::vector<char> all(ranks());
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r);
+  return AllGather(&mine, all.data(), offsets, what);
 }
 
 absl::StatusOr<DistributedRun> DistributedRun::Start() {

@@ -27,8 +27,8 @@ class DistributedRun {
 
   // Before MPI starts, the same on every rank, with or without
   // --distributed: InvalidArgument for a flag a sharded run does not take
-  // (--model=gpt,
-  // --resident, a --collective-timeout <= 0) and for --collective-timeout
+  // (--resident, --save-dir and --resume with --model=gpt, a
+  // --collective-timeout <= 0) and for --collective-timeout
   // without --distributed. Mutes this process's stdout unless it is rank 0
   // (the launcher's rank variable), so the run prints once. Says on stderr
   // when mpirun started several processes without --distributed, or one
@@ -75,6 +75,14 @@ class DistributedRun {
   // Collective: FailedPrecondition when the ranks' checkpoints at `path`
   // were saved with different configurations (rank directories of two runs).
   absl::Status CheckOneRun(const std::string& path) const;
+
+  // Prints each rank's row of ReportJson's object: peaks per tier, bytes
+  // sent per step.
+  static void PrintRanks(const nlohmann::json& ranks);
+
+  // Collective: returns when every rank has called it (`what` names it in
+  // a timeout).
+  absl::Status Barrier(const std::string& what) const;
 
   // Ends the whole run after this rank's error (code: the exit code), so
   // no rank waits for one that is gone. Does not return.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "apps/checkpoint_command.h"
 #include "apps/command_table.h"
 #include "apps/config_file.h"
+#include "apps/distributed_run.h"
 #include "apps/exit_code.h"
 #include "apps/failed_run.h"
 #include "apps/gnuplot.h"
@@ -445,27 +447,62 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
     return Refuse(p);
   }
+  // --distributed: from here on, a rank's error ends every rank (end).
+  std::optional<DistributedRun> dist;
+  if (DistributedRun::Requested()) {
+    absl::StatusOr<DistributedRun> started = DistributedRun::Start();
+    if (!started.ok()) return FailBeforeRun(started.status());
+    dist.emplace(std::move(*started));
+  }
+  auto end = [&](int code) {
+    if (code != 0 && dist) dist->Abort(code);
+    return code;
+  };
+  const int blas_threads = dist ? dist->ShareCores() : 0;
+  if (dist) {
+    if (absl::Status same = dist->CheckSameRun(
+            EffectiveConfig(*FindCommand("train")), blas_threads);
+        !same.ok()) {
+      return end(FailBeforeRun(same));
+    }
+  }
+  // Sharded, rank 0 builds the corpus cache and the others then reuse it
+  // (two ranks building one cache at once would race).
+  const bool first = !dist || dist->rank() == 0;
+  auto corpus_ready = [&] {
+    return dist->Barrier("the wait for rank 0's corpus cache");
+  };
+  if (!first) {
+    if (absl::Status ready = corpus_ready(); !ready.ok()) {
+      return end(FailBeforeRun(ready));
+    }
+  }
   absl::PrintF(
       "strata train: preparing the corpus (split, tokenizer and shards "
       "are built once and reused from the cache)...\n");
   std::fflush(stdout);
   absl::StatusOr<train::LmCorpus> corpus = train::PrepareLmCorpus(run->corpus);
-  if (!corpus.ok()) return FailBeforeRun(corpus.status());
+  if (!corpus.ok()) return end(FailBeforeRun(corpus.status()));
+  if (dist && first) {
+    if (absl::Status ready = corpus_ready(); !ready.ok()) {
+      return end(FailBeforeRun(ready));
+    }
+  }
   train::GptConfig& m = run->model;
   m.vocab = std::max(m.vocab, corpus->tokenizer->vocab_size());
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeGptResident(m, s); !st.ok()) {
-      return FailBeforeRun(st);
+      return end(FailBeforeRun(st));
     }
     absl::PrintF("strata train: --resident: device budget %s, no NVMe tier\n",
                  FormatByteSize(s.device.budget_bytes));
   }
   absl::StatusOr<double> baseline = train::BigramBaselineLoss(
       *corpus->train, *corpus->validation, corpus->tokenizer->vocab_size());
-  if (!baseline.ok()) return FailBeforeRun(baseline.status());
-  absl::StatusOr<std::unique_ptr<train::GptSetup>> setup =
-      train::OpenGptSetup(s, m);
-  if (!setup.ok()) return FailBeforeRun(setup.status());
+  if (!baseline.ok()) return end(FailBeforeRun(baseline.status()));
+  absl::StatusOr<std::unique_ptr<train::GptSetup>> setup = train::OpenGptSetup(
+      s, m, dist ? dist->collectives() : nullptr, blas_threads);
+  if (!setup.ok()) return end(FailBeforeRun(setup.status()));
   train::Gpt& gpt = *(*setup)->model;
   Store* store = (*setup)->store.get();
   const Stats st0 = store->GetStats();
@@ -484,14 +521,26 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       FormatByteSize(st0.tiers[2].capacity_bytes),
       static_cast<long long>(corpus->train_tokens()), st0.device_backend,
       (*setup)->compute->name());
+  if (dist) {
+    const int ranks = dist->ranks();
+    absl::PrintF(
+        "strata train: --distributed: %s over %s, %s of the parameters, "
+        "gradients and AdamW states (the state above is one rank's) and "
+        "training --batch x --accumulate of every step's %d sequences\n",
+        ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
+        dist->collectives()->name(),
+        ranks == 1 ? "holding all"
+                   : absl::StrFormat("each holding 1/%d", ranks),
+        gpt.step_sequences());
+  }
   std::fflush(stdout);
   absl::StatusOr<train::LmBatcher> batches = train::LmBatcher::Create(
-      corpus->train.get(), m.step_sequences(), m.context, run->train.seed);
-  if (!batches.ok()) return FailBeforeRun(batches.status());
+      corpus->train.get(), gpt.step_sequences(), m.context, run->train.seed);
+  if (!batches.ok()) return end(FailBeforeRun(batches.status()));
   absl::StatusOr<train::ValidationWindows> windows =
       train::ValidationWindows::Create(corpus->validation.get(), m.context,
                                        run->eval_tokens);
-  if (!windows.ok()) return FailBeforeRun(windows.status());
+  if (!windows.ok()) return end(FailBeforeRun(windows.status()));
   // The data a checkpoint was trained on: the tokenizer and the corpus's
   // cache name (its file name and content hash), so that resuming on
   // another corpus, whose token ids mean other things, is refused.
@@ -503,7 +552,7 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   if (!checkpoints->resume_path().empty()) {
     absl::StatusOr<train::Resumed> resumed = train::ResumeGpt(
         checkpoints->resume_path(), *store, gpt, *batches, run->train, data);
-    if (!resumed.ok()) return FailBeforeRun(resumed.status());
+    if (!resumed.ok()) return end(FailBeforeRun(resumed.status()));
     checkpoints->Resumed(*resumed);
   }
   run->train.after_step = [&](int64_t step, absl::Span<const double> losses) {
@@ -519,7 +568,7 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       gpt, *batches, *windows, run->train,
       [&](const train::LmProgress& p) {
         losses.push_back(p.loss);
-        PrintProgress(p, tty);
+        if (first) PrintProgress(p, tty);  // once, by rank 0
         if (!plot_path.empty()) moved.Record(store->GetStats());
       },
       [&](const train::LmEval& e) {
@@ -534,18 +583,26 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
     ReportFailedRun(result.status(), json_path, store->GetStats(), losses,
                     *checkpoints,
                     {{"config", EffectiveConfig(*FindCommand("train"))}});
-    return code;
+    return end(code);
   }
   const Stats st = store->GetStats();
   PrintTable(gpt, *result, *baseline, st);
   nlohmann::json report = ReportJson(*run, s, gpt, *result, *baseline, *corpus,
                                      st, (*setup)->compute->name());
   report.update(checkpoints->ReportJson());
+  if (dist) {
+    absl::StatusOr<nlohmann::json> ranks =
+        dist->ReportJson(st, gpt.train_bytes_sent(),
+                         static_cast<int64_t>(result->losses.size()));
+    if (!ranks.ok()) return end(Fail(ranks.status()));
+    DistributedRun::PrintRanks(*ranks);
+    report["distributed"] = std::move(*ranks);
+  }
   if (run->sample > 0) {
     std::string prompt;
     absl::StatusOr<std::string> text =
         Sample(gpt, *corpus, run->sample, m.seed, &prompt);
-    if (!text.ok()) return Fail(text.status());
+    if (!text.ok()) return end(Fail(text.status()));
     absl::PrintF(
         "\nsample (%lld tokens after \"...%s\"):\n%s\n",
         static_cast<long long>(run->sample),
@@ -555,17 +612,17 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   if (!json_path.empty()) {
     if (absl::Status w = WriteReportJson(json_path, report); !w.ok())
-      return Fail(w);
+      return end(Fail(w));
   }
   if (!timeline_path.empty()) {
     if (absl::Status w = store->WriteTimeline(timeline_path); !w.ok()) {
-      return Fail(w);
+      return end(Fail(w));
     }
   }
   if (!plot_path.empty()) {
     if (absl::Status p = PlotTraining(PlotData(m, *result, moved), plot_path);
         !p.ok()) {
-      return Fail(p);
+      return end(Fail(p));
     }
     absl::PrintF("plot written to %s\n", plot_path);
   }

@@ -294,19 +294,6 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                     model.loss_scale());
 }
 
-// --distributed: what each rank held at its peak and sent per step.
-void PrintRanksRow(const nlohmann::json& ranks) {
-  for (const nlohmann::json& r : ranks["per_rank"]) {
-    absl::PrintF("%-22s peak device %s, host %s, NVMe %s; sent %s per step\n",
-                 absl::StrFormat("rank %d of %d", r["rank"].get<int>(),
-                                 ranks["ranks"].get<int>()),
-                 FormatByteSize(r["peak_device_bytes"].get<uint64_t>()),
-                 FormatByteSize(r["peak_host_bytes"].get<uint64_t>()),
-                 FormatByteSize(r["peak_nvme_bytes"].get<uint64_t>()),
-                 FormatByteSize(r["bytes_sent_per_step"].get<uint64_t>()));
-  }
-}
-
 // The plot of the run: loss per step, test loss per epoch, bytes per step.
 TrainPlotData PlotData(const train::TrainOptions& t,
                        const train::TrainResult& r,
@@ -547,7 +534,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
                          static_cast<int64_t>(result->losses.size()));
     if (!j.ok()) return end(Fail(j.status()));
     ranks_json = std::move(*j);
-    PrintRanksRow(ranks_json);
+    DistributedRun::PrintRanks(ranks_json);
   }
   if (!json_path.empty()) {
     nlohmann::json report = ReportJson(t, s, f, *result, st, compute->name());

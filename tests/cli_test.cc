@@ -573,6 +573,72 @@ TEST(CliDistributedTest, Bf16ShardsMatchOneRankAccumulatingTwoBitwise) {
   EXPECT_EQ(per_rank[1]["bytes_sent_per_step"], gathers + 13253 * 4);
 }
 
+// The GPT sharded over two ranks (gpt_sharding.cc) at gpt_cli_check's
+// micro size: bit for bit one rank with --accumulate=2 (losses, validation
+// loss, the sampled text) and exactly the bytes the protocol sends.
+TEST(CliDistributedTest, GptTwoRanksMatchOneRankAccumulatingTwoBitwise) {
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  {
+    std::ofstream corpus(dir.path() + "/corpus.txt");
+    for (int i = 1; i <= 300; ++i) {
+      corpus << "and the word " << i << " was with the model\n";
+    }
+  }
+  std::filesystem::create_directories(dir.path() + "/nvme");
+  std::vector<std::string> one = {"train",
+                                  "--model=gpt",
+                                  "--tokenizer=byte",
+                                  "--corpus=" + dir.path() + "/corpus.txt",
+                                  "--cache-dir=" + dir.path() + "/cache",
+                                  "--nvme-dir=" + dir.path() + "/nvme",
+                                  "--layers=1",
+                                  "--embed=32",
+                                  "--heads=2",
+                                  "--context=16",
+                                  "--batch=2",
+                                  "--eval-tokens=256",
+                                  "--device-budget=8MiB",
+                                  "--host-budget=16MiB",
+                                  "--nvme-budget=64MiB",
+                                  "--max-steps=3",
+                                  "--sample=8",
+                                  "--grad-clip=0"};
+  std::vector<std::string> two = one;
+  one.insert(one.end(), {"--accumulate=2", "--json=" + dir.path() + "/1.json"});
+  two.insert(two.end(), {"--distributed", "--json=" + dir.path() + "/2.json"});
+  const std::string threads = "OPENBLAS_NUM_THREADS=1";
+  const Result a = Strata(one, threads);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const Result b =
+      Strata(two, threads + " " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const nlohmann::json j1 = ReadJson(dir.path() + "/1.json");
+  const nlohmann::json j2 = ReadJson(dir.path() + "/2.json");
+  ASSERT_EQ(j1["losses"].size(), 3u);
+  EXPECT_EQ(j1["losses"].get<std::vector<double>>(),
+            j2["losses"].get<std::vector<double>>());
+  EXPECT_EQ(j1["val_loss"], j2["val_loss"]);
+  EXPECT_EQ(j1["sample"]["text"], j2["sample"]["text"]);
+  // C = 32, T = 16, V = 256: a block's 12704 parameters, wte's 8192, wpe's
+  // 512, the final norm's 2 x 32; every tensor splits evenly. Each rank
+  // all-gathers half of the 21472 to the other (backward finds the block
+  // in its slot) and its micro-batch's loss (8 bytes). Rank 0 sends its
+  // sums down the chain: wte's classifier part, the final norm, the block,
+  // then wte and wpe again; rank 1 sends back the classifier's total and
+  // rank 0's half of every total.
+  const nlohmann::json& per_rank = j2["distributed"]["per_rank"];
+  ASSERT_EQ(per_rank.size(), 2u);
+  const uint64_t gathers = 21472 / 2 * 4 + 8;
+  EXPECT_EQ(per_rank[0]["bytes_sent_per_step"],
+            gathers + (8192 + 64 + 12704 + 8192 + 512) * 4);
+  EXPECT_EQ(per_rank[1]["bytes_sent_per_step"],
+            gathers + 8192 * 4 + (64 + 12704 + 8192 + 512) / 2 * 4);
+  // Rank 0 alone prints.
+  EXPECT_EQ(b.out.find("rank 0 of 2"), b.out.rfind("rank 0 of 2"));
+  EXPECT_EQ(b.err.find("step 3/3"), b.err.rfind("step 3/3"));
+}
+
 // A crash between two ranks' saves leaves one rank a step ahead: the ranks
 // resume from the newest step both saved, bitwise the uninterrupted run,
 // and the unmatched newer checkpoint is kept aside, not deleted.
@@ -727,7 +793,8 @@ TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
 
 TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--distributed"}, "--model=mlp"},
+      {{"--distributed", "--model=gpt", "--save-dir=/tmp/ckpt"}, "--save-dir"},
+      {{"--distributed", "--model=gpt", "--resume=/tmp/ckpt"}, "--resume"},
       {{"--distributed", "--model=mlp", "--resident"}, "--resident"},
       {{"--distributed", "--model=mlp", "--collective-timeout=0"},
        "--collective-timeout"},

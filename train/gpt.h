@@ -128,6 +128,11 @@ class Gpt {
   void SetLearningRate(float lr) { lr_ = lr; }
   const GptConfig& config() const { return config_; }
   const ModelFootprint& footprint() const { return footprint_; }
+  // Sequences of one TrainStep: batch x accumulate, times the ranks of a
+  // sharded run (the global batch).
+  int64_t step_sequences() const { return config_.step_sequences() * ranks(); }
+  // Bytes this rank's collectives sent during TrainStep calls (sharded).
+  uint64_t train_bytes_sent() const { return train_bytes_sent_; }
   // Ranks of a sharded run (1 when not sharded) and this one's.
   int ranks() const { return collectives_ ? collectives_->size() : 1; }
   int rank() const { return collectives_ ? collectives_->rank() : 0; }
@@ -439,7 +444,8 @@ class Gpt {
     WholeGradient whole;
   };
   std::vector<Pending> pending_;  // oldest first
-  int global_micro_ = 0;          // micro-batches of the step, every rank's
+  int global_micro_ = 0;
+  uint64_t train_bytes_sent_ = 0;  // micro-batches of the step, every rank's
   absl::Status failed_;  // after a sharded step failed: every later one
 };
 

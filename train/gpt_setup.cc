@@ -29,14 +29,14 @@ absl::Status MakeGptResident(GptConfig& model, StoreOptions& store) {
 
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     const StoreOptions& store_options, GptConfig& model,
-    Collectives* collectives) {
+    Collectives* collectives, int cpu_threads) {
   if (model.home != Tier::kDevice) {
     model.home =
         store_options.nvme.budget_bytes > 0 ? Tier::kNvme : Tier::kHost;
   }
   auto setup = std::make_unique<GptSetup>();
-  STRATA_RETURN_IF_ERROR(
-      OpenStoreAndCompute(store_options, &setup->store, &setup->compute));
+  STRATA_RETURN_IF_ERROR(OpenStoreAndCompute(store_options, &setup->store,
+                                             &setup->compute, cpu_threads));
   const uint64_t device =
       setup->store->GetStats().tiers[int(Tier::kDevice)].capacity_bytes;
   if (model.classifier_rows <= 0) {

@@ -29,11 +29,12 @@ struct GptSetup {
 // Opens the store, the compute for its device and the model. Unless
 // `model.home` is kDevice, the home tier becomes NVMe when the store has one
 // and host otherwise; model.classifier_rows is chosen for the device budget
-// when 0. `collectives`: one rank of a sharded run (Gpt::Create). Errors:
-// those of Store::Open, MakeCudaCompute and Gpt::Create.
+// when 0. `collectives`: one rank of a sharded run (Gpt::Create);
+// `cpu_threads` as for OpenStoreAndCompute (setup.h). Errors: those of
+// Store::Open, MakeCudaCompute and Gpt::Create.
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     const StoreOptions& store, GptConfig& model,
-    Collectives* collectives = nullptr);
+    Collectives* collectives = nullptr, int cpu_threads = 0);
 
 }  // namespace strata::train
 

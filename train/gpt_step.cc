@@ -681,7 +681,11 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
   const AdamParams adam = StepAdamParams();
   const Stats before = store_->GetStats();
   // What the links moved in this step, a re-run included (train_link_bytes).
+  const uint64_t sent_before = sharded() ? collectives_->bytes_sent() : 0;
   auto count_links = [&] {
+    if (sharded()) {
+      train_bytes_sent_ += collectives_->bytes_sent() - sent_before;
+    }
     const Stats after = store_->GetStats();
     for (int i = 0; i < kNumLinks; ++i) {
       train_link_bytes_[i] += after.links[i].bytes - before.links[i].bytes;

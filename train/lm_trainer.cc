@@ -70,10 +70,12 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
                                       const LmProgressFn &on_step,
                                       const LmEvalFn &on_eval) {
   const GptConfig &c = model.config();
-  if (batches.batch() != c.step_sequences() || batches.seq_len() != c.context) {
+  // Sharded, every rank reads the whole global batch and trains its part.
+  const int64_t sequences = model.step_sequences();
+  if (batches.batch() != sequences || batches.seq_len() != c.context) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "batches of %d x %d tokens; the model takes %d x %d a step",
-        batches.batch(), batches.seq_len(), c.step_sequences(), c.context));
+        batches.batch(), batches.seq_len(), sequences, c.context));
   }
   if (options.steps < 1) {
     return absl::InvalidArgumentError(
@@ -89,7 +91,7 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
   // Every step's loss, a resumed run's earlier ones first: final_loss and
   // checkpoints see the whole run.
   std::vector<double> all_losses = options.prior_losses;
-  const int64_t step_tokens = c.step_sequences() * c.context;
+  const int64_t step_tokens = sequences * c.context;
   std::vector<int32_t> in(step_tokens), out(step_tokens);
   const auto run_start = std::chrono::steady_clock::now();
   auto evaluate = [&](int64_t step) -> absl::Status {
@@ -107,8 +109,8 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     model.SetLearningRate(LmLearningRate(options, c.adam.lr, step));
     const double optimizer_before = model.clip_stats().optimizer_seconds;
     const auto start = std::chrono::steady_clock::now();
-    STRATA_ASSIGN_OR_RETURN(double loss, model.TrainStep(in.data(), out.data(),
-                                                         c.step_sequences()));
+    STRATA_ASSIGN_OR_RETURN(double loss,
+                            model.TrainStep(in.data(), out.data(), sequences));
     result.step_seconds.push_back(Since(start));
     result.train_seconds += result.step_seconds.back();
     result.optimizer_seconds.push_back(model.clip_stats().optimizer_seconds -
