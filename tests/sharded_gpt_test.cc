@@ -132,5 +132,37 @@ TEST(ShardedGptTest, MoreRanksThanEmbeddingValuesAreRefused) {
   EXPECT_THAT(setup.status().message(), HasSubstr("at most 4 ranks"));
 }
 
+TEST(ShardedGptTest, ARankThatNeverArrivesTimesOutAndLaterStepsAreRefused) {
+  auto collectives = MakeThreadCollectives(2, 0.3);
+  GptConfig c = Micro();
+  ::strata::testing::TempDir dir;
+  StoreOptions so = testing::OptionsFor(Where::kHostHuge, dir.path(), c, 2);
+  absl::StatusOr<std::unique_ptr<GptSetup>> setup =
+      OpenGptSetup(so, c, collectives[0].get());
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  Gpt& gpt = *(*setup)->model;
+  GptConfig global = c;
+  global.accumulate = 2;
+  testing::Batches batches(global);
+  std::vector<int32_t> in, out;
+  batches.Next(&in, &out);
+  // One micro-batch for two ranks is refused before anything is exchanged,
+  // and the run may go on.
+  EXPECT_EQ(gpt.TrainStep(in.data(), out.data(), 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::StatusOr<double> step = gpt.TrainStep(in.data(), out.data(), 4);
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(step.status().message(),
+              HasSubstr("rank 0 waited 0.3 s for the all-gather of wte from "
+                        "every other rank"));
+  // The ranks' shards may now be out of step: every later pass is refused.
+  const absl::Status again = gpt.TrainStep(in.data(), out.data(), 4).status();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.message(), HasSubstr("end the run"));
+  EXPECT_EQ(gpt.Evaluate(in.data(), out.data(), 2).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace strata::train

@@ -274,6 +274,11 @@ class Gpt {
   int64_t SplitMicroBatches(int64_t sequences, bool split);
   // rows_ = micro-batch k's token rows: the operations below act on it.
   void SetMicro(int k) { rows_ = micro_rows_[k]; }
+  // InvalidArgument for a batch a pass cannot take: a size out of range
+  // (`split`: a sharded step's global batch, at least a micro-batch per
+  // rank), a token outside the vocabulary.
+  absl::Status CheckBatch(const int32_t* inputs, const int32_t* targets,
+                          int64_t sequences, bool split) const;
   // `split`: a sharded training step's global batch, of which this rank
   // takes its micro-batches (RankMicroBatches).
   absl::Status Upload(const int32_t* inputs, const int32_t* targets,

@@ -85,8 +85,8 @@ int64_t Gpt::SplitMicroBatches(int64_t sequences, bool split) {
   return first;
 }
 
-absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
-                         int64_t sequences, bool split) {
+absl::Status Gpt::CheckBatch(const int32_t* inputs, const int32_t* targets,
+                             int64_t sequences, bool split) const {
   split = split && sharded();
   const int64_t most = config_.step_sequences() * (split ? ranks() : 1);
   if (sequences < 1 || sequences > most) {
@@ -111,6 +111,13 @@ absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::Upload(const int32_t* inputs, const int32_t* targets,
+                         int64_t sequences, bool split) {
+  STRATA_RETURN_IF_ERROR(CheckBatch(inputs, targets, sequences, split));
+  split = split && sharded();
   int64_t at = SplitMicroBatches(sequences, split) * config_.context;
   for (size_t k = 0; k < micro_rows_.size(); ++k) {
     const uint64_t bytes = micro_rows_[k] * sizeof(int32_t);
@@ -678,6 +685,8 @@ absl::StatusOr<double> Gpt::TrainStep(const int32_t* inputs,
                                       const int32_t* targets,
                                       int64_t sequences) {
   STRATA_RETURN_IF_ERROR(failed_);
+  // Bad input before anything is exchanged: the run may go on.
+  STRATA_RETURN_IF_ERROR(CheckBatch(inputs, targets, sequences, true));
   const AdamParams adam = StepAdamParams();
   const Stats before = store_->GetStats();
   // What the links moved in this step, a re-run included (train_link_bytes).
@@ -722,6 +731,7 @@ absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
                                      const int32_t* targets,
                                      int64_t sequences) {
   STRATA_RETURN_IF_ERROR(failed_);
+  STRATA_RETURN_IF_ERROR(CheckBatch(inputs, targets, sequences, false));
   store_->BeginStep();
   absl::StatusOr<double> loss = [&]() -> absl::StatusOr<double> {
     STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
