@@ -30,8 +30,8 @@
 ABSL_FLAG(bool, distributed, false,
           "Run as one rank of a sharded data-parallel job launched by "
           "mpirun (ZeRO-3 style: each rank holds 1/N of the parameters, "
-          "gradients and Adam states; the MLP in fp32, bf16 or fp16, on the "
-          "simulated device). "
+          "gradients and Adam states; the MLP or the GPT in fp32, bf16 or "
+          "fp16, on the simulated device). "
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
