@@ -23,6 +23,20 @@ std::vector<int64_t> ShardOffsets(int64_t n, int ranks) {
   return offsets;
 }
 
+std::vector<uint64_t> ShardByteOffsets(int64_t n, int ranks, uint64_t element) {
+  std::vector<uint64_t> bytes;
+  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * element);
+  return bytes;
+}
+
+absl::Status WaitAll(Collectives& c,
+                     std::vector<Collectives::Request>& requests) {
+  absl::Status first;
+  for (Collectives::Request r : requests) first.Update(c.Wait(r));
+  requests.clear();
+  return first;
+}
+
 namespace {
 
 absl::Status CheckOffsets(std::span<const uint64_t> offsets, int ranks) {

@@ -34,6 +34,10 @@ namespace strata::train {
 // most one). ranks >= 1, n >= 0.
 std::vector<int64_t> ShardOffsets(int64_t n, int ranks);
 
+// ShardOffsets in bytes of `element` bytes each: the offsets an all-gather
+// of the shards takes.
+std::vector<uint64_t> ShardByteOffsets(int64_t n, int ranks, uint64_t element);
+
 class Collectives {
  public:
   // An operation started and not yet waited for.
@@ -79,6 +83,11 @@ class Collectives {
   // size.
   virtual uint64_t bytes_sent() const = 0;
 };
+
+// Waits for every request of `requests` (the first error wins) and clears
+// it: none is left unwaited.
+absl::Status WaitAll(Collectives& c,
+                     std::vector<Collectives::Request>& requests);
 
 // What a wait that ran out of time returns, the same from every transport:
 // DeadlineExceeded naming the waiting rank, the operation, the peer waited

@@ -10,6 +10,7 @@
 #include "base/byte_size.h"
 #include "strata/options.h"
 #include "strata/status.h"
+#include "train/model_sharding.h"
 
 namespace strata::train {
 namespace {
@@ -193,16 +194,7 @@ uint64_t GatherSlotBytes(const GptConfig& c) {
 
 absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,
                                int ranks, const std::string& device_memory) {
-  if (device_memory != "copies") {
-    return absl::FailedPreconditionError(
-        "--distributed gathers each block into device memory of its own, "
-        "which unified memory does not have: drop --memory=unified");
-  }
-  if (compute.stream() != nullptr) {
-    return absl::FailedPreconditionError(
-        "--distributed runs over MPI on the simulated device; on a CUDA GPU "
-        "it needs NCCL, which is not built yet: add --device=simulated");
-  }
+  STRATA_RETURN_IF_ERROR(CheckShardedDevice(compute, device_memory));
   if (c.embed < ranks) {  // the smallest tensors have embed elements
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d ranks, but a LayerNorm has only --embed=%d values: every rank "

@@ -44,19 +44,6 @@ constexpr int kGlobals = 2;  // the embeddings' and final norm's slot
 // per message of a step (messages of one sender and tag arrive in order).
 int Tag(int id, int param, int kind) { return (id * 16 + param) * 4 + kind; }
 
-std::vector<uint64_t> ByteOffsets(int64_t n, int ranks, uint64_t element) {
-  std::vector<uint64_t> bytes;
-  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * element);
-  return bytes;
-}
-
-absl::Status WaitAll(Collectives& c, std::vector<Collectives::Request>& rs) {
-  absl::Status first;
-  for (Collectives::Request r : rs) first.Update(c.Wait(r));
-  rs.clear();
-  return first;
-}
-
 // What the passes read of a slot: its 16-bit copy when mixed.
 TensorId Readable(const ParamSlot& s) { return s.mixed() ? s.w16 : s.w; }
 
@@ -161,11 +148,12 @@ absl::Status Gpt::StartGather(int l) {
   for (size_t i = 0; i < pairs.size(); ++i) {
     const ParamSlot& c = *pairs[i].second;
     const uint64_t element = c.mixed() ? 2 : kF;
-    STRATA_ASSIGN_OR_RETURN(f.requests.emplace_back(),
-                            collectives_->StartAllGather(
-                                f.source->data(i), f.lease->data(i),
-                                ByteOffsets(c.bytes / kF, ranks(), element),
-                                "the all-gather of " + params_[c.tensor].name));
+    STRATA_ASSIGN_OR_RETURN(
+        f.requests.emplace_back(),
+        collectives_->StartAllGather(
+            f.source->data(i), f.lease->data(i),
+            ShardByteOffsets(c.bytes / kF, ranks(), element),
+            "the all-gather of " + params_[c.tensor].name));
   }
   slot_layer_[s] = l;
   return absl::OkStatus();
@@ -385,7 +373,7 @@ absl::Status Gpt::GatherParameter(const Param& p, std::vector<float>* out) {
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request r,
       collectives_->StartAllGather(mine.data(), out->data(),
-                                   ByteOffsets(p.elements, ranks(), kF),
+                                   ShardByteOffsets(p.elements, ranks(), kF),
                                    "the all-gather of " + p.name));
   return collectives_->Wait(r);
 }

@@ -48,25 +48,10 @@ constexpr uint64_t kF = sizeof(float);
 enum TagKind { kPartialW, kPartialB, kShardW, kShardB, kTagKinds };
 int Tag(int layer, TagKind kind) { return layer * kTagKinds + kind; }
 
-// ShardOffsets in bytes of `element` bytes each.
-std::vector<uint64_t> ByteOffsets(int64_t n, int ranks, uint64_t element = kF) {
-  std::vector<uint64_t> bytes;
-  for (int64_t e : ShardOffsets(n, ranks)) bytes.push_back(e * element);
-  return bytes;
-}
-
-absl::Status WaitAll(Collectives& c, std::vector<Collectives::Request>& rs) {
-  absl::Status first;
-  for (Collectives::Request r : rs) first.Update(c.Wait(r));
-  rs.clear();
-  return first;
-}
-
 }  // namespace
 
-absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
-                            const Collectives& collectives,
-                            const std::string& device_memory) {
+absl::Status CheckShardedDevice(const Compute& compute,
+                                const std::string& device_memory) {
   if (device_memory != "copies") {
     return absl::FailedPreconditionError(
         "--distributed gathers each layer into device memory of its own, "
@@ -77,6 +62,13 @@ absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
         "--distributed runs over MPI on the simulated device; on a CUDA GPU "
         "it needs NCCL, which is not built yet: add --device=simulated");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
+                            const Collectives& collectives,
+                            const std::string& device_memory) {
+  STRATA_RETURN_IF_ERROR(CheckShardedDevice(compute, device_memory));
   const int64_t narrowest = std::min(config.width, config.classes);
   if (narrowest < collectives.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -195,14 +187,14 @@ absl::Status Mlp::StartGather(int l) {
       Collectives::Request rw,
       collectives_->StartAllGather(
           slot.gather_sources->data(w), SlotData(s, kSlotW),
-          ByteOffsets(L.in * L.out, ranks(), e),
+          ShardByteOffsets(L.in * L.out, ranks(), e),
           absl::StrFormat("the all-gather of layer%d.weight", l)));
   slot.gathering.push_back(rw);
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request rb,
       collectives_->StartAllGather(
           slot.gather_sources->data(b), SlotData(s, kSlotB),
-          ByteOffsets(L.out, ranks(), e),
+          ShardByteOffsets(L.out, ranks(), e),
           absl::StrFormat("the all-gather of layer%d.bias", l)));
   slot.gathering.push_back(rb);
   slot.layer = l;
@@ -371,7 +363,7 @@ absl::Status Mlp::GatherWeights(int layer, std::vector<float>* out) {
   STRATA_ASSIGN_OR_RETURN(
       Collectives::Request r,
       collectives_->StartAllGather(
-          mine.data(), out->data(), ByteOffsets(L.in * L.out, ranks()),
+          mine.data(), out->data(), ShardByteOffsets(L.in * L.out, ranks(), kF),
           absl::StrFormat("the all-gather of layer%d.weight", layer)));
   return collectives_->Wait(r);
 }

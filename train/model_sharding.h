@@ -19,6 +19,11 @@ struct ModelConfig;  // model.h
 // GPUs need NCCL).
 // FailedPrecondition also in unified memory (`device_memory` Stats'; the
 // gather slots are device-home tensors, which it does not have).
+// The checks every sharded model shares: FailedPrecondition on a CUDA
+// compute and in unified memory, as above.
+absl::Status CheckShardedDevice(const Compute& compute,
+                                const std::string& device_memory);
+
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
                             const Collectives& collectives,
                             const std::string& device_memory);
