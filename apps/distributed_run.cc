@@ -35,7 +35,10 @@ ABSL_FLAG(bool, distributed, false,
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
-          "Example: mpirun -np 2 strata train --model=mlp --distributed "
+          "The GPT's checkpoints (--save-dir, --resume) are not built for "
+          "it yet; --resident and --memory=unified are refused. "
+          "Examples: mpirun -np 2 strata train --distributed (the GPT); "
+          "mpirun -np 2 strata train --model=mlp --distributed "
           "--device-budget=24MiB");
 ABSL_FLAG(double, collective_timeout, 300,
           "--distributed: seconds a rank waits for another (an all-gather, "

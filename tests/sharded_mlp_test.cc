@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <memory>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -72,6 +74,57 @@ TEST(ThreadCollectivesTest, AllGatherSendAndReceive) {
     // 4 x r + 4 bytes to each of two others, 4 sent.
     EXPECT_EQ(c[r]->bytes_sent(), (4 * (r + 1)) * 2 + 4u);
   }
+}
+
+// Counts the waits it passes on to `inner`.
+class CountingCollectives : public Collectives {
+ public:
+  explicit CountingCollectives(Collectives* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+  absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
+                                         std::span<const uint64_t> offsets,
+                                         const std::string& what) override {
+    return inner_->StartAllGather(mine, all, offsets, what);
+  }
+  absl::StatusOr<Request> StartSend(int to, int tag, const void* data,
+                                    uint64_t bytes,
+                                    const std::string& what) override {
+    return inner_->StartSend(to, tag, data, bytes, what);
+  }
+  absl::StatusOr<Request> StartRecv(int from, int tag, void* data,
+                                    uint64_t bytes,
+                                    const std::string& what) override {
+    return inner_->StartRecv(from, tag, data, bytes, what);
+  }
+  absl::Status Wait(Request request) override {
+    ++waits;
+    return inner_->Wait(request);
+  }
+  uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  int waits = 0;
+
+ private:
+  Collectives* const inner_;
+};
+
+// A peer that never sends costs one timeout, not one per request waited
+// for (each Wait has a deadline of its own).
+TEST(ThreadCollectivesTest, WaitAllStopsAtTheFirstTimeout) {
+  auto c = MakeThreadCollectives(2, 0.1);
+  CountingCollectives counting(c[0].get());
+  std::vector<int32_t> in(3);
+  std::vector<Collectives::Request> requests;
+  for (int i = 0; i < 3; ++i) {
+    auto r = counting.StartRecv(1, i, &in[i], 4, "never sent");
+    ASSERT_TRUE(r.ok()) << r.status();
+    requests.push_back(*r);
+  }
+  const absl::Status s = WaitAll(counting, requests);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(counting.waits, 1);
+  EXPECT_TRUE(requests.empty());
 }
 
 TEST(ThreadCollectivesTest, WrongSizeIsDataLossAndSilenceTimesOut) {

@@ -84,8 +84,9 @@ class Collectives {
   virtual uint64_t bytes_sent() const = 0;
 };
 
-// Waits for every request of `requests` (the first error wins) and clears
-// it: none is left unwaited.
+// Waits for the requests of `requests` in order and clears it; at the first
+// error, returns it at once (the rest are left unwaited: the caller's pass
+// is abandoned), so a stuck peer costs one timeout, not one per request.
 absl::Status WaitAll(Collectives& c,
                      std::vector<Collectives::Request>& requests);
 

@@ -53,9 +53,12 @@ absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
           "device budget %s is below the GPT's largest operation's working "
           "set; raise --device-budget to at least %.1fMiB (the classifier's "
           "slice of token rows is an eighth of the budget, so the need grows "
-          "with it; this is where they meet), or lower --batch/--context/"
+          "with it; this is where they meet%s), or lower --batch/--context/"
           "--embed/--vocab",
-          FormatByteSize(device), mib));
+          FormatByteSize(device), mib,
+          collectives ? "; --distributed adds the gather slots, two blocks' "
+                        "and the embeddings' whole parameters and gradients"
+                      : ""));
     }
     model.classifier_rows = ChooseClassifierRows(model, device);
   }

@@ -196,7 +196,7 @@ absl::Status Gpt::WaitSends(const ParamGroup& compute) {
       ++it;
       continue;
     }
-    status.Update(WaitAll(*collectives_, it->second.requests));
+    if (status.ok()) status = WaitAll(*collectives_, it->second.requests);
     status.Update(it->second.lease->Release());
     it = sends_.erase(it);
   }
@@ -331,10 +331,12 @@ absl::Status Gpt::AgreeOnNorm(double& sum_squares, int64_t& nonfinite) {
 }
 
 absl::Status Gpt::EndPass() {
+  // After an error the rest is left unwaited (see WaitAll) and the caller
+  // abandons the pass; the leases are released either way.
   absl::Status status;
   for (int s = 0; s < 3; ++s) {
     InFlight& f = gathers_[s];
-    status.Update(WaitAll(*collectives_, f.requests));
+    if (status.ok()) status = WaitAll(*collectives_, f.requests);
     if (f.lease) status.Update(f.lease->Release());
     if (f.source) status.Update(f.source->Release());
     f.lease.reset();
@@ -342,12 +344,12 @@ absl::Status Gpt::EndPass() {
     slot_layer_[s] = kNoLayer;  // the shards may be updated next
   }
   for (auto& [compute, f] : sends_) {
-    status.Update(WaitAll(*collectives_, f.requests));
+    if (status.ok()) status = WaitAll(*collectives_, f.requests);
     status.Update(f.lease->Release());
   }
   sends_.clear();
   for (Pending& p : pending_) {
-    status.Update(WaitAll(*collectives_, p.receive.requests));
+    if (status.ok()) status = WaitAll(*collectives_, p.receive.requests);
     if (p.receive.lease) status.Update(p.receive.lease->Release());
   }
   pending_.clear();

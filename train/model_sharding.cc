@@ -129,13 +129,13 @@ absl::Status Mlp::EndPass() {
   if (!sharded()) return absl::OkStatus();
   absl::Status status;
   for (Slot& slot : slots_) {
-    status.Update(WaitAll(*collectives_, slot.gathering));
-    status.Update(WaitAll(*collectives_, slot.sending));
+    if (status.ok()) status = WaitAll(*collectives_, slot.gathering);
+    if (status.ok()) status = WaitAll(*collectives_, slot.sending);
     slot.gather_sources.reset();
     slot.layer = -1;
   }
   for (ShardUpdate& u : updates_) {
-    status.Update(WaitAll(*collectives_, u.receiving));
+    if (status.ok()) status = WaitAll(*collectives_, u.receiving);
     u.targets.reset();
   }
   if (slot_leases_) status.Update(slot_leases_->Release());
