@@ -82,8 +82,9 @@ class Gpt {
   // One AdamW step on `sequences` (1..batch x accumulate) rows of `context`
   // tokens: inputs and targets [sequences x context], int32 in [0, vocab),
   // in host memory, split into micro-batches of up to `batch` sequences.
-  // Sharded: the global batch, the same on every rank (ranks..ranks x batch
-  // x accumulate sequences), whose micro-batches the ranks split in order.
+  // Sharded: the global batch, the same on every rank (at least one
+  // micro-batch per rank, at most ranks x batch x accumulate sequences),
+  // whose micro-batches the ranks split in order, rank 0 first.
   // Returns the summed loss over the tokens. A step whose gradient
   // norm exceeds config.grad_clip is rolled back and re-run with clipped
   // gradients (ClippedAdamW). InvalidArgument for a token out of range.
