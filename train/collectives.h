@@ -21,10 +21,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "strata/status.h"
 
 namespace strata::train {
 
@@ -89,6 +91,21 @@ class Collectives {
 // is abandoned), so a stuck peer costs one timeout, not one per request.
 absl::Status WaitAll(Collectives& c,
                      std::vector<Collectives::Request>& requests);
+
+// Every rank's `mine`, in rank order: one all-gather of a value, started
+// and waited for (collective; `what` names it in errors).
+template <typename T>
+absl::StatusOr<std::vector<T>> AllGatherValue(Collectives& c, const T& mine,
+                                              const std::string& what) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<T> all(c.size());
+  std::vector<uint64_t> offsets;
+  for (int r = 0; r <= c.size(); ++r) offsets.push_back(r * sizeof(T));
+  STRATA_ASSIGN_OR_RETURN(Collectives::Request request,
+                          c.StartAllGather(&mine, all.data(), offsets, what));
+  STRATA_RETURN_IF_ERROR(c.Wait(request));
+  return all;
+}
 
 // What a wait that ran out of time returns, the same from every transport:
 // DeadlineExceeded naming the waiting rank, the operation, the peer waited

@@ -315,15 +315,10 @@ absl::Status Gpt::AgreeOnNorm(double& sum_squares, int64_t& nonfinite) {
     double sum_squares;
     int64_t nonfinite;
   };
-  const Part mine{sum_squares, nonfinite};
-  std::vector<Part> all(ranks());
-  std::vector<uint64_t> offsets;
-  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(Part));
   STRATA_ASSIGN_OR_RETURN(
-      Collectives::Request r,
-      collectives_->StartAllGather(&mine, all.data(), offsets,
-                                   "the all-gather of the gradient norm"));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
+      const std::vector<Part> all,
+      AllGatherValue(*collectives_, Part{sum_squares, nonfinite},
+                     "the all-gather of the gradient norm"));
   sum_squares = all.back().sum_squares;  // the rank that held the totals
   nonfinite = 0;
   for (const Part& p : all) nonfinite += p.nonfinite;

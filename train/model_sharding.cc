@@ -313,14 +313,10 @@ absl::StatusOr<int64_t> Mlp::CastGradientShards() {
     STRATA_RETURN_IF_ERROR(store_->Discard(L.gw));
     STRATA_RETURN_IF_ERROR(store_->Discard(L.gb));
   }
-  std::vector<int64_t> all(ranks());
-  std::vector<uint64_t> offsets;
-  for (int r = 0; r <= ranks(); ++r) offsets.push_back(r * sizeof(mine));
   STRATA_ASSIGN_OR_RETURN(
-      Collectives::Request r,
-      collectives_->StartAllGather(&mine, all.data(), offsets,
-                                   "the all-gather of non-finite gradients"));
-  STRATA_RETURN_IF_ERROR(collectives_->Wait(r));
+      const std::vector<int64_t> all,
+      AllGatherValue(*collectives_, mine,
+                     "the all-gather of non-finite gradients"));
   int64_t sum = 0;
   for (int64_t n : all) sum += n;
   return sum;
