@@ -26,9 +26,12 @@ constexpr int kSteps = 4;
 
 // `ranks` threads train `c` sharded; rank 0's run (every rank's losses and
 // gathered parameters are checked equal to it).
+// With `nccl_order`, under NCCL's ordering rules
+// (MakeStreamOrderedCollectives).
 TrainRun TrainSharded(int ranks, const GptConfig& c, Where where,
-                      int steps = kSteps) {
-  auto collectives = MakeThreadCollectives(ranks, 60.0);
+                      int steps = kSteps, bool nccl_order = false) {
+  auto collectives = nccl_order ? MakeStreamOrderedCollectives(ranks, 5.0)
+                                : MakeThreadCollectives(ranks, 60.0);
   std::vector<TrainRun> runs(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
@@ -110,6 +113,21 @@ TEST(ShardedGptTest, ActivationCheckpointingShardsToTheSameBits) {
   c.checkpoint = ActivationCheckpointing::kBlock;
   const TrainRun one = Train(Where::kOffloaded, WithAccumulate(c, 2), kSteps);
   ExpectSameBits(TrainSharded(2, c, Where::kOffloaded), one);
+}
+
+// The protocol keeps to NCCL's rules (one stream per rank, messages
+// between a pair matched in the order started, no tags): no deadlock, no
+// message met by the wrong receive, and the same bits. Clipping takes the
+// roll-back path; three ranks put a rank in the middle of the chain.
+TEST(ShardedGptTest, TheProtocolKeepsToNcclOrderingRules) {
+  GptConfig c = Micro();
+  c.grad_clip = 0.05f;
+  const TrainRun one = Train(Where::kOffloaded, WithAccumulate(c, 3), kSteps);
+  ExpectSameBits(TrainSharded(3, c, Where::kOffloaded, kSteps, true), one);
+  c.grad_clip = 0;
+  c.precision = Precision::kBf16;
+  const TrainRun bf16 = Train(Where::kOffloaded, WithAccumulate(c, 2), kSteps);
+  ExpectSameBits(TrainSharded(2, c, Where::kOffloaded, kSteps, true), bf16);
 }
 
 TEST(ShardedGptTest, OneShardedRankIsTheUnshardedModel) {

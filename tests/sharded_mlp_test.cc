@@ -159,10 +159,13 @@ TrainOptions Job(int accumulate) {
 
 // `ranks` threads train `job` sharded; rank 0's result (every rank's losses
 // and gathered weights are checked equal to it).
+// With `nccl_order`, under NCCL's ordering rules
+// (MakeStreamOrderedCollectives).
 RunResult TrainSharded(int ranks, const TrainOptions& job, const Dataset& train,
-                       const Dataset& test,
-                       const Budgets& budgets = Sharded()) {
-  auto c = MakeThreadCollectives(ranks, 60.0);
+                       const Dataset& test, const Budgets& budgets = Sharded(),
+                       bool nccl_order = false) {
+  auto c = nccl_order ? MakeStreamOrderedCollectives(ranks, 10.0)
+                      : MakeThreadCollectives(ranks, 60.0);
   std::vector<RunResult> runs(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
@@ -202,6 +205,18 @@ TEST_F(ShardedMlpTest, ThreeRanksWithAccumulationMatchSixMicroBatches) {
   // 64-wide layers over 3 ranks: shards of 21 and 22 elements.
   ExpectSameBits(TrainWith(Sharded(), Job(6), train_, test_),
                  TrainSharded(3, Job(2), train_, test_));
+}
+
+// The protocol keeps to NCCL's rules (one stream per rank, messages
+// between a pair matched in the order started, no tags): three ranks put
+// one in the middle of the chain; bf16 adds the non-finite counts' exchange.
+TEST_F(ShardedMlpTest, TheProtocolKeepsToNcclOrderingRules) {
+  ExpectSameBits(TrainWith(Sharded(), Job(6), train_, test_),
+                 TrainSharded(3, Job(2), train_, test_, Sharded(), true));
+  TrainOptions bf16 = Job(1), reference = Job(2);
+  bf16.model.precision = reference.model.precision = Precision::kBf16;
+  ExpectSameBits(TrainWith(Sharded(), reference, train_, test_),
+                 TrainSharded(2, bf16, train_, test_, Sharded(), true));
 }
 
 TEST_F(ShardedMlpTest, OneShardedRankIsTheUnshardedModel) {

@@ -45,9 +45,8 @@ absl::Status WaitAll(Collectives& c,
   return absl::OkStatus();
 }
 
-namespace {
-
-absl::Status CheckOffsets(std::span<const uint64_t> offsets, int ranks) {
+absl::Status CheckAllGatherOffsets(std::span<const uint64_t> offsets,
+                                   int ranks) {
   if (offsets.size() != static_cast<size_t>(ranks) + 1 || offsets[0] != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "all-gather offsets: need %d, starting at 0", ranks + 1));
@@ -60,6 +59,8 @@ absl::Status CheckOffsets(std::span<const uint64_t> offsets, int ranks) {
   return absl::OkStatus();
 }
 
+namespace {
+
 class LocalCollectives final : public Collectives {
  public:
   int rank() const override { return 0; }
@@ -68,7 +69,7 @@ class LocalCollectives final : public Collectives {
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,
                                          const std::string&) override {
-    if (absl::Status s = CheckOffsets(offsets, 1); !s.ok()) return s;
+    if (absl::Status s = CheckAllGatherOffsets(offsets, 1); !s.ok()) return s;
     if (offsets[1] > 0 && mine != all) std::memmove(all, mine, offsets[1]);
     return next_++;
   }
@@ -208,7 +209,8 @@ class ThreadCollectives final : public Collectives {
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,
                                          const std::string& what) override {
-    if (absl::Status s = CheckOffsets(offsets, ranks_); !s.ok()) return s;
+    if (absl::Status s = CheckAllGatherOffsets(offsets, ranks_); !s.ok())
+      return s;
     const uint64_t bytes = offsets[rank_ + 1] - offsets[rank_];
     const int64_t seq = gathers_++;
     hub_->Contribute(seq, rank_, mine, bytes);

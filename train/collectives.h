@@ -12,8 +12,16 @@
 //
 // Implementations: MPI (mpi_collectives.cc, Open MPI under mpirun), one rank
 // alone (LocalCollectives), and N ranks as threads of one process
-// (MakeThreadCollectives, for tests: the same protocol with no launcher).
+// (MakeThreadCollectives, for tests: the same protocol with no launcher;
+// MakeStreamOrderedCollectives, the same under NCCL's ordering rules).
 // Every operation of one rank is issued from one thread at a time.
+//
+// The protocols built on this interface keep to NCCL's rules as well as
+// MPI's, so that one protocol serves both transports: each rank's
+// operations run one after another in the order it started them (one
+// stream), a send completes only when its receiver has started the
+// matching receive, and the messages between two ranks match in the order
+// they were started, whatever their tags (NCCL has none).
 #ifndef STRATA_TRAIN_COLLECTIVES_H_
 #define STRATA_TRAIN_COLLECTIVES_H_
 
@@ -122,6 +130,24 @@ std::unique_ptr<Collectives> MakeLocalCollectives();
 // `timeout_seconds`. ranks >= 1.
 std::vector<std::unique_ptr<Collectives>> MakeThreadCollectives(
     int ranks, double timeout_seconds);
+
+// `ranks` ranks as threads of this process under NCCL's rules (see the
+// top): each rank's operations complete one at a time, in the order
+// started; a send and a receive meet only when each is the next operation
+// of its rank; an all-gather when it is the next of every rank. So a
+// protocol that would deadlock on NCCL times out here, and one whose
+// messages between a pair are started in different orders on the two sides
+// fails with DataLoss naming both, where NCCL would deliver the wrong
+// bytes. Sends and contributions are copied when started; a receive's
+// buffer is written when it meets its send and must stay valid until Wait.
+// Timeouts name each rank's next operation.
+std::vector<std::unique_ptr<Collectives>> MakeStreamOrderedCollectives(
+    int ranks, double timeout_seconds);
+
+// InvalidArgument unless `offsets` are `ranks` + 1 byte offsets from 0,
+// never decreasing (what StartAllGather takes).
+absl::Status CheckAllGatherOffsets(std::span<const uint64_t> offsets,
+                                   int ranks);
 
 // MPI_COMM_WORLD, initialising MPI (thread level serialized) on first use
 // and finalising it when the object is destroyed. Waits time out after

@@ -386,6 +386,11 @@ class Gpt {
   // The classifier's part of wte's gradient, passed on (the last rank's
   // total goes to rank 0, whose embedding backward adds to it).
   absl::Status PassClassifierSum();
+  // Rank 0 of several: once the classifier's sum has left, starts
+  // receiving the last rank's total of it into wte's gradient, where the
+  // embedding backward adds (AwaitClassifierTotal waits).
+  absl::Status StartClassifierTotal();
+  absl::Status AwaitClassifierTotal();
   // Waits for the oldest pending group's shard and hands it to the
   // optimizer (its GroupComplete; AwaitPending only waits).
   absl::Status CompletePending();
@@ -450,6 +455,7 @@ class Gpt {
     WholeGradient whole;
   };
   std::vector<Pending> pending_;  // oldest first
+  InFlight classifier_total_;     // rank 0's receive of wte's total
   int global_micro_ = 0;
   uint64_t train_bytes_sent_ = 0;  // micro-batches of the step, every rank's
   absl::Status failed_;  // after a sharded step failed: every later one

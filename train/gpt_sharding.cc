@@ -25,6 +25,14 @@
 // A rank hands a block's shard to the optimizer one block late
 // (CompletePending), so the wait for the last rank's totals overlaps the
 // next block's backward.
+//
+// Every rank starts its operations so that NCCL's rules hold as well as
+// MPI's (collectives.h; ShardedGptTest.TheProtocolKeepsToNcclOrderingRules
+// runs them under those rules): the all-gathers in one order; between two
+// all-gathers, the messages of each pair in the order both sides start
+// them: a group's sums rank by rank, then its shards from the last rank;
+// the last rank sends the final norm's shards before wte's classifier
+// total, in the order rank 0 receives them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -231,11 +239,6 @@ absl::Status Gpt::PassGradients(const ParamGroup& compute,
           out.requests.emplace_back(),
           collectives_->StartSend(rank() + 1, Tag(id, i, kPartialSum), total,
                                   c.bytes, "the gradient sum of " + name));
-      STRATA_ASSIGN_OR_RETURN(
-          p.receive.requests.emplace_back(),
-          collectives_->StartRecv(last, Tag(id, i, kShard), mine,
-                                  (at[rank() + 1] - at[rank()]) * kF,
-                                  "the gradient shard of " + name));
       continue;
     }
     // The totals: the norm's part in slot order (ClippedAdamW's), and every
@@ -252,6 +255,20 @@ absl::Status Gpt::PassGradients(const ParamGroup& compute,
                                   "the gradient shard of " + name));
     }
     std::memcpy(mine, total + at[last], (at[last + 1] - at[last]) * kF);
+  }
+  // Every sum before any shard: the last rank receives all of a group's
+  // sums before it sends a shard, and under NCCL's rules (one stream,
+  // messages in order; collectives.h) a receive started between the sends
+  // would hold them back.
+  for (size_t i = 0; rank() < last && i < compute.params.size(); ++i) {
+    const ParamSlot& c = compute.params[i];
+    const std::vector<int64_t> at = ShardOffsets(c.bytes / kF, ranks());
+    STRATA_ASSIGN_OR_RETURN(
+        p.receive.requests.emplace_back(),
+        collectives_->StartRecv(
+            last, Tag(id, i, kShard), p.receive.lease->data(i),
+            (at[rank() + 1] - at[rank()]) * kF,
+            "the gradient shard of " + params_[c.tensor].name));
   }
   p.whole.sum_squares = sum;
   sends_.emplace_back(&compute, std::move(out));
@@ -277,6 +294,33 @@ absl::Status Gpt::PassClassifierSum() {
           "the classifier's gradient sum of wte"));
   sends_.emplace_back(&cg_.embeddings, std::move(out));
   return absl::OkStatus();
+}
+
+absl::Status Gpt::StartClassifierTotal() {
+  if (rank() != 0 || ranks() == 1) return absl::OkStatus();
+  // The total lands where the classifier's sum left from.
+  STRATA_RETURN_IF_ERROR(WaitSends(cg_.embeddings));
+  const ParamSlot& wte = cg_.embeddings.params[0];
+  classifier_total_.lease = std::make_unique<LeaseGroup>(
+      store_, Tier::kDevice, compute_->stream(), &created_);
+  classifier_total_.lease->Add(wte.g, Access::kOverwrite);
+  STRATA_RETURN_IF_ERROR(classifier_total_.lease->Acquire());
+  STRATA_ASSIGN_OR_RETURN(
+      classifier_total_.requests.emplace_back(),
+      collectives_->StartRecv(ranks() - 1,
+                              Tag(EmbeddingsId(), 0, kClassifierTotal),
+                              classifier_total_.lease->data(0), wte.bytes,
+                              "the classifier's gradient total of wte"));
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::AwaitClassifierTotal() {
+  absl::Status status = WaitAll(*collectives_, classifier_total_.requests);
+  if (classifier_total_.lease) {
+    status.Update(classifier_total_.lease->Release());
+  }
+  classifier_total_ = InFlight{};
+  return status;
 }
 
 absl::StatusOr<Gpt::Pending> Gpt::AwaitPending() {
@@ -343,6 +387,11 @@ absl::Status Gpt::EndPass() {
     status.Update(f.lease->Release());
   }
   sends_.clear();
+  if (status.ok()) {
+    status = AwaitClassifierTotal();
+  } else {
+    classifier_total_ = InFlight{};
+  }
   for (Pending& p : pending_) {
     if (status.ok()) status = WaitAll(*collectives_, p.receive.requests);
     if (p.receive.lease) status.Update(p.receive.lease->Release());
@@ -360,6 +409,7 @@ void Gpt::AbandonPass() {
     slot_layer_[s] = kNoLayer;
   }
   sends_.clear();
+  classifier_total_ = InFlight{};
   pending_.clear();
 }
 

@@ -551,9 +551,15 @@ absl::StatusOr<double> Gpt::ForwardBackward(const int32_t* inputs,
   STRATA_RETURN_IF_ERROR(Drop(s_.logits));
   double loss = 0;
   for (double part : losses) loss += part;
-  if (sharded()) {
+  if (sharded() && rank() == ranks() - 1) {
+    // The final norm's shards first: rank 0 receives them before wte's
+    // total (it sends its sums of both first).
+    STRATA_RETURN_IF_ERROR(PassGradients(cg_.lnf, g_.lnf, kLnfId));
+    STRATA_RETURN_IF_ERROR(PassClassifierSum());
+  } else if (sharded()) {
     STRATA_RETURN_IF_ERROR(PassClassifierSum());
     STRATA_RETURN_IF_ERROR(PassGradients(cg_.lnf, g_.lnf, kLnfId));
+    STRATA_RETURN_IF_ERROR(StartClassifierTotal());
   } else {
     STRATA_RETURN_IF_ERROR(optimizer_.GroupComplete(g_.lnf));
   }
@@ -595,10 +601,8 @@ absl::Status Gpt::BackwardBlocks() {
 absl::Status Gpt::BackwardEmbeddings() {
   if (sharded()) {
     STRATA_RETURN_IF_ERROR(WaitSends(cg_.embeddings));
-    if (rank() == 0 && ranks() > 1) {  // the classifier's total to add to
-      STRATA_RETURN_IF_ERROR(ReceivePartialSums(
-          cg_.embeddings, EmbeddingsId(), {0}, kClassifierTotal, ranks() - 1));
-    }
+    // Rank 0: the classifier's total to add to.
+    STRATA_RETURN_IF_ERROR(AwaitClassifierTotal());
     if (rank() > 0) {
       STRATA_RETURN_IF_ERROR(ReceivePartialSums(
           cg_.embeddings, EmbeddingsId(), {0, 1}, kPartialSum, rank() - 1));

@@ -262,11 +262,6 @@ absl::Status Mlp::PassGradients(int l) {
           collectives_->StartSend(
               rank() + 1, Tag(l, p.partial), sum, p.n * kF,
               absl::StrFormat("the gradient sum of layer%d.%s", l, p.name)));
-      STRATA_ASSIGN_OR_RETURN(
-          u.receiving.emplace_back(),
-          collectives_->StartRecv(
-              last, Tag(l, p.shard), mine, (at[rank() + 1] - at[rank()]) * kF,
-              absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
       continue;
     }
     // The last rank holds the total: every rank's shard of it.
@@ -278,6 +273,20 @@ absl::Status Mlp::PassGradients(int l) {
               absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
     }
     std::memcpy(mine, sum + at[last], (at[last + 1] - at[last]) * kF);
+  }
+  // Both sums before either shard: the last rank receives both before it
+  // sends, and under NCCL's rules (one stream, messages in order;
+  // collectives.h) a receive started between the sends would hold the
+  // second back.
+  for (int i = 0; rank() < last && i < 2; ++i) {
+    const Part& p = parts[i];
+    const std::vector<int64_t> at = ShardOffsets(p.n, ranks());
+    STRATA_ASSIGN_OR_RETURN(
+        u.receiving.emplace_back(),
+        collectives_->StartRecv(
+            last, Tag(l, p.shard), u.targets->data(targets[i]),
+            (at[rank() + 1] - at[rank()]) * kF,
+            absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
   }
   return absl::OkStatus();
 }
