@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything strata checks on a real GPU, in one run of a few
-# minutes: the GPU tests, `strata info` on the CUDA backend, the device link
+# minutes: the GPU tests (NCCL's transport, one rank, among them), `strata
+# info` on the CUDA backend, the device link
 # bandwidth (raw cudaMemcpyAsync vs through the store), unified memory (a 4 GiB
 # managed buffer moved by faults, prefetch, batched and discarding prefetch,
 # vs a pinned copy; the store's unified mode), the training kernels (the
@@ -28,7 +29,7 @@ bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
       tests/transformer_gpu_test tests/compute_test tests/precision_gpu_test
       tests/half_cast_test tests/mixed_adam_test bench/device_link_bench
-      bench/train_bench bench/cpu_adam_bench)
+      bench/train_bench bench/cpu_adam_bench tests/nccl_gpu_test)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -101,6 +102,12 @@ run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
   --host-budget=2GiB --json="$out/info.json"
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
   --json="$out/link.json"
+# NCCL (loaded at run time): the toolkit's, or the nvidia-nccl wheel's. One
+# GPU takes one rank: the all-gather and its stream order, not a peer.
+nccl_lib=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+run_step nccl_gpu_test env \
+  LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$(bin tests/nccl_gpu_test)"
 run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
 run_step transformer_gpu_test "$(bin tests/transformer_gpu_test)"
 # Every vector path this CPU runs, bitwise against the scalar reference (a
@@ -200,7 +207,7 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test compute_gpu_test transformer_gpu_test precision_gpu_test \
+    host_arena_test nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
     half_cast_paths mixed_adam_paths cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \

@@ -301,6 +301,16 @@ std::unique_ptr<Collectives> MakeLocalCollectives() {
   return std::make_unique<LocalCollectives>();
 }
 
+#if !defined(STRATA_HAVE_CUDA)
+absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(Collectives&,
+                                                                 void*,
+                                                                 double) {
+  return absl::FailedPreconditionError(
+      "this strata was built without CUDA, so without NCCL: install the CUDA "
+      "toolkit and rebuild");
+}
+#endif
+
 std::vector<std::unique_ptr<Collectives>> MakeThreadCollectives(
     int ranks, double timeout_seconds) {
   auto hub = std::make_shared<ThreadHub>(ranks, timeout_seconds);

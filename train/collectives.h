@@ -10,7 +10,8 @@
 // (sharded_chain in model_sharding.cc), so the sum has the order a one-rank
 // run gives; no library's reduction order is relied on.
 //
-// Implementations: MPI (mpi_collectives.cc, Open MPI under mpirun), one rank
+// Implementations: MPI (mpi_collectives.cc, Open MPI under mpirun), NCCL
+// (cuda_nccl_collectives.cc, GPU memory), one rank
 // alone (LocalCollectives), and N ranks as threads of one process
 // (MakeThreadCollectives, for tests: the same protocol with no launcher;
 // MakeStreamOrderedCollectives, the same under NCCL's ordering rules).
@@ -155,6 +156,23 @@ absl::Status CheckAllGatherOffsets(std::span<const uint64_t> offsets,
 // Internal for an MPI error.
 absl::StatusOr<std::unique_ptr<Collectives>> MakeMpiCollectives(
     double timeout_seconds);
+
+// NCCL (GPUs): this rank's communicator among bootstrap.size() ranks, on
+// the current CUDA device (one device per rank: NCCL does not take two
+// ranks on one GPU). `bootstrap` (MPI, or local for one rank) carries
+// rank 0's ncclUniqueId to the others and is used only here. Every buffer
+// is GPU memory; each operation runs on a stream of the communicator's
+// own after the work `compute_stream` (a cudaStream_t) had queued when it
+// was started, and Wait makes `compute_stream` wait for it too. NCCL has
+// no tags and no message sizes on the wire: a protocol must start the
+// messages between two ranks in the same order on both sides, and sizes
+// must agree (not checked: NCCL cannot). Waits time out after
+// `timeout_seconds` and then abort the communicator (every later operation
+// is FailedPrecondition). FailedPrecondition without CUDA, without a
+// device, or where libnccl.so.2 cannot be loaded; Internal for an NCCL
+// error.
+absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(
+    Collectives& bootstrap, void* compute_stream, double timeout_seconds);
 
 // Ends every rank of an MPI run at once (MPI_Abort) after a rank's error,
 // so none waits for it; a no-op outside MPI.

@@ -81,8 +81,9 @@ absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c,
                                                    int sharded_ranks = 0);
 
 // OK when `c` can be sharded over `ranks` ranks on `compute` in
-// `device_memory` (Stats'): FailedPrecondition on a CUDA compute (the MPI
-// path moves host memory; GPUs need NCCL) or in unified memory (the gather
+// `device_memory` (Stats'): FailedPrecondition on a CUDA compute (the
+// shards move through host memory; GPUs need them in GPU memory over NCCL,
+// not built yet) or in unified memory (the gather
 // slots are device-home tensors); InvalidArgument when a tensor has fewer
 // elements than ranks (--embed below the ranks).
 absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,

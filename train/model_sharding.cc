@@ -60,7 +60,9 @@ absl::Status CheckShardedDevice(const Compute& compute,
   if (compute.stream() != nullptr) {
     return absl::FailedPreconditionError(
         "--distributed runs over MPI on the simulated device; on a CUDA GPU "
-        "it needs NCCL, which is not built yet: add --device=simulated");
+        "its shards must move in GPU memory over NCCL, and while the NCCL "
+        "transport is built the models do not yet keep their shards there: "
+        "add --device=simulated");
   }
   return absl::OkStatus();
 }

@@ -15,8 +15,8 @@ struct ModelConfig;  // model.h
 // OK when `config` can be sharded over `collectives`' ranks on `compute`:
 // InvalidArgument for a layer with fewer outputs than ranks (a rank would
 // hold no shard of its bias);
-// FailedPrecondition on a CUDA compute (the MPI path moves host memory;
-// GPUs need NCCL).
+// FailedPrecondition on a CUDA compute (the shards move through host
+// memory; on GPUs they must move in GPU memory over NCCL, not built yet).
 // FailedPrecondition also in unified memory (`device_memory` Stats'; the
 // gather slots are device-home tensors, which it does not have).
 // The checks every sharded model shares: FailedPrecondition on a CUDA
