@@ -35,8 +35,11 @@ ABSL_FLAG(bool, distributed, false,
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
-          "The GPT's checkpoints (--save-dir, --resume) are not built for "
-          "it yet; --resident and --memory=unified are refused. "
+          "--save-dir puts each rank's checkpoints (its shards) in "
+          "rank-R-of-N there; --resume takes that --save-dir and resumes "
+          "from the newest step every rank saved; `strata export` of it "
+          "gathers the shards. --resident and --memory=unified are "
+          "refused. "
           "Examples: mpirun -np 2 strata train --distributed (the GPT); "
           "mpirun -np 2 strata train --model=mlp --distributed "
           "--device-budget=24MiB");
@@ -202,19 +205,6 @@ absl::Status DistributedRun::CheckFlags() {
         what));
   };
   if (absl::GetFlag(FLAGS_resident)) return refuse("--resident");
-  if (absl::GetFlag(FLAGS_model) == "gpt") {
-    // A sharded GPT's checkpoints (rank directories of its shards) are not
-    // built; the MLP's are.
-    for (const char* flag : {"save_dir", "resume"}) {
-      const absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
-      if (f != nullptr && !f->CurrentValue().empty()) {
-        return refuse(absl::StrFormat(
-            "--%s with --model=gpt (sharded GPT checkpoints are not built; "
-            "the MLP's are)",
-            Dashed(flag)));
-      }
-    }
-  }
   if (!(absl::GetFlag(FLAGS_collective_timeout) > 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--collective-timeout=%g: give the seconds a rank may wait, > 0",

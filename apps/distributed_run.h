@@ -27,7 +27,7 @@ class DistributedRun {
 
   // Before MPI starts, the same on every rank, with or without
   // --distributed: InvalidArgument for a flag a sharded run does not take
-  // (--resident, --save-dir and --resume with --model=gpt, a
+  // (--resident, a
   // --collective-timeout <= 0) and for --collective-timeout
   // without --distributed. Mutes this process's stdout unless it is rank 0
   // (the launcher's rank variable), so the run prints once. Says on stderr

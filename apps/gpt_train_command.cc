@@ -426,7 +426,8 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
-  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags();
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
+      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!run.ok()) return FailBeforeRun(run.status());
   if (!sopt.ok()) return FailBeforeRun(sopt.status());
   if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
@@ -464,6 +465,9 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
             EffectiveConfig(*FindCommand("train")), blas_threads);
         !same.ok()) {
       return end(FailBeforeRun(same));
+    }
+    if (absl::Status agreed = dist->AgreeOnResume(*checkpoints); !agreed.ok()) {
+      return end(FailBeforeRun(agreed));
     }
   }
   // Sharded, rank 0 builds the corpus cache and the others then reuse it

@@ -126,6 +126,12 @@ class Gpt {
     return optimizer_.snapshot();
   }
 
+  // Each parameter's name and whole shape, in creation order (a sharded
+  // rank's tensors are flat shards of them: a checkpoint records these so
+  // that an export can put the shards back together).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes()
+      const;
+
   void SetLearningRate(float lr) { lr_ = lr; }
   const GptConfig& config() const { return config_; }
   const ModelFootprint& footprint() const { return footprint_; }
@@ -165,6 +171,7 @@ class Gpt {
     std::string name;
     ParamSlot slot;
     int64_t elements = 0;  // of the whole tensor (the slot may hold a shard)
+    std::vector<int64_t> shape;  // of the whole tensor
   };
   // One micro-batch's activations of a block.
   struct Acts {

@@ -95,6 +95,7 @@ absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
   ParamSlot s;
   s.decay = decay;
   const int64_t elements = static_cast<int64_t>(Elements(shape));
+  const std::vector<int64_t> whole = shape;
   if (sharded()) {  // this rank's shard, flat
     const auto [first, count] = Shard(elements);
     s.first_index = first;
@@ -122,7 +123,7 @@ absl::StatusOr<ParamSlot> Gpt::CreateParam(const std::string& name,
       s.m, CreateTensor(name + ".adam_m", K::kOptimizerState, f32, shape));
   STRATA_ASSIGN_OR_RETURN(
       s.v, CreateTensor(name + ".adam_v", K::kOptimizerState, f32, shape));
-  params_.push_back({name, s, elements});
+  params_.push_back({name, s, elements, whole});
   return s;
 }
 
@@ -311,6 +312,13 @@ absl::Status Gpt::InitWeights() {
     STRATA_RETURN_IF_ERROR(InitParam(p, stddev, fill, ++stream));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Gpt::ParameterShapes()
+    const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const Param& p : params_) out.emplace_back(p.name, p.shape);
+  return out;
 }
 
 std::vector<TensorId> Gpt::StateTensors() const {

@@ -10,15 +10,18 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint_reader.h"
 #include "train/checkpoint_writer.h"
 #include "train/collectives.h"
 #include "train/model.h"
+#include "train/train_checkpoint.h"
 
 namespace strata::train {
 namespace {
@@ -130,6 +133,33 @@ absl::StatusOr<std::map<std::string, std::vector<int64_t>>> MlpShapes(
   return shapes;
 }
 
+// The whole shapes a sharded GPT rank's checkpoint records in its state
+// (train_checkpoint.h's kWholeShapePrefix).
+absl::StatusOr<std::map<std::string, std::vector<int64_t>>> RecordedShapes(
+    const std::map<std::string, std::string>& state, const std::string& at) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  const std::string prefix = kWholeShapePrefix;
+  for (const auto& [key, value] : state) {
+    if (!absl::StartsWith(key, prefix)) continue;
+    std::vector<int64_t>& shape = shapes[key.substr(prefix.size())];
+    for (absl::string_view d : absl::StrSplit(value, 'x')) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(d, &n) || n < 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: %s=%s is not a shape (a damaged manifest)", at, key, value));
+      }
+      shape.push_back(n);
+    }
+  }
+  if (shapes.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: a sharded GPT checkpoint without its parameters' whole shapes "
+        "(a damaged manifest)",
+        at));
+  }
+  return shapes;
+}
+
 // The newest step every rank directory holds a checkpoint of, or -1.
 int64_t CommonStep(const std::vector<RankDir>& ranks) {
   std::vector<std::vector<CheckpointRef>> lists;  // each directory read once
@@ -185,9 +215,11 @@ absl::StatusOr<SafetensorsExport> ExportShardedSafetensors(
     auto first = readers[0]->manifest().config;
     config.erase("rank");
     first.erase("rank");
-    if (config != first || readers[r]->manifest().model != "mlp") {
+    const std::string& model = readers[r]->manifest().model;
+    if (config != first || model != readers[0]->manifest().model ||
+        (model != "mlp" && model != "gpt")) {
       return absl::FailedPreconditionError(
-          absl::StrFormat("%s and %s are not ranks of one sharded MLP run",
+          absl::StrFormat("%s and %s are not ranks of one sharded run",
                           readers[0]->path(), path));
     }
     for (const CheckpointTensorEntry& e : readers[r]->manifest().tensors) {
@@ -196,16 +228,18 @@ absl::StatusOr<SafetensorsExport> ExportShardedSafetensors(
   }
   const CheckpointManifest& m0 = readers[0]->manifest();
   STRATA_ASSIGN_OR_RETURN(const auto shapes,
-                          MlpShapes(m0.config, readers[0]->path()));
+                          m0.model == "mlp"
+                              ? MlpShapes(m0.config, readers[0]->path())
+                              : RecordedShapes(m0.state, readers[0]->path()));
   std::vector<ExportTensor> tensors;
   for (const CheckpointTensorEntry& e : m0.tensors) {
     if (e.kind != TensorKind::kParameter) continue;
     auto shape = shapes.find(e.name);
     if (shape == shapes.end()) {
       return absl::DataLossError(absl::StrFormat(
-          "%s: tensor '%s' is no parameter of the MLP its configuration "
+          "%s: tensor '%s' is no parameter of the %s its configuration "
           "describes",
-          readers[0]->path(), e.name));
+          readers[0]->path(), e.name, m0.model));
     }
     int64_t elements = 1;
     for (int64_t d : shape->second) elements *= d;

@@ -277,6 +277,27 @@ std::map<std::string, std::string> GptCheckpointConfig(
           {"rounding", RoundingName(m.rounding)}};
 }
 
+namespace {
+
+// As MlpConfigOf: a sharded rank's checkpoint names its shard.
+std::map<std::string, std::string> GptConfigOf(const Gpt& model,
+                                               const LmTrainOptions& options,
+                                               const std::string& tokenizer) {
+  std::map<std::string, std::string> config =
+      GptCheckpointConfig(model.config(), options, tokenizer);
+  if (model.sharded()) {
+    config["rank"] = Dec(int64_t{model.rank()});
+    config["ranks"] = Dec(int64_t{model.ranks()});
+  }
+  return config;
+}
+
+}  // namespace
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrJoin(shape, "x");
+}
+
 CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
                                 const std::string& tokenizer,
                                 const LmBatcher& batches, int64_t step,
@@ -288,7 +309,7 @@ CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
   CheckpointContent content = {
       .model = "gpt",
       .step = step,
-      .config = GptCheckpointConfig(model.config(), options, tokenizer),
+      .config = GptConfigOf(model, options, tokenizer),
       .state = {{"adam_steps", Dec(model.steps())},
                 {"batcher_rng_state", Dec(batches.rng_state())},
                 {"steps_since_clip", Dec(opt.steps_since_clip)},
@@ -306,6 +327,11 @@ CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
   if (const DynamicLossScale* ls = model.loss_scale()) {
     AddLossScaleState(ls->state(), content.state);
   }
+  if (model.sharded()) {  // the tensors are flat shards of these
+    for (const auto& [name, shape] : model.ParameterShapes()) {
+      content.state[kWholeShapePrefix + name] = ShapeText(shape);
+    }
+  }
   return content;
 }
 
@@ -316,10 +342,9 @@ absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
   Resumed resumed;
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<CheckpointReader> reader,
-      OpenAndRestore(path,
-                     GptCheckpointConfig(model.config(), options, tokenizer),
+      OpenAndRestore(path, GptConfigOf(model, options, tokenizer),
                      {"model", "layers", "heads", "embed", "context", "vocab",
-                      "tokenizer", "precision"},
+                      "tokenizer", "precision", "rank", "ranks"},
                      store, model.StateTensors(), &resumed,
                      // Checkpoints from before mixed precision were fp32,
                      // from before accumulation one micro-batch a step.

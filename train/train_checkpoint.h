@@ -67,6 +67,12 @@ CheckpointContent GptCheckpoint(const Gpt& model, const LmTrainOptions& options,
                                 const LmBatcher& batches, int64_t step,
                                 absl::Span<const double> losses);
 
+// A sharded GPT rank's checkpoint records each parameter's whole shape in
+// its state as kWholeShapePrefix + name = ShapeText(shape) ("301x128"):
+// its tensors are flat shards, which an export puts back together.
+inline constexpr char kWholeShapePrefix[] = "whole_shape.";
+std::string ShapeText(const std::vector<int64_t>& shape);
+
 // As ResumeMlp, for the GPT: restores `model` and `batches` and sets
 // options.start_step.
 absl::StatusOr<Resumed> ResumeGpt(const std::string& path, Store& store,
