@@ -105,11 +105,13 @@ inline StoreOptions OptionsFor(Where where, const std::string& dir,
 
 // `collectives`: one rank of a sharded run, which trains on batches of
 // `ranks` x the config's step sequences (every rank the same global batch).
+// `cuda`: on the CUDA device (and compute) rather than the simulated one.
 inline TrainRun Train(Where where, GptConfig c, int steps,
-                      Collectives* collectives = nullptr) {
+                      Collectives* collectives = nullptr, bool cuda = false) {
   TempDir dir;
   const int ranks = collectives ? collectives->size() : 1;
   StoreOptions so = OptionsFor(where, dir.path(), c, collectives ? ranks : 0);
+  if (cuda) so.device.backend = DeviceBackendKind::kCuda;
   absl::StatusOr<std::unique_ptr<GptSetup>> setup =
       OpenGptSetup(so, c, collectives);
   EXPECT_TRUE(setup.ok()) << setup.status();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "tests/gpt_test_util.h"
 #include "train/collectives.h"
 
 #if defined(STRATA_HAVE_CUDA)
@@ -36,7 +37,7 @@ bool HasDevice() {
 TEST(NcclCollectivesTest, WithoutADeviceItIsRefused) {
   if (HasDevice()) GTEST_SKIP() << "a device is here: NcclGpuTest runs";
   std::unique_ptr<Collectives> local = MakeLocalCollectives();
-  auto nccl = MakeNcclCollectives(*local, nullptr, 1.0);
+  auto nccl = MakeNcclCollectives(*local, 1.0);
   ASSERT_FALSE(nccl.ok());
   EXPECT_EQ(nccl.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(nccl.status().message(),
@@ -51,9 +52,10 @@ TEST(NcclGpuTest, OneRanksAllGatherFollowsTheComputeStream) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
             cudaSuccess);
   std::unique_ptr<Collectives> local = MakeLocalCollectives();
-  auto nccl = MakeNcclCollectives(*local, compute, 30.0);
+  auto nccl = MakeNcclCollectives(*local, 30.0);
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   Collectives& c = **nccl;
+  c.OrderAfter(compute);
   EXPECT_EQ(c.name(), "nccl");
   EXPECT_EQ(c.size(), 1);
   // 64 MiB written on the compute stream, not waited for: the all-gather
@@ -89,6 +91,46 @@ TEST(NcclGpuTest, OneRanksAllGatherFollowsTheComputeStream) {
   cudaFree(all);
   cudaFree(again);
   cudaStreamDestroy(compute);
+}
+
+// Host memory (a value, a host-leased shard) is staged through GPU memory.
+TEST(NcclGpuTest, HostBuffersAreStaged) {
+  if (!HasDevice()) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Collectives> local = MakeLocalCollectives();
+  auto nccl = MakeNcclCollectives(*local, 30.0);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  struct Part {
+    double sum;
+    int64_t count;
+  };
+  auto all = AllGatherValue(**nccl, Part{2.5, 7}, "the all-gather of a part");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].sum, 2.5);
+  EXPECT_EQ((*all)[0].count, 7);
+}
+
+// The sharded GPT's GPU path (its shards' gathers over NCCL, the last
+// rank's own shard copied out of device memory) on one rank: bit for bit
+// the unsharded model on the same GPU. One GPU holds one NCCL rank, so the
+// chain between ranks is not reached here (the CPU transports test it).
+TEST(NcclGpuTest, OneShardedRankOverNcclIsTheUnshardedGptBitwise) {
+  if (!HasDevice()) GTEST_SKIP() << "no CUDA device";
+  GptConfig c = testing::Micro();
+  c.grad_clip = 0.05f;  // the roll-back path too
+  const testing::TrainRun one =
+      testing::Train(testing::Where::kOffloaded, c, 4, nullptr, true);
+  std::unique_ptr<Collectives> local = MakeLocalCollectives();
+  auto nccl = MakeNcclCollectives(*local, 60.0);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  const testing::TrainRun sharded =
+      testing::Train(testing::Where::kOffloaded, c, 4, nccl->get(), true);
+  ASSERT_EQ(one.losses.size(), 4u);
+  EXPECT_EQ(sharded.losses, one.losses);
+  EXPECT_EQ(sharded.wte, one.wte);
+  EXPECT_EQ(sharded.qkv, one.qkv);
+  EXPECT_EQ((*nccl)->bytes_sent(), 0u);  // no peer to send to
+  EXPECT_GT(one.clip.clipped, 0);
 }
 #endif
 

@@ -323,6 +323,26 @@ TEST_F(ShardedRefusalTest, TooManyRanksAreRefused) {
   EXPECT_THAT(s.message(), HasSubstr("at most 4 ranks"));
 }
 
+// A transport that does not fit the compute: NCCL's gathers move GPU
+// memory, and this compute is the CPU's.
+class NamedCollectives : public CountingCollectives {
+ public:
+  NamedCollectives(Collectives* inner, std::string name)
+      : CountingCollectives(inner), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+
+ private:
+  const std::string name_;
+};
+
+TEST_F(ShardedRefusalTest, ATransportThatDoesNotFitTheComputeIsRefused) {
+  auto c = MakeThreadCollectives(1, 1.0);
+  NamedCollectives nccl(c[0].get(), "nccl");
+  const absl::Status s = Create(::strata::testing::SmallJob().model, &nccl);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("NCCL moves GPU memory only"));
+}
+
 TEST_F(ShardedRefusalTest, ADeviceBudgetAGranuleShortIsRefusedNamingTheSlots) {
   auto c = MakeThreadCollectives(2, 1.0);
   const ModelConfig config = ::strata::testing::SmallJob().model;

@@ -303,7 +303,6 @@ std::unique_ptr<Collectives> MakeLocalCollectives() {
 
 #if !defined(STRATA_HAVE_CUDA)
 absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(Collectives&,
-                                                                 void*,
                                                                  double) {
   return absl::FailedPreconditionError(
       "this strata was built without CUDA, so without NCCL: install the CUDA "

@@ -89,6 +89,12 @@ class Collectives {
   // request.
   virtual absl::Status Wait(Request request) = 0;
 
+  // A GPU transport (NCCL) starts each operation after the work queued on
+  // `compute_stream` (a cudaStream_t) at the time, and Wait makes that
+  // stream wait for the operation: the model that computes on it calls
+  // this once, at creation. The CPU transports ignore it.
+  virtual void OrderAfter(void* compute_stream) { (void)compute_stream; }
+
   // Bytes this rank has sent so far: an all-gather counts its contribution
   // once per other rank (what a ring or direct exchange moves), a send its
   // size.
@@ -160,10 +166,13 @@ absl::StatusOr<std::unique_ptr<Collectives>> MakeMpiCollectives(
 // NCCL (GPUs): this rank's communicator among bootstrap.size() ranks, on
 // the current CUDA device (one device per rank: NCCL does not take two
 // ranks on one GPU). `bootstrap` (MPI, or local for one rank) carries
-// rank 0's ncclUniqueId to the others and is used only here. Every buffer
-// is GPU memory; each operation runs on a stream of the communicator's
-// own after the work `compute_stream` (a cudaStream_t) had queued when it
-// was started, and Wait makes `compute_stream` wait for it too. NCCL has
+// rank 0's ncclUniqueId to the others and is used only here. Each
+// operation runs on a stream of the communicator's own after the work the
+// OrderAfter stream (until then the legacy default stream) had queued when
+// it was started, and Wait makes that stream wait for it. Buffers in host
+// memory
+// (pageable or pinned) are staged through GPU memory: read when the
+// operation starts, written at Wait. NCCL has
 // no tags and no message sizes on the wire: a protocol must start the
 // messages between two ranks in the same order on both sides, and sizes
 // must agree (not checked: NCCL cannot). Waits time out after
@@ -172,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Collectives>> MakeMpiCollectives(
 // device, or where libnccl.so.2 cannot be loaded; Internal for an NCCL
 // error.
 absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(
-    Collectives& bootstrap, void* compute_stream, double timeout_seconds);
+    Collectives& bootstrap, double timeout_seconds);
 
 // Ends every rank of an MPI run at once (MPI_Abort) after a rank's error,
 // so none waits for it; a no-op outside MPI.

@@ -9,7 +9,9 @@
 //
 // The operations run on a stream of the communicator's own, in the order
 // started, each after the work the compute stream had queued when it was
-// started (an event), so the bytes a kernel wrote are the bytes sent. All-
+// started (an event), so the bytes a kernel wrote are the bytes sent. Host
+// buffers (a loss, a norm, a shard leased on the host) are staged through
+// GPU memory: copied in when started, out at Wait. All-
 // gathers of unequal shards are one group of broadcasts, one per rank
 // (ncclAllGather takes equal counts only). Sends and receives carry no tag:
 // the protocol must start them in the same order on both sides, as the
@@ -94,16 +96,15 @@ using Clock = std::chrono::steady_clock;
 
 class NcclCollectives final : public Collectives {
  public:
-  NcclCollectives(const NcclApi* api, int rank, int size, double timeout,
-                  cudaStream_t compute)
-      : api_(api),
-        rank_(rank),
-        size_(size),
-        timeout_(timeout),
-        compute_(compute) {}
+  NcclCollectives(const NcclApi* api, int rank, int size, double timeout)
+      : api_(api), rank_(rank), size_(size), timeout_(timeout) {}
 
   ~NcclCollectives() override {
-    for (auto& [r, p] : pending_) DestroyEvents(p);
+    for (auto& [r, p] : pending_) {
+      // Unwaited: the staging memory goes with the stream's work.
+      if (p.staged_out != nullptr) cudaFreeAsync(p.staged_out, stream_);
+      DestroyEvents(p);
+    }
     if (comm_ != nullptr) {
       // Finalize flushes what was started; past the deadline (a peer gone)
       // abort frees it instead of waiting for ever.
@@ -113,12 +114,15 @@ class NcclCollectives final : public Collectives {
       (clean ? api_->destroy : api_->abort)(comm_);
     }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (copy_ != nullptr) cudaStreamDestroy(copy_);
   }
 
   // The communicator of `size` ranks named by `id`, on the current device.
   absl::Status Init(const ncclUniqueId& id) {
     STRATA_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STRATA_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t rc =
@@ -132,21 +136,25 @@ class NcclCollectives final : public Collectives {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  void OrderAfter(void* compute_stream) override {
+    compute_ = static_cast<cudaStream_t>(compute_stream);
+  }
 
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,
                                          const std::string& what) override {
     STRATA_RETURN_IF_ERROR(CheckAllGatherOffsets(offsets, size_));
+    const uint64_t my_bytes = offsets[rank_ + 1] - offsets[rank_];
     return Enqueue(
-        what, -1,
-        [&]() -> ncclResult_t {
-          char* out = static_cast<char*>(all);
-          if (ncclResult_t rc = api_->group_start(); rc != ncclSuccess)
+        what, -1, {mine, my_bytes}, {all, offsets[size_]},
+        [&](const void* in, void* out) -> ncclResult_t {
+          if (ncclResult_t rc = api_->group_start(); rc != ncclSuccess) {
             return rc;
+          }
           for (int r = 0; r < size_; ++r) {
             const ncclResult_t rc = api_->broadcast(
-                mine, out + offsets[r], offsets[r + 1] - offsets[r], ncclChar,
-                r, comm_, stream_);
+                in, static_cast<char*>(out) + offsets[r],
+                offsets[r + 1] - offsets[r], ncclChar, r, comm_, stream_);
             if (rc != ncclSuccess && rc != ncclInProgress) {
               api_->group_end();
               return rc;
@@ -154,7 +162,7 @@ class NcclCollectives final : public Collectives {
           }
           return api_->group_end();
         },
-        (offsets[rank_ + 1] - offsets[rank_]) * (size_ - 1));
+        my_bytes*(size_ - 1));
   }
 
   absl::StatusOr<Request> StartSend(int to, int tag, const void* data,
@@ -162,8 +170,10 @@ class NcclCollectives final : public Collectives {
                                     const std::string& what) override {
     STRATA_RETURN_IF_ERROR(CheckPeer(to, tag, what));
     return Enqueue(
-        what, to,
-        [&] { return api_->send(data, bytes, ncclChar, to, comm_, stream_); },
+        what, to, {data, bytes}, {},
+        [&](const void* in, void*) {
+          return api_->send(in, bytes, ncclChar, to, comm_, stream_);
+        },
         bytes);
   }
 
@@ -172,8 +182,10 @@ class NcclCollectives final : public Collectives {
                                     const std::string& what) override {
     STRATA_RETURN_IF_ERROR(CheckPeer(from, tag, what));
     return Enqueue(
-        what, from,
-        [&] { return api_->recv(data, bytes, ncclChar, from, comm_, stream_); },
+        what, from, {}, {data, bytes},
+        [&](const void*, void* out) {
+          return api_->recv(out, bytes, ncclChar, from, comm_, stream_);
+        },
         0);
   }
 
@@ -183,11 +195,25 @@ class NcclCollectives final : public Collectives {
     Pending p = it->second;
     pending_.erase(it);
     absl::Status status = AwaitEvent(p);
-    // The compute stream reads what arrived after it.
-    if (status.ok()) {
+    if (status.ok() && p.host_out != nullptr) {
+      // Out of the staging buffer, on a stream of its own: the
+      // communicator's may hold later operations still waiting on peers.
+      status = CudaStatus(cudaStreamWaitEvent(copy_, p.done, 0), "wait");
+      if (status.ok()) {
+        status =
+            CudaStatus(cudaMemcpyAsync(p.host_out, p.staged_out, p.out_bytes,
+                                       cudaMemcpyDefault, copy_),
+                       "cudaMemcpyAsync of " + p.what);
+      }
+      if (status.ok()) {
+        status = CudaStatus(cudaStreamSynchronize(copy_), p.what);
+      }
+    } else if (status.ok()) {
+      // The compute stream reads what arrived after it.
       status = CudaStatus(cudaStreamWaitEvent(compute_, p.done, 0),
                           "cudaStreamWaitEvent");
     }
+    if (p.staged_out != nullptr) cudaFreeAsync(p.staged_out, copy_);
     DestroyEvents(p);
     return status;
   }
@@ -195,46 +221,96 @@ class NcclCollectives final : public Collectives {
   uint64_t bytes_sent() const override { return sent_; }
 
  private:
+  // A buffer an operation reads or writes; host memory is staged through
+  // GPU memory (NCCL moves GPU memory only).
+  struct Buffer {
+    const void* data = nullptr;
+    uint64_t bytes = 0;
+  };
   struct Pending {
     cudaEvent_t done = nullptr;
     int peer = -1;
     std::string what;
+    void* staged_out = nullptr;  // GPU copy of a host result, or null
+    void* host_out = nullptr;    // where it goes at Wait
+    uint64_t out_bytes = 0;
   };
 
-  // Starts `start` (NCCL calls on stream_) after the compute stream's work
-  // so far; counts `sent` bytes.
+  // Starts `start(in, out)` (NCCL calls on stream_, given GPU pointers)
+  // after the compute stream's work so far; counts `sent` bytes.
   template <typename Start>
-  absl::StatusOr<Request> Enqueue(const std::string& what, int peer,
-                                  const Start& start, uint64_t sent) {
+  absl::StatusOr<Request> Enqueue(const std::string& what, int peer, Buffer in,
+                                  Buffer out, const Start& start,
+                                  uint64_t sent) {
     STRATA_RETURN_IF_ERROR(failed_);
-    cudaEvent_t ready = nullptr;
     Pending p{.peer = peer, .what = what};
-    STRATA_CUDA_RETURN_IF_ERROR(
-        cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    absl::Status s =
-        CudaStatus(cudaEventRecord(ready, compute_), "cudaEventRecord");
-    if (s.ok()) {
-      s = CudaStatus(cudaStreamWaitEvent(stream_, ready, 0),
-                     "cudaStreamWaitEvent");
+    void* staged_in = nullptr;
+    absl::Status s = After(compute_, stream_);
+    const void* in_dev = in.data;
+    void* out_dev = const_cast<void*>(out.data);
+    if (s.ok() && in.bytes > 0 && !OnDevice(in.data)) {
+      // Pageable or pinned host memory: copied to staging memory at once.
+      s = CudaStatus(cudaMallocAsync(&staged_in, in.bytes, stream_),
+                     "cudaMallocAsync");
+      if (s.ok()) {
+        s = CudaStatus(cudaMemcpyAsync(staged_in, in.data, in.bytes,
+                                       cudaMemcpyDefault, stream_),
+                       "cudaMemcpyAsync of " + what);
+      }
+      in_dev = staged_in;
     }
-    cudaEventDestroy(ready);  // the wait holds what it needs
+    if (s.ok() && out.bytes > 0 && !OnDevice(out.data)) {
+      s = CudaStatus(cudaMallocAsync(&p.staged_out, out.bytes, stream_),
+                     "cudaMallocAsync");
+      p.host_out = out_dev;
+      p.out_bytes = out.bytes;
+      out_dev = p.staged_out;
+    }
     if (s.ok()) {
-      const ncclResult_t rc = start();
+      const ncclResult_t rc = start(in_dev, out_dev);
       if (rc != ncclSuccess && rc != ncclInProgress) s = Error(rc, what);
     }
     if (s.ok()) s = Settle(what);  // enqueued on the stream
+    if (staged_in != nullptr) cudaFreeAsync(staged_in, stream_);
     if (s.ok()) {
       s = CudaStatus(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
                      "cudaEventCreateWithFlags");
     }
     if (s.ok()) s = CudaStatus(cudaEventRecord(p.done, stream_), "record");
     if (!s.ok()) {
+      if (p.staged_out != nullptr) cudaFreeAsync(p.staged_out, stream_);
       DestroyEvents(p);
       return Fail(s);
     }
+    // The staging buffer of a result is freed at Wait, after its copy.
     sent_ += sent;
     pending_.emplace(next_, std::move(p));
     return next_++;
+  }
+
+  // `later` runs what it is given next after the work queued on `earlier`.
+  static absl::Status After(cudaStream_t earlier, cudaStream_t later) {
+    cudaEvent_t ready = nullptr;
+    STRATA_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    absl::Status s =
+        CudaStatus(cudaEventRecord(ready, earlier), "cudaEventRecord");
+    if (s.ok()) {
+      s = CudaStatus(cudaStreamWaitEvent(later, ready, 0),
+                     "cudaStreamWaitEvent");
+    }
+    cudaEventDestroy(ready);  // the wait holds what it needs
+    return s;
+  }
+
+  // GPU (or managed) memory NCCL can move; host memory is staged.
+  static bool OnDevice(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
   }
 
   // Polls until the communicator has no call in progress (a non-blocking
@@ -314,8 +390,9 @@ class NcclCollectives final : public Collectives {
   const NcclApi* const api_;
   const int rank_, size_;
   const double timeout_;
-  const cudaStream_t compute_;
+  cudaStream_t compute_ = nullptr;  // OrderAfter's
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_ = nullptr;  // staged results to the host
   ncclComm_t comm_ = nullptr;
   absl::Status failed_;
   Request next_ = 0;
@@ -326,7 +403,7 @@ class NcclCollectives final : public Collectives {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(
-    Collectives& bootstrap, void* compute_stream, double timeout_seconds) {
+    Collectives& bootstrap, double timeout_seconds) {
   STRATA_ASSIGN_OR_RETURN(const NcclApi* api, LoadNccl());
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -346,8 +423,7 @@ absl::StatusOr<std::unique_ptr<Collectives>> MakeNcclCollectives(
       const std::vector<ncclUniqueId> ids,
       AllGatherValue(bootstrap, id, "the all-gather of NCCL's unique id"));
   auto nccl = std::make_unique<NcclCollectives>(
-      api, bootstrap.rank(), bootstrap.size(), timeout_seconds,
-      static_cast<cudaStream_t>(compute_stream));
+      api, bootstrap.rank(), bootstrap.size(), timeout_seconds);
   STRATA_RETURN_IF_ERROR(nccl->Init(ids[0]));
   return std::unique_ptr<Collectives>(std::move(nccl));
 }

@@ -193,8 +193,11 @@ uint64_t GatherSlotBytes(const GptConfig& c) {
 }  // namespace
 
 absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,
-                               int ranks, const std::string& device_memory) {
-  STRATA_RETURN_IF_ERROR(CheckShardedDevice(compute, device_memory));
+                               const Collectives& collectives,
+                               const std::string& device_memory) {
+  STRATA_RETURN_IF_ERROR(
+      CheckShardedDevice(compute, collectives, device_memory));
+  const int ranks = collectives.size();
   if (c.embed < ranks) {  // the smallest tensors have embed elements
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d ranks, but a LayerNorm has only --embed=%d values: every rank "

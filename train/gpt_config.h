@@ -10,6 +10,7 @@
 #include "strata/stats.h"
 #include "strata/tensor.h"
 #include "train/activation_checkpointing.h"
+#include "train/collectives.h"
 #include "train/compute.h"
 #include "train/footprint.h"  // ModelFootprint
 #include "train/loss_scale.h"
@@ -80,14 +81,15 @@ absl::StatusOr<uint64_t> DeviceBudgetForOwnSlice(GptConfig c,
 absl::StatusOr<ModelFootprint> ComputeGptFootprint(const GptConfig& c,
                                                    int sharded_ranks = 0);
 
-// OK when `c` can be sharded over `ranks` ranks on `compute` in
-// `device_memory` (Stats'): FailedPrecondition on a CUDA compute (the
-// shards move through host memory; GPUs need them in GPU memory over NCCL,
-// not built yet) or in unified memory (the gather
-// slots are device-home tensors); InvalidArgument when a tensor has fewer
-// elements than ranks (--embed below the ranks).
+// OK when `c` can be sharded over `collectives`' ranks on `compute` in
+// `device_memory` (Stats'): FailedPrecondition for a transport that does
+// not fit the compute (a CUDA GPU takes NCCL, the CPU MPI or threads) or in
+// unified memory (the gather slots are device-home tensors);
+// InvalidArgument when a tensor has fewer elements than ranks (--embed
+// below the ranks).
 absl::Status CheckGptShardable(const GptConfig& c, const Compute& compute,
-                               int ranks, const std::string& device_memory);
+                               const Collectives& collectives,
+                               const std::string& device_memory);
 
 // As CheckFootprintFits (footprint.h): ResourceExhausted naming the budget
 // flag to raise when a tier cannot hold what the GPT needs there.

@@ -254,7 +254,14 @@ absl::Status Gpt::PassGradients(const ParamGroup& compute,
                                   (at[r + 1] - at[r]) * kF,
                                   "the gradient shard of " + name));
     }
-    std::memcpy(mine, total + at[last], (at[last + 1] - at[last]) * kF);
+    // This rank's own shard of the total, out of the device slot.
+    const int64_t count = at[last + 1] - at[last];
+    if (config_.home == Tier::kDevice) {  // ShardLeases' tier
+      STRATA_RETURN_IF_ERROR(compute_->Copy(total + at[last], mine, count));
+    } else {  // a D2H after the backward that summed it, on a GPU
+      STRATA_RETURN_IF_ERROR(out.lease->lease(i).CopyOut(
+          at[last] * kF, mine, count * kF, compute_->stream()));
+    }
   }
   // Every sum before any shard: the last rank receives all of a group's
   // sums before it sends a shard, and under NCCL's rules (one stream,

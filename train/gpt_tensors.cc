@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Store* store, Compute* compute,
   const int ranks = collectives ? collectives->size() : 0;
   if (collectives) {
     STRATA_RETURN_IF_ERROR(
-        CheckGptShardable(config, *compute, ranks, stats.device_memory));
+        CheckGptShardable(config, *compute, *collectives, stats.device_memory));
+    collectives->OrderAfter(compute->stream());  // a GPU transport's order
   }
   STRATA_ASSIGN_OR_RETURN(ModelFootprint footprint,
                           ComputeGptFootprint(config, ranks));

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(Store* store, Compute* compute,
   if (collectives != nullptr) {
     STRATA_RETURN_IF_ERROR(CheckShardable(config, *compute, *collectives,
                                           store->GetStats().device_memory));
+    collectives->OrderAfter(compute->stream());  // a GPU transport's order
   }
   STRATA_RETURN_IF_ERROR(
       CheckFootprintFits(store->GetStats(), config, footprint));

@@ -51,18 +51,24 @@ int Tag(int layer, TagKind kind) { return layer * kTagKinds + kind; }
 }  // namespace
 
 absl::Status CheckShardedDevice(const Compute& compute,
+                                const Collectives& collectives,
                                 const std::string& device_memory) {
   if (device_memory != "copies") {
     return absl::FailedPreconditionError(
         "--distributed gathers each layer into device memory of its own, "
         "which unified memory does not have: drop --memory=unified");
   }
-  if (compute.stream() != nullptr) {
-    return absl::FailedPreconditionError(
-        "--distributed runs over MPI on the simulated device; on a CUDA GPU "
-        "its shards must move in GPU memory over NCCL, and while the NCCL "
-        "transport is built the models do not yet keep their shards there: "
-        "add --device=simulated");
+  const bool gpu = compute.stream() != nullptr;
+  if (gpu != (collectives.name() == "nccl")) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a sharded model on %s needs %s, not the %s transport: %s",
+        gpu ? "a CUDA GPU" : "the CPU", gpu ? "NCCL" : "MPI or threads",
+        collectives.name(),
+        gpu ? "on a GPU the gathers move GPU memory over NCCL "
+              "(MakeNcclCollectives in the C++ API; `strata train "
+              "--distributed` does not start NCCL yet): add "
+              "--device=simulated"
+            : "NCCL moves GPU memory only"));
   }
   return absl::OkStatus();
 }
@@ -70,7 +76,8 @@ absl::Status CheckShardedDevice(const Compute& compute,
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
                             const Collectives& collectives,
                             const std::string& device_memory) {
-  STRATA_RETURN_IF_ERROR(CheckShardedDevice(compute, device_memory));
+  STRATA_RETURN_IF_ERROR(
+      CheckShardedDevice(compute, collectives, device_memory));
   const int64_t narrowest = std::min(config.width, config.classes);
   if (narrowest < collectives.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -274,7 +281,12 @@ absl::Status Mlp::PassGradients(int l) {
               r, Tag(l, p.shard), sum + at[r], (at[r + 1] - at[r]) * kF,
               absl::StrFormat("the gradient shard of layer%d.%s", l, p.name)));
     }
-    std::memcpy(mine, sum + at[last], (at[last + 1] - at[last]) * kF);
+    // This rank's own shard of the total: out of the device slot (a D2H
+    // after the backward that summed it, on a GPU).
+    STRATA_RETURN_IF_ERROR(slot_leases_->lease(s * kSlotBuffers + p.buffer)
+                               .CopyOut(at[last] * kF, mine,
+                                        (at[last + 1] - at[last]) * kF,
+                                        compute_->stream()));
   }
   // Both sums before either shard: the last rank receives both before it
   // sends, and under NCCL's rules (one stream, messages in order;

@@ -15,13 +15,14 @@ struct ModelConfig;  // model.h
 // OK when `config` can be sharded over `collectives`' ranks on `compute`:
 // InvalidArgument for a layer with fewer outputs than ranks (a rank would
 // hold no shard of its bias);
-// FailedPrecondition on a CUDA compute (the shards move through host
-// memory; on GPUs they must move in GPU memory over NCCL, not built yet).
+// FailedPrecondition for a transport that does not fit the compute (a CUDA
+// GPU takes NCCL, whose gathers move GPU memory; the CPU MPI or threads).
 // FailedPrecondition also in unified memory (`device_memory` Stats'; the
 // gather slots are device-home tensors, which it does not have).
-// The checks every sharded model shares: FailedPrecondition on a CUDA
-// compute and in unified memory, as above.
+// The checks every sharded model shares: the transport and unified memory,
+// as above.
 absl::Status CheckShardedDevice(const Compute& compute,
+                                const Collectives& collectives,
                                 const std::string& device_memory);
 
 absl::Status CheckShardable(const ModelConfig& config, const Compute& compute,
