@@ -31,7 +31,9 @@ ABSL_FLAG(bool, distributed, false,
           "Run as one rank of a sharded data-parallel job launched by "
           "mpirun (ZeRO-3 style: each rank holds 1/N of the parameters, "
           "gradients and Adam states; the MLP or the GPT in fp32, bf16 or "
-          "fp16, on the simulated device). "
+          "fp16; on the simulated device over MPI, on GPUs over NCCL, one "
+          "GPU a rank, bootstrapped by MPI — the NCCL path has not run on "
+          "more than one GPU yet). "
           "Each rank trains --batch x --accumulate of every step's samples; "
           "the losses equal one rank's with --accumulate x N (and the same "
           "OPENBLAS_NUM_THREADS), bit for bit. "
@@ -83,6 +85,16 @@ std::vector<uint64_t> EqualOffsets(int ranks, uint64_t bytes) {
 
 int DistributedRun::LaunchRank() {
   return LaunchVariable("OMPI_COMM_WORLD_RANK", LaunchVariable("PMI_RANK", 0));
+}
+
+int DistributedRun::CudaDevice() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr && *visible != '\0' &&
+      std::string(visible).find(',') == std::string::npos) {
+    return 0;  // the launcher gave this rank one device
+  }
+  return LaunchVariable("OMPI_COMM_WORLD_LOCAL_RANK",
+                        LaunchVariable("MPI_LOCALRANKID", 0));
 }
 
 std::string DistributedRun::RankDirName() {
@@ -357,7 +369,7 @@ absl::StatusOr<nlohmann::json> DistributedRun::ReportJson(const Stats& st,
   }
   return nlohmann::json{
       {"ranks", ranks()},
-      {"transport", collectives_->name()},
+      {"transport", model_transport_},
       {"reference",
        "bit for bit: one rank with --accumulate x ranks micro-batches and "
        "the same OpenBLAS threads (OPENBLAS_NUM_THREADS)"},

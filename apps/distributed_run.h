@@ -39,6 +39,19 @@ class DistributedRun {
   // PMI_RANK), before MPI starts; 0 outside a launcher.
   static int LaunchRank();
 
+  // The CUDA device of this rank: its local rank on the node
+  // (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID), or 0 when
+  // CUDA_VISIBLE_DEVICES gives each rank a single device (NCCL takes one
+  // rank per GPU).
+  static int CudaDevice();
+
+  // What the model's collectives run over, when it is not collectives()'s
+  // (NCCL on GPUs, bootstrapped by MPI): named in the report.
+  void set_model_transport(std::string name) {
+    model_transport_ = std::move(name);
+  }
+  const std::string& model_transport() const { return model_transport_; }
+
   // "rank-R-of-N" from the launcher's variables, before MPI starts: where
   // this rank's checkpoints go in --save-dir (RunCheckpoints::FromFlags).
   static std::string RankDirName();
@@ -107,8 +120,9 @@ class DistributedRun {
       const std::string& mine, const std::string& what) const;
 
   explicit DistributedRun(std::unique_ptr<train::Collectives> c)
-      : collectives_(std::move(c)) {}
+      : collectives_(std::move(c)), model_transport_(collectives_->name()) {}
   std::unique_ptr<train::Collectives> collectives_;
+  std::string model_transport_;
 };
 
 }  // namespace strata

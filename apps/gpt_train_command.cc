@@ -504,9 +504,11 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   absl::StatusOr<double> baseline = train::BigramBaselineLoss(
       *corpus->train, *corpus->validation, corpus->tokenizer->vocab_size());
   if (!baseline.ok()) return end(FailBeforeRun(baseline.status()));
+  if (dist) s.device.cuda_device = DistributedRun::CudaDevice();
   absl::StatusOr<std::unique_ptr<train::GptSetup>> setup = train::OpenGptSetup(
       s, m, dist ? dist->collectives() : nullptr, blas_threads);
   if (!setup.ok()) return end(FailBeforeRun(setup.status()));
+  if (dist && (*setup)->gpu_collectives) dist->set_model_transport("nccl");
   train::Gpt& gpt = *(*setup)->model;
   Store* store = (*setup)->store.get();
   const Stats st0 = store->GetStats();
@@ -532,7 +534,7 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
         "gradients and AdamW states (the state above is one rank's) and "
         "training --batch x --accumulate of every step's %d sequences\n",
         ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
-        dist->collectives()->name(),
+        dist->model_transport(),
         ranks == 1 ? "holding all"
                    : absl::StrFormat("each holding 1/%d", ranks),
         gpt.step_sequences());

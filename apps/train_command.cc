@@ -450,10 +450,12 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
         dist ? absl::StrFormat(" x %d ranks", ranks) : "",
         data->train.count))));
   }
+  if (dist) s.device.cuda_device = DistributedRun::CudaDevice();
   absl::StatusOr<std::unique_ptr<train::TrainSetup>> setup =
       train::OpenTrainSetup(s, t, dist ? dist->collectives() : nullptr,
                             blas_threads);
   if (!setup.ok()) return end(FailBeforeRun(setup.status()));
+  if (dist && (*setup)->gpu_collectives) dist->set_model_transport("nccl");
   Store* store = (*setup)->store.get();
   train::Compute* compute = (*setup)->compute.get();
   train::Mlp* model = (*setup)->model.get();
@@ -482,7 +484,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
         "gradients and Adam states and training --batch x --accumulate of "
         "every step's %d samples\n",
         ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
-        dist->collectives()->name(),
+        dist->model_transport(),
         ranks == 1 ? "holding all"
                    : absl::StrFormat("each holding 1/%d", ranks),
         t.model.batch * t.model.accumulate * ranks);

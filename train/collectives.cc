@@ -101,6 +101,7 @@ class ThreadHub {
  public:
   ThreadHub(int ranks, double timeout_seconds)
       : ranks_(ranks), timeout_(timeout_seconds) {}
+  double timeout() const { return timeout_; }
 
   void Post(int from, int to, int tag, const void* data, uint64_t bytes) {
     std::vector<char> message(static_cast<const char*>(data),
@@ -205,6 +206,7 @@ class ThreadCollectives final : public Collectives {
   int rank() const override { return rank_; }
   int size() const override { return ranks_; }
   std::string name() const override { return "threads"; }
+  double timeout_seconds() const override { return hub_->timeout(); }
 
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,

@@ -89,6 +89,10 @@ class Collectives {
   // request.
   virtual absl::Status Wait(Request request) = 0;
 
+  // The seconds a Wait waits before DeadlineExceeded (0: one that never
+  // waits for a peer, LocalCollectives).
+  virtual double timeout_seconds() const { return 0; }
+
   // A GPU transport (NCCL) starts each operation after the work queued on
   // `compute_stream` (a cudaStream_t) at the time, and Wait makes that
   // stream wait for the operation: the model that computes on it calls

@@ -136,6 +136,7 @@ class NcclCollectives final : public Collectives {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  double timeout_seconds() const override { return timeout_; }
   void OrderAfter(void* compute_stream) override {
     compute_ = static_cast<cudaStream_t>(compute_stream);
   }

@@ -62,9 +62,12 @@ absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(
     }
     model.classifier_rows = ChooseClassifierRows(model, device);
   }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> gpt,
-                          Gpt::Create(setup->store.get(), setup->compute.get(),
-                                      model, collectives));
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives * transport,
+      ModelTransport(*setup->compute, collectives, &setup->gpu_collectives));
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Gpt> gpt,
+      Gpt::Create(setup->store.get(), setup->compute.get(), model, transport));
   setup->model = std::move(gpt);
   return setup;
 }

@@ -22,14 +22,16 @@ absl::Status MakeGptResident(GptConfig& model, StoreOptions& store);
 struct GptSetup {
   std::unique_ptr<Store> store;
   std::unique_ptr<Compute> compute;  // OpenBLAS, or cuBLAS on a real GPU
-  std::unique_ptr<Gpt> model;        // destroyed before the store
+  std::unique_ptr<Collectives> gpu_collectives;  // NCCL (ModelTransport)
+  std::unique_ptr<Gpt> model;                    // destroyed before the store
   ~GptSetup() { model.reset(); }
 };
 
 // Opens the store, the compute for its device and the model. Unless
 // `model.home` is kDevice, the home tier becomes NVMe when the store has one
 // and host otherwise; model.classifier_rows is chosen for the device budget
-// when 0. `collectives`: one rank of a sharded run (Gpt::Create);
+// when 0. `collectives`: one rank of a sharded run (Gpt::Create; on a CUDA
+// GPU over NCCL, bootstrapped by it: ModelTransport);
 // `cpu_threads` as for OpenStoreAndCompute (setup.h). Errors: those of
 // Store::Open, MakeCudaCompute and Gpt::Create.
 absl::StatusOr<std::unique_ptr<GptSetup>> OpenGptSetup(

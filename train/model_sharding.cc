@@ -65,9 +65,8 @@ absl::Status CheckShardedDevice(const Compute& compute,
         gpu ? "a CUDA GPU" : "the CPU", gpu ? "NCCL" : "MPI or threads",
         collectives.name(),
         gpu ? "on a GPU the gathers move GPU memory over NCCL "
-              "(MakeNcclCollectives in the C++ API; `strata train "
-              "--distributed` does not start NCCL yet): add "
-              "--device=simulated"
+              "(MakeNcclCollectives; OpenTrainSetup and OpenGptSetup make it "
+              "from MPI), or add --device=simulated"
             : "NCCL moves GPU memory only"));
   }
   return absl::OkStatus();

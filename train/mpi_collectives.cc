@@ -85,6 +85,7 @@ class MpiCollectives final : public Collectives {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  double timeout_seconds() const override { return timeout_; }
 
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,

@@ -46,6 +46,19 @@ absl::Status OpenStoreAndCompute(const StoreOptions& options,
   return absl::OkStatus();
 }
 
+absl::StatusOr<Collectives*> ModelTransport(const Compute& compute,
+                                            Collectives* collectives,
+                                            std::unique_ptr<Collectives>* gpu) {
+  if (collectives == nullptr || compute.stream() == nullptr ||
+      collectives->name() == "nccl") {
+    return collectives;
+  }
+  const double timeout = collectives->timeout_seconds();
+  STRATA_ASSIGN_OR_RETURN(
+      *gpu, MakeNcclCollectives(*collectives, timeout > 0 ? timeout : 300));
+  return gpu->get();
+}
+
 absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
     const StoreOptions& store_options, TrainOptions& train,
     Collectives* collectives, int cpu_threads) {
@@ -56,9 +69,12 @@ absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
   auto setup = std::make_unique<TrainSetup>();
   STRATA_RETURN_IF_ERROR(OpenStoreAndCompute(store_options, &setup->store,
                                              &setup->compute, cpu_threads));
+  STRATA_ASSIGN_OR_RETURN(
+      Collectives * transport,
+      ModelTransport(*setup->compute, collectives, &setup->gpu_collectives));
   STRATA_ASSIGN_OR_RETURN(setup->model,
                           Mlp::Create(setup->store.get(), setup->compute.get(),
-                                      train.model, collectives));
+                                      train.model, transport));
   return setup;
 }
 

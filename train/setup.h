@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "strata/options.h"
 #include "strata/store.h"
+#include "train/collectives.h"
 #include "train/compute.h"
 #include "train/model.h"
 #include "train/trainer.h"
@@ -33,10 +34,19 @@ absl::Status OpenStoreAndCompute(const StoreOptions& options,
                                  std::unique_ptr<Compute>* compute,
                                  int cpu_threads = 0);
 
+// The transport a sharded model on `compute` uses: `collectives` on the CPU;
+// on a CUDA GPU NCCL, made here into `*gpu` and bootstrapped by
+// `collectives` (MPI), unless it is NCCL already. Null without
+// `collectives`. Errors: MakeNcclCollectives'.
+absl::StatusOr<Collectives*> ModelTransport(const Compute& compute,
+                                            Collectives* collectives,
+                                            std::unique_ptr<Collectives>* gpu);
+
 struct TrainSetup {
   std::unique_ptr<Store> store;
   std::unique_ptr<Compute> compute;  // OpenBLAS, or cuBLAS on a real GPU
-  std::unique_ptr<Mlp> model;        // destroyed before the store
+  std::unique_ptr<Collectives> gpu_collectives;  // NCCL (ModelTransport)
+  std::unique_ptr<Mlp> model;                    // destroyed before the store
   ~TrainSetup() { model.reset(); }
 };
 
@@ -44,8 +54,9 @@ struct TrainSetup {
 // "cuda:...", OpenBLAS for the simulated device) and creates the model.
 // Unless `train.model.home` is kDevice, the home tier becomes NVMe when the
 // store has one and host otherwise. With `collectives` (not owned) the
-// model is that rank's of a sharded run (Mlp::Create), its OpenBLAS
-// sharing the cores with the other ranks on this machine (`cpu_threads`).
+// model is that rank's of a sharded run (Mlp::Create; on a CUDA GPU over
+// NCCL bootstrapped by it, ModelTransport), its OpenBLAS sharing the cores
+// with the other ranks on this machine (`cpu_threads`).
 // Errors: those of Store::Open, MakeCudaCompute and Mlp::Create.
 absl::StatusOr<std::unique_ptr<TrainSetup>> OpenTrainSetup(
     const StoreOptions& store, TrainOptions& train,

@@ -56,6 +56,7 @@ class OrderedHub {
  public:
   OrderedHub(int ranks, double timeout_seconds)
       : timeout_(timeout_seconds), queues_(ranks) {}
+  double timeout() const { return timeout_; }
 
   void Start(const std::shared_ptr<Op>& op) {
     MutexLock lock(&mu_);
@@ -191,6 +192,7 @@ class StreamOrderedCollectives final : public Collectives {
   int rank() const override { return rank_; }
   int size() const override { return ranks_; }
   std::string name() const override { return "threads-stream-ordered"; }
+  double timeout_seconds() const override { return hub_->timeout(); }
 
   absl::StatusOr<Request> StartAllGather(const void* mine, void* all,
                                          std::span<const uint64_t> offsets,
