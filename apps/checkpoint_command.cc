@@ -73,7 +73,8 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
     }
     STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));
-    STRATA_RETURN_IF_ERROR(CheckSaveDirIsOurs(r.save_.dir, r.resume_));
+    STRATA_RETURN_IF_ERROR(
+        CheckSaveDirIsOurs(r.save_.dir, r.save_flag_, r.resume_));
   }
   return r;
 }
@@ -98,11 +99,35 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
   resume_ += "/" + rank_dir;
   if (!train::ResolveCheckpoint(resume_).ok()) {
     return absl::NotFoundError(absl::StrFormat(
-        "--resume=%s holds no checkpoint of this rank (%s): a sharded run "
-        "resumes from the --save-dir of a run with as many ranks",
-        resume_flag_, resume_));
+        "--resume=%s holds no checkpoint of this rank (%s): %s", resume_flag_,
+        resume_, WhatIsThere(resume_flag_, rank_dir)));
   }
   return absl::OkStatus();
+}
+
+// Why a save dir holds nothing for rank directory `rank_dir`: what it does
+// hold, and what would resume it.
+std::string RunCheckpoints::WhatIsThere(const std::string& dir,
+                                        const std::string& rank_dir) {
+  const std::vector<train::RankDir> ranks = train::ListRankDirs(dir);
+  for (const train::RankDir& r : ranks) {
+    if (train::RankDirName(r.rank, r.ranks) == rank_dir) {
+      return "its directory is there but holds no complete checkpoint (the "
+             "run stopped before this rank's first save?): start again "
+             "without --resume";
+    }
+  }
+  if (!ranks.empty()) {
+    return absl::StrFormat(
+        "it holds a %d-rank run's directories; resume it with mpirun -np %d",
+        ranks.back().ranks, ranks.back().ranks);
+  }
+  if (!train::ListCheckpoints(dir).empty()) {
+    return "it holds an unsharded run's checkpoints, which resume without "
+           "--distributed";
+  }
+  return "give the --save-dir of a --distributed run (the directory holding "
+         "its rank-R-of-N directories)";
 }
 
 // A save dir holds one run: another rank count's directories or an
@@ -183,6 +208,7 @@ absl::Status RunCheckpoints::LockSaveDir(const std::string& dir) {
 // to them. Refused up front: continue the newest (--resume=DIR), or save
 // elsewhere.
 absl::Status RunCheckpoints::CheckSaveDirIsOurs(const std::string& dir,
+                                                const std::string& flag,
                                                 const std::string& resume) {
   const std::vector<train::CheckpointRef> there = train::ListCheckpoints(dir);
   if (there.empty()) return absl::OkStatus();
@@ -190,9 +216,9 @@ absl::Status RunCheckpoints::CheckSaveDirIsOurs(const std::string& dir,
   if (resume.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--save-dir=%s already holds checkpoints of another run (newest: "
-        "step %d); continue it with --resume=%s, or choose an empty "
+        "step %d%s); continue it with --resume=%s, or choose an empty "
         "--save-dir",
-        dir, newest.step, dir));
+        flag, newest.step, dir == flag ? "" : ", in " + dir, flag));
   }
   absl::StatusOr<std::string> from = train::ResolveCheckpoint(resume);
   if (!from.ok()) return from.status();
@@ -278,6 +304,13 @@ std::string RunCheckpoints::ResumeHint() const {
   if (saved_.empty() && !resumed_from_.empty() &&
       std::filesystem::equivalent(there.front().path, resumed_from_, error)) {
     return "";
+  }
+  if (save_.dir != save_flag_) {  // a rank's directory of a sharded run
+    return absl::StrFormat(
+        "this rank's newest checkpoint, %s (step %d), is intact (another "
+        "rank's may be older): --resume=%s resumes every rank from the "
+        "newest step all of them saved, once the cause is fixed",
+        there.front().path, there.front().step, save_flag_);
   }
   return absl::StrFormat(
       "the newest checkpoint, %s (step %d), is intact: continue with "

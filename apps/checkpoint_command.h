@@ -65,8 +65,12 @@ class RunCheckpoints {
   static absl::Status CheckNoOtherRun(const std::string& dir, int ranks);
   static absl::Status PrepareSaveDir(const std::string& dir);
   static absl::Status LockSaveDir(const std::string& dir);
+  // `flag`: the --save-dir as given (`dir` may be a rank's below it).
   static absl::Status CheckSaveDirIsOurs(const std::string& dir,
+                                         const std::string& flag,
                                          const std::string& resume);
+  static std::string WhatIsThere(const std::string& dir,
+                                 const std::string& rank_dir);
 
   train::CheckpointSaveOptions save_;
   std::string save_flag_, resume_flag_;  // as given (the rank's dirs below)

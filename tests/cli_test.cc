@@ -684,6 +684,21 @@ TEST(CliDistributedTest, GptSavesResumesAndExportsItsShards) {
   EXPECT_EQ(b["losses"].get<std::vector<double>>(),
             std::vector<double>(all.begin() + 2, all.end()));
   EXPECT_EQ(a["val_loss"], b["val_loss"]);
+  // Without --resume the save dir is another run's: the hint names the
+  // save dir, not a rank's directory below it. Without --distributed the
+  // rank directories are named for what they are.
+  const Result again = with({"--save-dir=" + save});
+  EXPECT_EQ(again.rc, 2) << again.err;
+  EXPECT_NE(again.err.find("continue it with --resume=" + save + ","),
+            std::string::npos)
+      << again.err;
+  std::vector<std::string> alone = run;
+  alone.push_back("--resume=" + save);
+  const Result unsharded = Strata(alone);
+  EXPECT_EQ(unsharded.rc, 2) << unsharded.err;
+  EXPECT_NE(unsharded.err.find("rank directories of a 2-rank sharded run"),
+            std::string::npos)
+      << unsharded.err;
   // The export: wte [256 x 32] and the rest, whole, as one rank saves them.
   const std::string gathered = dir.path() + "/gathered.safetensors";
   const Result exported = Strata({"export", save, "--safetensors=" + gathered});
@@ -808,7 +823,10 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
       Strata({"train", "--model=mlp", "--distributed", "--resume=" + save},
              "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0");
   EXPECT_EQ(three.rc, 2) << three.err;
-  EXPECT_NE(three.err.find("as many ranks"), std::string::npos) << three.err;
+  EXPECT_NE(
+      three.err.find("a 2-rank run's directories; resume it with mpirun -np 2"),
+      std::string::npos)
+      << three.err;
   const Result step =
       Strata({"train", "--model=mlp", "--distributed",
               "--resume=" + save + "/rank-0-of-2/step-00000003"});

@@ -86,6 +86,15 @@ std::vector<RankDir> ListRankDirs(const std::string& dir) {
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   if (IsFile(fs::path(path) / kManifestFile)) return path;
   std::vector<CheckpointRef> all = ListCheckpoints(path);
+  if (const std::vector<RankDir> ranks = ListRankDirs(path);
+      all.empty() && !ranks.empty()) {
+    const int n = ranks.back().ranks;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds the rank directories of a %d-rank sharded run "
+        "(rank-R-of-%d): resume it with mpirun -np %d strata train "
+        "--distributed --resume=%s; strata export gathers it",
+        path, n, n, n, path));
+  }
   if (all.empty()) {
     return absl::NotFoundError(absl::StrFormat(
         "no complete checkpoint in %s (a checkpoint is a step-NNNNNNNN "

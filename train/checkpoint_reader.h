@@ -45,7 +45,9 @@ struct RankDir {
 std::vector<RankDir> ListRankDirs(const std::string& dir);
 
 // `path` itself when it holds a manifest.json, else the newest complete
-// checkpoint in it. NotFound, naming `path`, when there is none.
+// checkpoint in it. NotFound, naming `path`, when there is none;
+// FailedPrecondition when it holds a sharded run's rank directories
+// (rank-R-of-N), naming how to resume or export them.
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path);
 
 // One checkpoint open for reading. Thread-compatible: ReadTensor may run on

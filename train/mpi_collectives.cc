@@ -57,8 +57,9 @@ Watchdog Deadline(const char* call, double seconds) {
   return Watchdog(seconds, [call, seconds] {
     std::fprintf(stderr,
                  "strata: %s waited %g s for the other ranks: a rank has "
-                 "stopped or is stuck (if one is only slow to start, raise "
-                 "--collective-timeout)\n",
+                 "stopped, is stuck or was started without --distributed "
+                 "(every rank of the mpirun needs it; if one is only slow to "
+                 "start, raise --collective-timeout)\n",
                  call, seconds);
     std::fflush(stderr);
     _exit(1);
