@@ -69,7 +69,7 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   }
   if (!r.save_.dir.empty()) {
     if (rank_dir.empty()) {
-      STRATA_RETURN_IF_ERROR(CheckNoOtherRun(r.save_.dir, 0));
+      STRATA_RETURN_IF_ERROR(CheckNoOtherRun(r.save_.dir, 0, "--save-dir"));
     }
     STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));
@@ -85,7 +85,7 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
   if (!save_.dir.empty()) {
     int rank = 0, ranks = 0;
     std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
-    STRATA_RETURN_IF_ERROR(CheckNoOtherRun(save_.dir, ranks));
+    STRATA_RETURN_IF_ERROR(CheckNoOtherRun(save_.dir, ranks, "--save-dir"));
     save_.dir += "/" + rank_dir;
   }
   if (resume_.empty()) return absl::OkStatus();
@@ -102,7 +102,10 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
         "--resume=%s holds no checkpoint of this rank (%s): %s", resume_flag_,
         resume_, WhatIsThere(resume_flag_, rank_dir)));
   }
-  return absl::OkStatus();
+  // Another run's directories beside this one's: export would refuse it.
+  int rank = 0, ranks = 0;
+  std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
+  return CheckNoOtherRun(resume_flag_, ranks, "--resume");
 }
 
 // Why a save dir holds nothing for rank directory `rank_dir`: what it does
@@ -132,21 +135,22 @@ std::string RunCheckpoints::WhatIsThere(const std::string& dir,
 
 // A save dir holds one run: another rank count's directories or an
 // unsharded run's steps would make it unexportable and unresumable.
-absl::Status RunCheckpoints::CheckNoOtherRun(const std::string& dir,
-                                             int ranks) {
+absl::Status RunCheckpoints::CheckNoOtherRun(const std::string& dir, int ranks,
+                                             const char* flag) {
+  const bool resume = std::string(flag) == "--resume";
+  const char* advice =
+      resume ? "move the other run's out of it" : "choose another --save-dir";
   for (const train::RankDir& r : train::ListRankDirs(dir)) {
     if (r.ranks == ranks) continue;  // this run's
     return absl::FailedPreconditionError(absl::StrFormat(
-        "--save-dir=%s holds %s, a %d-rank run's: one save dir holds one "
-        "run; choose another",
-        dir, r.path, r.ranks));
+        "%s=%s holds %s, a %d-rank run's: one save dir holds one run; %s", flag,
+        dir, r.path, r.ranks, advice));
   }
   const std::vector<train::CheckpointRef> steps = train::ListCheckpoints(dir);
   if (ranks > 0 && !steps.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "--save-dir=%s holds %s, an unsharded run's: one save dir holds one "
-        "run; choose another",
-        dir, steps.front().path));
+        "%s=%s holds %s, an unsharded run's: one save dir holds one run; %s",
+        flag, dir, steps.front().path, advice));
   }
   return absl::OkStatus();
 }

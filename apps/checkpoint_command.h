@@ -62,7 +62,9 @@ class RunCheckpoints {
   // FailedPrecondition when `dir` holds another run's checkpoints: rank
   // directories of another count than `ranks` (0: an unsharded run), or,
   // for a sharded run, unsharded steps.
-  static absl::Status CheckNoOtherRun(const std::string& dir, int ranks);
+  // `flag` ("--save-dir", "--resume") names `dir` in the refusal.
+  static absl::Status CheckNoOtherRun(const std::string& dir, int ranks,
+                                      const char* flag);
   static absl::Status PrepareSaveDir(const std::string& dir);
   static absl::Status LockSaveDir(const std::string& dir);
   // `flag`: the --save-dir as given (`dir` may be a rank's below it).

@@ -716,6 +716,15 @@ TEST(CliDistributedTest, GptSavesResumesAndExportsItsShards) {
             std::string::npos)
       << bytes.substr(0, 400);
   EXPECT_EQ(bytes, ReadFile(single));
+  // Another run's rank directory beside these: resume refuses it, as
+  // export does.
+  std::filesystem::create_directory(save + "/rank-0-of-3");
+  const Result beside = with({"--resume=" + save});
+  EXPECT_EQ(beside.rc, 2) << beside.err;
+  EXPECT_NE(beside.err.find("--resume=" + save + " holds " + save +
+                            "/rank-0-of-3, a 3-rank run's"),
+            std::string::npos)
+      << beside.err;
 }
 
 // A crash between two ranks' saves leaves one rank a step ahead: the ranks
