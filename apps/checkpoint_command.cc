@@ -340,8 +340,8 @@ int RunExport(const std::string& checkpoint) {
                  done.status().ToString().c_str());
     return ExitCodeBeforeRun(done.status());
   }
-  absl::PrintF("strata export: %d parameter tensors, %s -> %s\n", done->tensors,
-               FormatByteSize(done->bytes), out);
+  absl::PrintF("strata export: step %d, %d parameter tensors, %s -> %s\n",
+               done->step, done->tensors, FormatByteSize(done->bytes), out);
   return 0;
 }
 

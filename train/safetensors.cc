@@ -103,7 +103,8 @@ absl::StatusOr<SafetensorsExport> WriteSafetensors(
   }
   STRATA_RETURN_IF_ERROR(out->Commit());
   return SafetensorsExport{.tensors = static_cast<int>(tensors.size()),
-                           .bytes = 8 + n + end};
+                           .bytes = 8 + n + end,
+                           .step = step};
 }
 
 // The whole shape of each of the MLP's parameters, from its checkpoint

@@ -21,6 +21,8 @@ namespace strata::train {
 struct SafetensorsExport {
   int tensors = 0;     // parameters written
   uint64_t bytes = 0;  // size of the file
+  int64_t step = 0;    // of the checkpoint exported (a sharded run's: the
+                       // newest every rank saved)
 };
 
 // Writes the parameters (kind "parameter") of the checkpoint at
