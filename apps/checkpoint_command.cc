@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "apps/distributed_run.h"
 #include "apps/exit_code.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -24,13 +25,17 @@
 
 ABSL_FLAG(std::string, save_dir, "",
           "Save checkpoints to DIR/step-NNNNNNNN (every "
-          "--save-every steps and at the end); empty: no checkpoints.");
+          "--save-every steps and at the end; a --distributed rank to "
+          "DIR/rank-R-of-N/step-NNNNNNNN); empty: no checkpoints (a "
+          "--resume without it saves none).");
 ABSL_FLAG(int64_t, save_every, 0,
           "Save a checkpoint every N steps (0: only at the "
           "end); needs --save-dir.");
 ABSL_FLAG(int32_t, keep, 2,
           "Checkpoints kept in --save-dir, newest first; older "
-          "ones are removed after each save.");
+          "ones are removed after each save (a --distributed rank keeps "
+          "one more, so a crash between the ranks' saves leaves a step "
+          "every rank holds).");
 ABSL_FLAG(std::string, resume, "",
           "Continue from the newest complete checkpoint in "
           "this directory (or this step directory), with the same flags: the "
@@ -61,6 +66,13 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   if (r.every_ > 0 && r.save_.dir.empty()) {
     return absl::InvalidArgumentError(
         "--save-every needs --save-dir=DIR (where the checkpoints go)");
+  }
+  if (!r.resume_flag_.empty() && r.save_.dir.empty() &&
+      DistributedRun::LaunchRank() == 0) {
+    std::fprintf(stderr,
+                 "strata train: --resume without --save-dir: this run saves "
+                 "no checkpoints (add --save-dir=%s to go on saving there)\n",
+                 r.resume_flag_.c_str());
   }
   // A --resume with nothing to resume from is refused before any work (the
   // corpus, the model) and before the save dir is created or locked.
@@ -143,8 +155,9 @@ absl::Status RunCheckpoints::CheckNoOtherRun(const std::string& dir, int ranks,
   for (const train::RankDir& r : train::ListRankDirs(dir)) {
     if (r.ranks == ranks) continue;  // this run's
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s=%s holds %s, a %d-rank run's: one save dir holds one run; %s", flag,
-        dir, r.path, r.ranks, advice));
+        "%s=%s holds %s, a %d-rank run's: one save dir holds one run; %s "
+        "(to continue that run, launch it with mpirun -np %d)",
+        flag, dir, r.path, r.ranks, advice, r.ranks));
   }
   const std::vector<train::CheckpointRef> steps = train::ListCheckpoints(dir);
   if (ranks > 0 && !steps.empty()) {

@@ -195,9 +195,11 @@ const std::vector<CommandSpec>& Commands() {
       {"export",
        "write a checkpoint's parameters as .safetensors",
        "Write the parameters of a checkpoint (a step directory that "
-       "`strata train --save-dir` wrote, or the save dir: its newest) as a "
-       ".safetensors file, tensor names as in its manifest, so PyTorch "
-       "users can load strata-trained weights.",
+       "`strata train --save-dir` wrote, or the save dir: its newest; a "
+       "--distributed run's save dir: its ranks' shards of the newest step "
+       "every rank saved, gathered into whole tensors) as a .safetensors "
+       "file, tensor names as in its manifest, so PyTorch users can load "
+       "strata-trained weights.",
        "CHECKPOINT [flags]",
        {{"safetensors", kOutput, "FILE"}}},
       {"scale", "estimate sharded training on N ranks, on paper (ZeRO-3 model)",

@@ -59,6 +59,16 @@ absl::Status CheckAllGatherOffsets(std::span<const uint64_t> offsets,
   return absl::OkStatus();
 }
 
+absl::Status CheckPointToPoint(int rank, int ranks, int peer, int tag,
+                               const std::string& what) {
+  if (peer < 0 || peer >= ranks || peer == rank || tag < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d cannot exchange with rank %d (tag %d) of %d", what, rank,
+        peer, tag, ranks));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 class LocalCollectives final : public Collectives {
@@ -271,12 +281,7 @@ class ThreadCollectives final : public Collectives {
     return next_++;
   }
   absl::Status CheckPeer(int peer, int tag, const std::string& what) const {
-    if (peer < 0 || peer >= ranks_ || peer == rank_ || tag < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: rank %d cannot exchange with rank %d (tag %d) of %d", what,
-          rank_, peer, tag, ranks_));
-    }
-    return absl::OkStatus();
+    return CheckPointToPoint(rank_, ranks_, peer, tag, what);
   }
 
   const std::shared_ptr<ThreadHub> hub_;

@@ -155,6 +155,11 @@ std::vector<std::unique_ptr<Collectives>> MakeThreadCollectives(
 std::vector<std::unique_ptr<Collectives>> MakeStreamOrderedCollectives(
     int ranks, double timeout_seconds);
 
+// InvalidArgument unless rank `rank` of `ranks` may exchange with `peer`
+// under `tag` (another rank, a tag >= 0; what StartSend/StartRecv take).
+absl::Status CheckPointToPoint(int rank, int ranks, int peer, int tag,
+                               const std::string& what);
+
 // InvalidArgument unless `offsets` are `ranks` + 1 byte offsets from 0,
 // never decreasing (what StartAllGather takes).
 absl::Status CheckAllGatherOffsets(std::span<const uint64_t> offsets,

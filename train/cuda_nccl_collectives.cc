@@ -375,12 +375,7 @@ class NcclCollectives final : public Collectives {
   }
 
   absl::Status CheckPeer(int peer, int tag, const std::string& what) const {
-    if (peer < 0 || peer >= size_ || peer == rank_ || tag < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: rank %d cannot exchange with rank %d (tag %d) of %d", what,
-          rank_, peer, tag, size_));
-    }
-    return absl::OkStatus();
+    return CheckPointToPoint(rank_, size_, peer, tag, what);
   }
 
   static void DestroyEvents(Pending& p) {

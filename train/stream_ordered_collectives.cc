@@ -256,12 +256,7 @@ class StreamOrderedCollectives final : public Collectives {
     return next_++;
   }
   absl::Status CheckPeer(int peer, int tag, const std::string& what) const {
-    if (peer < 0 || peer >= ranks_ || peer == rank_ || tag < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: rank %d cannot exchange with rank %d (tag %d) of %d", what,
-          rank_, peer, tag, ranks_));
-    }
-    return absl::OkStatus();
+    return CheckPointToPoint(rank_, ranks_, peer, tag, what);
   }
 
   const std::shared_ptr<OrderedHub> hub_;
