@@ -195,7 +195,8 @@ class NcclCollectives final : public Collectives {
     if (it == pending_.end()) return absl::NotFoundError("unknown request");
     Pending p = it->second;
     pending_.erase(it);
-    absl::Status status = AwaitEvent(p);
+    // After an abort its event may never fire: the abort's cause, at once.
+    absl::Status status = failed_.ok() ? AwaitEvent(p) : failed_;
     if (status.ok() && p.host_out != nullptr) {
       // Out of the staging buffer, on a stream of its own: the
       // communicator's may hold later operations still waiting on peers.
