@@ -94,9 +94,9 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
 // A sharded run's rank saves and resumes in its own subdirectory: its
 // tensors are its shards.
 absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
+  int rank = 0, ranks = 0;
+  std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
   if (!save_.dir.empty()) {
-    int rank = 0, ranks = 0;
-    std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
     STRATA_RETURN_IF_ERROR(CheckNoOtherRun(save_.dir, ranks, "--save-dir"));
     save_.dir += "/" + rank_dir;
   }
@@ -115,8 +115,6 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
         resume_, WhatIsThere(resume_flag_, rank_dir)));
   }
   // Another run's directories beside this one's: export would refuse it.
-  int rank = 0, ranks = 0;
-  std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &ranks);
   return CheckNoOtherRun(resume_flag_, ranks, "--resume");
 }
 
