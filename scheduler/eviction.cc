@@ -43,13 +43,17 @@ bool IsEvictable(const CopyView& copy, const EvictionQuery& query) {
   return true;
 }
 
+bool BetterVictim(const CopyView& a, const CopyView& b,
+                  const EvictionQuery& query) {
+  return VictimKey(a, query) > VictimKey(b, query);
+}
+
 std::optional<size_t> PickVictim(absl::Span<const CopyView> copies,
                                  const EvictionQuery& query) {
   std::optional<size_t> best;
   for (size_t i = 0; i < copies.size(); ++i) {
     if (!IsEvictable(copies[i], query)) continue;
-    if (!best.has_value() ||
-        VictimKey(copies[i], query) > VictimKey(copies[*best], query)) {
+    if (!best.has_value() || BetterVictim(copies[i], copies[*best], query)) {
       best = i;
     }
   }

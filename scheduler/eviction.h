@@ -52,6 +52,11 @@ std::optional<size_t> PickVictim(absl::Span<const CopyView> copies,
 // Whether `copy` may be evicted for `query` (the candidate rules above).
 bool IsEvictable(const CopyView& copy, const EvictionQuery& query);
 
+// Whether PickVictim would take `a` before `b` (both candidates): the order
+// above, with each copy's `next_use` as given.
+bool BetterVictim(const CopyView& a, const CopyView& b,
+                  const EvictionQuery& query);
+
 }  // namespace strata
 
 #endif  // STRATA_SCHEDULER_EVICTION_H_

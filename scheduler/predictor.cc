@@ -24,7 +24,7 @@ Predictor::Predictor(const PredictorOptions& options)
 
 Predictor::~Predictor() = default;
 
-void Predictor::Observe(const AccessEvent& event, double at_seconds) {
+PredictedUse Predictor::Observe(const AccessEvent& event, double at_seconds) {
   ++stats_.events;
   const Outcome outcome = Advance(event);
   switch (outcome) {
@@ -39,7 +39,31 @@ void Predictor::Observe(const AccessEvent& event, double at_seconds) {
       break;
   }
   RecordTime(outcome, at_seconds);
+  PredictedUse use{.step = step_serial_};
+  if (outcome != Outcome::kMiss && current_ != nullptr && cursor_ > 0) {
+    use.trace = current_->serial;
+    use.position = static_cast<uint32_t>(cursor_ - 1);
+  }
+  const size_t before = step_.size();
   AppendToStep(event, at_seconds);
+  // A boundary found while appending (or a truncated step) moved the event:
+  // its release is not recorded.
+  if (step_serial_ != use.step || step_.size() != before + 1) return {};
+  use.in_step = static_cast<uint32_t>(before);
+  return use;
+}
+
+void Predictor::ObserveRelease(const PredictedUse& use) {
+  if (use.step != step_serial_ || use.in_step >= step_hold_ends_.size()) {
+    return;
+  }
+  step_hold_ends_[use.in_step] = static_cast<uint32_t>(step_.size());
+  // The replayed trace learns it too, as its times do.
+  if (use.trace != 0 && current_ != nullptr && current_->serial == use.trace &&
+      use.position < current_->hold_ends.size()) {
+    current_->hold_ends[use.position] = static_cast<uint32_t>(
+        std::max<size_t>(cursor_, use.position + size_t{1}));
+  }
 }
 
 // The matched position's time is this replay's: the trace's times follow the
@@ -183,6 +207,26 @@ std::vector<double> Predictor::UpcomingSeconds(size_t n) const {
     position = 0;
   }
   return seconds;
+}
+
+bool Predictor::HeldAt(TensorId id, uint64_t distance) const {
+  if (current_ == nullptr) return false;
+  const Slot* slot = current_;
+  size_t from = cursor_;  // the first position of `slot` still to come
+  for (size_t hop = 0;; ++hop) {
+    if (hop > slots_.size()) return false;
+    const uint64_t left =
+        slot->trace.size() - std::min(from, slot->trace.size());
+    if (distance < left) break;
+    distance -= left;
+    slot = NextStepSlot(slot);
+    from = 0;
+  }
+  const size_t at = from + distance;
+  const absl::Span<const uint32_t> uses = slot->trace.Positions(id);
+  const auto after = std::lower_bound(uses.begin(), uses.end(), at);
+  if (after == uses.begin() || *(after - 1) < from) return false;
+  return slot->hold_ends[*(after - 1)] > at;
 }
 
 std::optional<uint64_t> Predictor::NextUse(TensorId id, uint64_t skip) const {

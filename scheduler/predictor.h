@@ -31,6 +31,12 @@
 //   seconds from its first event to the next step's, so UpcomingSeconds can
 //   say how soon each predicted access comes. Without a clock (all 0) every
 //   access is predicted now.
+// - Holds. An acquire's lease is held until its release (ObserveRelease):
+//   a trace keeps, per position, the position of the first acquire after
+//   that release at its last replay (the next one by default), so HeldAt can
+//   say whether a copy used before a predicted access is still leased at it
+//   (an optimizer step holds a weight, its gradient and both moments at once:
+//   none of them can be evicted for another).
 // - Recording, at each boundary, for the step's sequence S against the trace T
 //   it ended on: nothing matched -> S is stored as a new shape; with explicit
 //   boundaries, S and T one a prefix of the other and their lengths differing
@@ -86,6 +92,15 @@ struct PredictorStats {
   uint64_t traces_recorded = 0;  // traces stored: new shapes and re-records
 };
 
+// Where Observe put an acquire: the step it came in and its place in that
+// step and in the trace replayed, for ObserveRelease.
+struct PredictedUse {
+  uint64_t step = 0;      // the predictor's step serial
+  uint64_t trace = 0;     // serial of the trace it matched; 0: none
+  uint32_t position = 0;  // its position in that trace
+  uint32_t in_step = 0;   // its position in the step
+};
+
 class Predictor {
  public:
   explicit Predictor(const PredictorOptions& options = {});
@@ -100,8 +115,12 @@ class Predictor {
 
   // Records one acquire at `at_seconds` on the caller's clock (any origin,
   // never decreasing; 0 throughout: no times) and advances the cursor (hit,
-  // resync or miss).
-  void Observe(const AccessEvent& event, double at_seconds = 0);
+  // resync or miss). Returns where it went, for ObserveRelease.
+  PredictedUse Observe(const AccessEvent& event, double at_seconds = 0);
+
+  // Records that the lease of the acquire `use` ended now. A release after
+  // its step ended is ignored.
+  void ObserveRelease(const PredictedUse& use);
 
   // The next `n` predicted events after the cursor, continuing into the step
   // predicted to follow; fewer (none) only without a prediction.
@@ -119,6 +138,11 @@ class Predictor {
   std::optional<uint64_t> NextUse(TensorId id) const { return NextUse(id, 0); }
   // The same, for the first use at least `skip` events from the cursor.
   std::optional<uint64_t> NextUse(TensorId id, uint64_t skip) const;
+
+  // Whether a lease taken by a predicted use of `id` before the predicted
+  // event `distance` events from the cursor (in the same step, at or after
+  // the cursor) is predicted to be held at that event.
+  bool HeldAt(TensorId id, uint64_t distance) const;
 
   bool has_prediction() const { return current_ != nullptr; }
   const PredictorStats& stats() const { return stats_; }
@@ -141,6 +165,9 @@ class Predictor {
     std::vector<double> offsets;
     // Seconds from the step's first event to the next step's; 0: unknown.
     double length_seconds = 0;
+    // Per position, the position of the first acquire after its lease's
+    // release (position + 1: released before the next acquire).
+    std::vector<uint32_t> hold_ends;
   };
   enum class Outcome { kHit, kResync, kMiss };
 
@@ -173,7 +200,11 @@ class Predictor {
   bool exact_prefix_ = true;       // every event of the step so far was a hit
   size_t step_matched_ = 0;        // hits and resyncs in the step so far
   std::vector<AccessEvent> step_;  // the step's events so far
-  std::vector<double> step_seconds_;   // when each of step_ was observed
+  std::vector<double> step_seconds_;  // when each of step_ was observed
+  // Per event of step_, the step position of the first acquire after its
+  // release; position + 1 until released.
+  std::vector<uint32_t> step_hold_ends_;
+  uint64_t step_serial_ = 1;           // names the step being observed
   double previous_start_seconds_ = 0;  // the previous step's first event
   Slot* previous_ = nullptr;           // trace of the previous step
 

@@ -30,6 +30,7 @@ void Predictor::AppendToStep(const AccessEvent& event, double at_seconds) {
   }
   step_.push_back(event);
   step_seconds_.push_back(at_seconds);
+  step_hold_ends_.push_back(static_cast<uint32_t>(step_.size()));
   if (!explicit_steps_) DetectRepetition();
 }
 
@@ -48,6 +49,7 @@ void Predictor::DetectRepetition() {
                             step_seconds_.end());
   step_.resize(boundary);
   step_seconds_.resize(boundary);
+  step_hold_ends_.resize(boundary);
   FinishStep();
   for (size_t i = 0; i < repeat.size(); ++i) {
     RecordTime(Advance(repeat[i]), times[i]);
@@ -57,6 +59,7 @@ void Predictor::DetectRepetition() {
     }
     step_.push_back(repeat[i]);
     step_seconds_.push_back(times[i]);
+    step_hold_ends_.push_back(static_cast<uint32_t>(step_.size()));
   }
 }
 
@@ -74,6 +77,8 @@ void Predictor::FinishStep() {
   previous_start_seconds_ = step_seconds_.front();
   step_.clear();
   step_seconds_.clear();
+  step_hold_ends_.clear();
+  ++step_serial_;
 }
 
 // Decides what the finished step_ leaves behind: a new trace, a re-recorded
@@ -139,6 +144,7 @@ void Predictor::SetTrace(Slot* slot) {
     slot->offsets[i] = std::max(0.0, step_seconds_[i] - step_seconds_[0]);
   }
   slot->length_seconds = 0;
+  slot->hold_ends = step_hold_ends_;
 }
 
 Predictor::Slot* Predictor::FindSlot(uint64_t serial) const {

@@ -24,12 +24,12 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
         absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",
                         static_cast<int>(access)));
   }
-  ObserveAndPrefetch(id, tier, access);
+  const PredictedUse use = ObserveAndPrefetch(id, tier, access);
   bool stalled = false;
   absl::StatusOr<Lease> lease =
       access == Access::kRead
-          ? AcquireShared(id, tier, stream, &stalled)
-          : AcquireExclusive(id, tier, access, stream, &stalled);
+          ? AcquireShared(id, tier, stream, &stalled, use)
+          : AcquireExclusive(id, tier, access, stream, &stalled, nullptr, use);
   if (lease.ok()) CountAcquire(id, tier, start, stalled);
   return lease;
 }
@@ -50,7 +50,8 @@ void StoreCore::CountAcquire(TensorId id, Tier tier, absl::Time start,
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
-                                               void* stream, bool* stalled) {
+                                               void* stream, bool* stalled,
+                                               const PredictedUse& use) {
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
@@ -63,7 +64,7 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
       continue;
     }
     if (copy.state() == CopyState::kValid && !rec->exclusive_pending) {
-      return Grant(*rec, tier, Access::kRead, stream);
+      return Grant(*rec, tier, Access::kRead, stream, use);
     }
     CountLatePrefetch(copy);
     if (copy.state() != CopyState::kAbsent || rec->exclusive_pending) {
@@ -82,7 +83,8 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
 absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
                                                   Access access, void* stream,
                                                   bool* stalled,
-                                                  const UserBytes* user) {
+                                                  const UserBytes* user,
+                                                  const PredictedUse& use) {
   while (true) {
     STRATA_ASSIGN_OR_RETURN(TensorRecord * rec, Find(id));
     STRATA_RETURN_IF_ERROR(CheckLeaseTier(*rec, tier));
@@ -103,7 +105,9 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     }
     TierCopy& copy = rec->copy(tier);
     const bool was_valid = copy.state() == CopyState::kValid;
-    if (was_valid && user == nullptr) return Grant(*rec, tier, access, stream);
+    if (was_valid && user == nullptr) {
+      return Grant(*rec, tier, access, stream, use);
+    }
     CountLatePrefetch(copy);
     const bool only_copy = rec->dirty(tier);  // before the state changes
     // An overwrite moves no bytes of its own; it stalls only if making room
@@ -119,7 +123,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     Changed();
     STRATA_RETURN_IF_ERROR(prepared);
     copy.MoveTo(CopyState::kValid);
-    return Grant(*rec, tier, access, stream);
+    return Grant(*rec, tier, access, stream, use);
   }
 }
 
@@ -168,7 +172,8 @@ absl::Status StoreCore::SaveToHome(TensorRecord& rec, Tier tier) {
 }
 
 absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
-                                       Access access, void* stream) {
+                                       Access access, void* stream,
+                                       const PredictedUse& use) {
   TierCopy& copy = rec.copy(tier);
   if (tier == Tier::kDevice && copy.release_event != nullptr) {
     STRATA_RETURN_IF_ERROR(
@@ -194,7 +199,7 @@ absl::StatusOr<Lease> StoreCore::Grant(TensorRecord& rec, Tier tier,
   }
   copy.last_use = ++tick_;
   const uint64_t token = next_token_++;
-  rec.leases.emplace(token, LeaseGrant{tier, access, absl::Now()});
+  rec.leases.emplace(token, LeaseGrant{tier, access, absl::Now(), use});
   return MakeLease(weak_from_this(), rec.id, tier, access,
                    DataPointer(rec, tier), rec.spec.size_bytes, token);
 }
@@ -209,6 +214,7 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   TensorRecord& rec = *it->second;
   const LeaseGrant grant = rec.leases[token];
   rec.leases.erase(token);
+  predictor_.ObserveRelease(grant.use);
   if (timeline_ != nullptr) {
     timeline_->Record(
         absl::StrFormat("%s (%s)", rec.spec.name, AccessName(grant.access)),

@@ -135,11 +135,6 @@ StoreCore::Next StoreCore::StartPrefetch(PrefetchJob& job) {
     return Next::kFinished;         // paused (PausePrefetch)
   }
   copy.MoveTo(CopyState::kLoading);
-  // Never push out a copy needed before this one: then the prefetch waits
-  // for a later acquire instead (not a failure).
-  job.protect = options_.scheduler.eviction == EvictionPolicy::kBelady
-                    ? NextUseDistance(rec)
-                    : 0;
   ++prefetches_running_;
   job.stage = unified() && job.tier == Tier::kDevice ? Stage::kHostWait
                                                      : Stage::kReserve;
@@ -169,6 +164,12 @@ StoreCore::Next StoreCore::WaitForHost(const JobPtr& job) {
 StoreCore::Next StoreCore::Reserve(const JobPtr& job, Tier tier, uint64_t bytes,
                                    std::optional<Extent>* extent, Stage next) {
   TensorRecord& rec = *tensors_.at(job->id);
+  // Never push out a copy needed before this one: then the prefetch waits
+  // for a later acquire instead (not a failure). The distance is taken anew
+  // each time: a parked job resumes after the cursor has moved on.
+  job->protect = options_.scheduler.eviction == EvictionPolicy::kBelady
+                     ? NextUseDistance(rec)
+                     : 0;
   Room room = MakeRoom(tier, bytes, rec.spec, job->protect,
                        /*explain=*/false);
   Then retry = [this, job](const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(

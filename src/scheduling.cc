@@ -82,11 +82,13 @@ double StoreCore::ComputeSeconds() const {
   return absl::ToDoubleSeconds(absl::Now() - opened_at_) - stall_seconds_;
 }
 
-void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
-  predictor_.Observe({id, tier, access}, ComputeSeconds());
+PredictedUse StoreCore::ObserveAndPrefetch(TensorId id, Tier tier,
+                                           Access access) {
+  const PredictedUse use =
+      predictor_.Observe({id, tier, access}, ComputeSeconds());
   if (!options_.scheduler.prefetch || prefetch_paused_ ||
       !predictor_.has_prediction()) {
-    return;
+    return use;
   }
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
                                      LookaheadBytes(Tier::kHost), 0};
@@ -100,6 +102,7 @@ void StoreCore::ObserveAndPrefetch(TensorId id, Tier tier, Access access) {
   for (const PrefetchRequest& load : plan) {
     QueuePrefetch(*tensors_.at(load.id), load.tier);
   }
+  return use;
 }
 
 std::optional<PrefetchFacts> StoreCore::PrefetchFactsOf(
@@ -194,8 +197,10 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
 // takes the victim that eviction on demand would take then, or none: a copy
 // used before then whose next use after that comes later than the victim's
 // would be the better victim by then (Belady at the time of the access), so
-// evicting this one now adds a read that on demand would not make. The
-// caller waits (a prefetch is dropped and planned again later).
+// evicting this one now adds a read that on demand would not make. A copy
+// predicted to be still leased at that access does not count (on demand
+// could not evict it). The caller waits (a prefetch is dropped and planned
+// again later).
 bool StoreCore::OnDemandWouldKeep(const CopyView& victim,
                                   const EvictionQuery& query) const {
   // A copy with no predicted use is never needed sooner than any other.
@@ -204,9 +209,15 @@ bool StoreCore::OnDemandWouldKeep(const CopyView& victim,
   later.protect_within = 0;
   for (const CopyView& z : victim_views_) {
     if (z.next_use >= query.protect_within || !IsEvictable(z, later)) continue;
-    const uint64_t after = predictor_.NextUse(z.id, query.protect_within)
-                               .value_or(kNoPredictedUse);
-    if (after > victim.next_use) return true;
+    // Still leased then (used with the protected copy, as an optimizer step
+    // holds a weight and its moments): eviction on demand could not take it.
+    if (predictor_.HeldAt(z.id, query.protect_within)) continue;
+    CopyView then = z;  // z as eviction on demand would see it
+    then.next_use = predictor_.NextUse(z.id, query.protect_within)
+                        .value_or(kNoPredictedUse);
+    // In the policy's own order: a small copy kept on the tier
+    // (keep_small_below) is not the better victim for being used later.
+    if (BetterVictim(then, victim, later)) return true;
   }
   return false;
 }

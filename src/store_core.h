@@ -118,12 +118,15 @@ class StoreCore : public internal::LeaseReleaser,
   absl::Status CheckLeaseTier(const TensorRecord& rec, Tier tier) const;
   absl::Status CheckConflict(const TensorRecord& rec, Tier tier,
                              Access access) const;
+  // `use` is where the predictor put the acquire (its release is recorded
+  // there: Predictor::ObserveRelease).
   absl::StatusOr<Lease> Grant(TensorRecord& rec, Tier tier, Access access,
-                              void* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                              void* stream, const PredictedUse& use)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The two acquire paths; `*stalled` is set when the call had to wait for
   // or make a transfer (its time then counts as stall time).
   absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream,
-                                      bool* stalled)
+                                      bool* stalled, const PredictedUse& use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caller bytes Write() copies into a copy before its lease is granted.
   struct UserBytes {
@@ -133,7 +136,8 @@ class StoreCore : public internal::LeaseReleaser,
   };
   absl::StatusOr<Lease> AcquireExclusive(TensorId id, Tier tier, Access access,
                                          void* stream, bool* stalled,
-                                         const UserBytes* user = nullptr)
+                                         const UserBytes* user = nullptr,
+                                         const PredictedUse& use = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds the exclusive copy on `tier` (already marked loading), copies
   // `user` bytes into it if given, and waits for other copies' transfers.
@@ -376,8 +380,9 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- scheduling.cc: the scheduler's use in the store.
-  // Records the acquire and queues the prefetches PlanPrefetch returns.
-  void ObserveAndPrefetch(TensorId id, Tier tier, Access access)
+  // Records the acquire and queues the prefetches PlanPrefetch returns;
+  // returns where the predictor put the acquire.
+  PredictedUse ObserveAndPrefetch(TensorId id, Tier tier, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the prefetch planner knows of tensor `id` on `tier`, a load's time
   // taken from `gbps` (each link's throughput so far, GB/s).

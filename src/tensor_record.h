@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "scheduler/predictor.h"
 #include "scheduler/snapshot.h"
 #include "src/extent_allocator.h"
 #include "strata/tensor.h"
@@ -87,6 +88,7 @@ struct LeaseGrant {
   Tier tier;
   Access access;
   absl::Time granted;  // for the timeline's lease span
+  PredictedUse use;    // where the predictor put the acquire
 };
 
 struct TensorRecord {

@@ -73,6 +73,23 @@ TEST(EvictionPolicyTest, SmallCopiesGoLast) {
   EXPECT_EQ(PickVictim({small, near_large, far_large}, Belady()), 0u);
 }
 
+// BetterVictim is PickVictim's order: a further next use wins, except that
+// a small copy kept on the tier loses to any larger one.
+TEST(EvictionPolicyTest, BetterVictimIsThePickOrder) {
+  CopyView small_far = Cached(1, 100, 1);
+  CopyView large_near = Cached(2, 5, 2);
+  large_near.bytes = 256 * 1024;
+  EvictionQuery query = Belady();
+  EXPECT_TRUE(BetterVictim(small_far, large_near, query));
+  EXPECT_FALSE(BetterVictim(large_near, small_far, query));
+  query.keep_small_below = 64 * 1024;
+  EXPECT_FALSE(BetterVictim(small_far, large_near, query));
+  EXPECT_TRUE(BetterVictim(large_near, small_far, query));
+  EXPECT_EQ(PickVictim({small_far, large_near}, query), 1u);
+  // Equal keys: neither is better (PickVictim keeps the earlier one).
+  EXPECT_FALSE(BetterVictim(large_near, large_near, query));
+}
+
 TEST(EvictionPolicyTest, NoPredictedUseIsFurthest) {
   const std::vector<CopyView> copies = {
       Cached(1, 1000000, 1), Cached(2, kNoPredictedUse, 50), Cached(3, 2, 0)};

@@ -319,6 +319,61 @@ TEST(PredictorTest, NextUseDistances) {
   EXPECT_EQ(p.NextUse(TensorId{3}), 2u);
 }
 
+// An optimizer step: gradient G read, then weight W and moments M, V
+// written, all four held until the step of the layer ends; then X, released
+// at once. HeldAt says which copies are leased at a predicted access.
+TEST(PredictorTest, HeldAtFollowsTheLeasesReleases) {
+  const AccessEvent g = Fwd(10), w = Bwd(11), m = Bwd(12), v = Bwd(13),
+                    x = Fwd(14);
+  Predictor p;
+  p.BeginStep();
+  std::vector<PredictedUse> group;
+  for (const AccessEvent& e : {g, w, m, v}) group.push_back(p.Observe(e));
+  for (const PredictedUse& use : group) p.ObserveRelease(use);
+  p.ObserveRelease(p.Observe(x));
+  p.BeginStep();                           // positions: G 0, W 1, M 2, V 3, X 4
+  EXPECT_TRUE(p.HeldAt(TensorId{11}, 3));  // W while V is acquired
+  EXPECT_TRUE(p.HeldAt(TensorId{10}, 2));  // G while M is
+  EXPECT_FALSE(p.HeldAt(TensorId{11}, 1));  // no use of W before its own
+  EXPECT_FALSE(p.HeldAt(TensorId{13}, 4));  // released before X
+  EXPECT_FALSE(p.HeldAt(TensorId{14}, 4));
+  EXPECT_FALSE(p.HeldAt(TensorId{99}, 2));
+  EXPECT_TRUE(p.HeldAt(TensorId{11}, 5 + 3));  // the next step's, too
+
+  // This replay releases G before M: the trace learns it, and W stays held.
+  const PredictedUse g_use = p.Observe(g);
+  const PredictedUse w_use = p.Observe(w);
+  p.ObserveRelease(g_use);
+  std::vector<PredictedUse> rest = {w_use, p.Observe(m), p.Observe(v)};
+  EXPECT_FALSE(p.HeldAt(TensorId{11}, 0));  // W's use is behind the cursor
+  for (const PredictedUse& use : rest) p.ObserveRelease(use);
+  p.ObserveRelease(p.Observe(x));
+  p.BeginStep();
+  EXPECT_FALSE(p.HeldAt(TensorId{10}, 2));
+  EXPECT_TRUE(p.HeldAt(TensorId{11}, 3));
+
+  // Held again: the trace follows the last replay both ways.
+  auto held_step = [&](bool release_g) {
+    std::vector<PredictedUse> uses;
+    for (const AccessEvent& e : {g, w, m, v}) uses.push_back(p.Observe(e));
+    for (size_t i = release_g ? 0 : 1; i < uses.size(); ++i) {
+      p.ObserveRelease(uses[i]);
+    }
+    p.ObserveRelease(p.Observe(x));
+    return uses[0];
+  };
+  held_step(true);
+  p.BeginStep();
+  EXPECT_TRUE(p.HeldAt(TensorId{10}, 2));
+
+  // A lease released after its step ended changes nothing.
+  const PredictedUse late = held_step(false);
+  p.BeginStep();
+  p.ObserveRelease(late);
+  EXPECT_TRUE(p.HeldAt(TensorId{10}, 2));
+  EXPECT_TRUE(p.HeldAt(TensorId{11}, 3));
+}
+
 TEST(PredictorTest, NextUseWrapsIntoTheFollowingShape) {
   Predictor p;
   const std::vector<AccessEvent> a = {Fwd(1), Fwd(2)};

@@ -136,6 +136,42 @@ TEST_F(SchedulerStoreTest, PrefetchNeverEvictsACopyNeededSooner) {
   EXPECT_EQ(store_->GetStats().prefetch.hit, hits_before + 1);
 }
 
+// An optimizer-style group: W and M are held together. Step A B W M on a
+// device that holds three. In step 2, A's acquire evicts M (used last);
+// after B's, M is prefetched onto a full device. W is used before M but is
+// still leased when M is acquired, so eviction on demand could not take it
+// then: the prefetch evicts A or B (next used in step 3) and M's acquire is
+// a hit. (Counting W as the better victim by then refused the prefetch.)
+TEST_F(SchedulerStoreTest, PrefetchDiscountsCopiesHeldWithTheOneItFetches) {
+  Open(3 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true);
+  std::vector<TensorId> t = Tensors(4, Tier::kHost);
+  const TensorId a = t[0], b = t[1], w = t[2], m = t[3];
+  auto group = [&] {
+    auto held_w = store_->Acquire(w, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(held_w.ok()) << held_w.status();
+    auto held_m = store_->Acquire(m, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(held_m.ok()) << held_m.status();
+    ASSERT_TRUE(held_w->Release().ok());
+    ASSERT_TRUE(held_m->Release().ok());
+  };
+  store_->BeginStep();
+  Use(a);
+  Use(b);
+  group();
+  store_->EndStep();
+  store_->BeginStep();
+  Use(a);
+  ASSERT_EQ(OnDevice(m), State::kAbsent);
+  Use(b);
+  barrier_->Wait();  // M's prefetch has run
+  EXPECT_EQ(OnDevice(m), State::kClean);
+  EXPECT_EQ(OnDevice(w), State::kClean);
+  const uint64_t hits_before = store_->GetStats().prefetch.hit;
+  group();
+  EXPECT_EQ(store_->GetStats().prefetch.hit, hits_before + 1);
+  store_->EndStep();
+}
+
 // A layered loop: after each acquire the prefetches it queued run to the
 // end (the barrier stands in for the layer's compute, long enough for any
 // transfer), so from step 2 on the scheduler has the next layers on the
