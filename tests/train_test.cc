@@ -125,6 +125,42 @@ TEST_F(TrainTest, PeakDeviceBytesStayWithinBudget) {
   EXPECT_GT(f->state_bytes(), 2 * b.device);
 }
 
+// Evaluation drops a layer's activations once nothing reads them: an
+// offloaded evaluation then writes almost none back (kept, they filled the
+// device and left it as write-backs). Nothing is updated: the same loss
+// twice.
+TEST_F(TrainTest, EvaluationWritesNoActivationBack) {
+  TempDir dir;
+  TrainOptions job = SmallJob();
+  job.model.batch = 256;  // 64 KiB per hidden activation
+  job.model.depth = 8;
+  // A layer's working set fits the device; the whole forward's activations
+  // (16 x 64 KiB) do not.
+  StoreOptions so =
+      SmallStoreOptions(dir.path(), 320 * 1024, 4 * kMiB, 16 * kMiB);
+  so.scheduler.prefetch = false;  // evictions on demand only: deterministic
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<Compute> compute = MakeCpuCompute(1);
+  absl::StatusOr<std::unique_ptr<Mlp>> model =
+      Mlp::Create(store->get(), compute.get(), job.model);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto evaluate = [&] {
+    return (*model)->Evaluate(train_.images.data(), train_.labels.data(), 256);
+  };
+  absl::StatusOr<LossResult> first = evaluate();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const uint64_t before = (*store)->GetStats().write_backs;
+  absl::StatusOr<LossResult> again = evaluate();
+  ASSERT_TRUE(again.ok()) << again.status();
+  // What is left (4) is a lease group's retry on the fragmented device that
+  // pushes out its own members; kept, the activations made 14.
+  EXPECT_LT((*store)->GetStats().write_backs - before,
+            uint64_t(job.model.depth));
+  EXPECT_EQ(first->loss_sum, again->loss_sum);
+  EXPECT_EQ(first->correct, again->correct);
+}
+
 TEST_F(TrainTest, BudgetBelowWorkingSetIsAClearError) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<Store>> store =

@@ -305,8 +305,14 @@ class Gpt {
   // tier.
   absl::Status CheckpointBlock(const Acts& a);
   absl::Status FinalNorm(int k);
-  // Layer-major over the micro-batches.
-  absl::Status Forward();
+  // Layer-major over the micro-batches. Without `for_backward` (evaluation,
+  // generation) each block's activations are dropped once the next block's
+  // input is made: nothing reads them again, and kept they fill the device
+  // and go to NVMe as write-backs.
+  absl::Status Forward(bool for_backward = true);
+  // Drops block `b`'s activations of micro-batch k: its input and what its
+  // forward operations wrote.
+  absl::Status DropBlock(const Acts& a);
   // The classifier over micro-batch k's rows [first_row, first_row + rows)
   // in slices: the summed loss; with `gradient`, dlnf (into dln) and the
   // classifier's part of wte's gradient (added to the earlier micro-batches'

@@ -478,7 +478,13 @@ absl::Status Gpt::EmbedBackward(int k) {
 
 // Layer-major: every micro-batch through each operation of a block before
 // the next operation, so its weights are leased once for all of them.
-absl::Status Gpt::Forward() {
+absl::Status Gpt::DropBlock(const Acts& a) {
+  STRATA_RETURN_IF_ERROR(Drop(a.x));
+  for (TensorId id : a.saved()) STRATA_RETURN_IF_ERROR(Drop(id));
+  return absl::OkStatus();
+}
+
+absl::Status Gpt::Forward(bool for_backward) {
   const int micro = static_cast<int>(micro_rows_.size());
   if (sharded()) STRATA_RETURN_IF_ERROR(EnsureGathered(-1));
   for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(Embed(k));
@@ -497,7 +503,8 @@ absl::Status Gpt::Forward() {
       const TensorId out =
           l + 1 < blocks_.size() ? blocks_[l + 1].micro[k].x : io_[k].out;
       STRATA_RETURN_IF_ERROR(ProjectMlp(b, k, out));
-      STRATA_RETURN_IF_ERROR(CheckpointBlock(b.micro[k]));
+      STRATA_RETURN_IF_ERROR(for_backward ? CheckpointBlock(b.micro[k])
+                                          : DropBlock(b.micro[k]));
     }
   }
   for (int k = 0; k < micro; ++k) STRATA_RETURN_IF_ERROR(FinalNorm(k));
@@ -509,10 +516,7 @@ absl::Status Gpt::Forward() {
 absl::Status Gpt::DiscardActivations() {
   absl::Status status;
   for (const Block& b : blocks_) {
-    for (const Acts& a : b.micro) {
-      status.Update(Drop(a.x));
-      for (TensorId id : a.saved()) status.Update(Drop(id));
-    }
+    for (const Acts& a : b.micro) status.Update(DropBlock(a));
   }
   for (const MicroIo& io : io_) {
     for (TensorId id : {io.tokens, io.targets, io.out, io.lnf_out, io.lnf_stats,
@@ -739,7 +743,7 @@ absl::StatusOr<double> Gpt::Evaluate(const int32_t* inputs,
   store_->BeginStep();
   absl::StatusOr<double> loss = [&]() -> absl::StatusOr<double> {
     STRATA_RETURN_IF_ERROR(Upload(inputs, targets, sequences));
-    STRATA_RETURN_IF_ERROR(Forward());
+    STRATA_RETURN_IF_ERROR(Forward(/*for_backward=*/false));
     double sum = 0;
     for (int k = 0; k < static_cast<int>(micro_rows_.size()); ++k) {
       STRATA_ASSIGN_OR_RETURN(double part,
@@ -769,7 +773,7 @@ absl::StatusOr<std::vector<float>> Gpt::LastLogits(const int32_t* inputs,
   std::vector<float> logits(config_.vocab);
   absl::Status status = [&]() -> absl::Status {
     STRATA_RETURN_IF_ERROR(Upload(inputs, inputs, sequences));
-    STRATA_RETURN_IF_ERROR(Forward());
+    STRATA_RETURN_IF_ERROR(Forward(/*for_backward=*/false));
     // The row's micro-batch, and its last position there.
     const int k = static_cast<int>(row / config_.batch);
     const int64_t last =

@@ -289,14 +289,21 @@ absl::Status Mlp::UploadBatch(const float* images, const int32_t* labels,
   return absl::OkStatus();
 }
 
-absl::Status Mlp::Forward() {
+absl::Status Mlp::Forward(bool for_backward) {
   for (int l = 0; l < layers(); ++l) {
     if (sharded()) {
       STRATA_RETURN_IF_ERROR(EnsureGathered(l));
       // The next layer's gather runs while this one computes.
       if (l + 1 < layers()) STRATA_RETURN_IF_ERROR(StartGather(l + 1));
     }
-    for (int k = 0; k < used_; ++k) STRATA_RETURN_IF_ERROR(ForwardLayer(l, k));
+    for (int k = 0; k < used_; ++k) {
+      STRATA_RETURN_IF_ERROR(ForwardLayer(l, k));
+      if (for_backward) continue;
+      // A hidden layer's pre-activation only feeds the backward; its input
+      // (the previous layer's activation) was read for the last time.
+      if (layers_[l].hidden) STRATA_RETURN_IF_ERROR(Drop(Z(layers_[l], k)));
+      if (l > 0) STRATA_RETURN_IF_ERROR(Drop(layers_[l - 1].a[k]));
+    }
   }
   return absl::OkStatus();
 }
@@ -629,7 +636,7 @@ absl::StatusOr<LossResult> Mlp::Evaluate(const float* images,
   absl::StatusOr<LossResult> result = [&]() -> absl::StatusOr<LossResult> {
     STRATA_RETURN_IF_ERROR(UploadBatch(images, labels, rows, 1));
     STRATA_RETURN_IF_ERROR(BeginPass());
-    STRATA_RETURN_IF_ERROR(Forward());
+    STRATA_RETURN_IF_ERROR(Forward(/*for_backward=*/false));
     STRATA_ASSIGN_OR_RETURN(LossResult loss, Loss(false, rows));
     STRATA_RETURN_IF_ERROR(EndPass());
     STRATA_RETURN_IF_ERROR(DiscardActivations());

@@ -286,7 +286,11 @@ class Mlp {
   absl::Status UploadBatch(const float* images, const int32_t* labels,
                            int64_t rows, int max_micro_batches);
   // Layer-major: every micro-batch through layer l, then layer l + 1.
-  absl::Status Forward();
+  // Without `for_backward` (evaluation) a layer's activations are dropped
+  // once nothing reads them (its pre-activation at once, its activation
+  // after the next layer): kept, they fill the device and leave it as
+  // write-backs that nothing reads.
+  absl::Status Forward(bool for_backward = true);
   absl::Status ForwardLayer(int l, int k);
   // Sums the micro-batches' losses; `total_rows` scales their gradients.
   absl::StatusOr<LossResult> Loss(bool with_gradient, int64_t total_rows);
