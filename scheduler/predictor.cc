@@ -229,6 +229,14 @@ bool Predictor::HeldAt(TensorId id, uint64_t distance) const {
   return slot->hold_ends[*(after - 1)] > at;
 }
 
+bool Predictor::LeaseHeldAt(TensorId id, uint64_t distance) const {
+  if (current_ == nullptr) return true;
+  const absl::Span<const uint32_t> uses = current_->trace.Positions(id);
+  const auto after = std::lower_bound(uses.begin(), uses.end(), cursor_);
+  if (after == uses.begin()) return true;
+  return current_->hold_ends[*(after - 1)] > cursor_ + distance;
+}
+
 std::optional<uint64_t> Predictor::NextUse(TensorId id, uint64_t skip) const {
   if (current_ == nullptr) return std::nullopt;
   const Slot* slot = current_;

@@ -143,6 +143,12 @@ class Predictor {
   // event `distance` events from the cursor (in the same step, at or after
   // the cursor) is predicted to be held at that event.
   bool HeldAt(TensorId id, uint64_t distance) const;
+  // Whether the lease that this step's last use of `id` before the cursor
+  // took is predicted to be still held at the event `distance` events from
+  // the cursor (false past this step's end: leases end with their step).
+  // True when no such use is predicted: a lease the trace does not explain
+  // is not predicted to end.
+  bool LeaseHeldAt(TensorId id, uint64_t distance) const;
 
   bool has_prediction() const { return current_ != nullptr; }
   const PredictorStats& stats() const { return stats_; }

@@ -197,24 +197,32 @@ TensorRecord* StoreCore::PickVictim(Tier tier, uint64_t protect_within) const {
 // takes the victim that eviction on demand would take then, or none: a copy
 // used before then whose next use after that comes later than the victim's
 // would be the better victim by then (Belady at the time of the access), so
-// evicting this one now adds a read that on demand would not make. A copy
-// predicted to be still leased at that access does not count (on demand
-// could not evict it). The caller waits (a prefetch is dropped and planned
-// again later).
+// evicting this one now adds a read that on demand would not make. So would
+// a copy leased now whose lease is predicted to end before then (the
+// moments an optimizer step holds while the next layer's are prefetched). A
+// copy predicted to be still leased at that access does not count (on
+// demand could not evict it). The caller waits (a prefetch is dropped and
+// planned again later).
 bool StoreCore::OnDemandWouldKeep(const CopyView& victim,
                                   const EvictionQuery& query) const {
   // A copy with no predicted use is never needed sooner than any other.
-  if (query.protect_within == kNoPredictedUse) return false;
+  const uint64_t protect = query.protect_within;
+  if (protect == kNoPredictedUse) return false;
   EvictionQuery later = query;
   later.protect_within = 0;
   for (const CopyView& z : victim_views_) {
-    if (z.next_use >= query.protect_within || !IsEvictable(z, later)) continue;
-    // Still leased then (used with the protected copy, as an optimizer step
-    // holds a weight and its moments): eviction on demand could not take it.
-    if (predictor_.HeldAt(z.id, query.protect_within)) continue;
     CopyView then = z;  // z as eviction on demand would see it
-    then.next_use = predictor_.NextUse(z.id, query.protect_within)
-                        .value_or(kNoPredictedUse);
+    if (z.leased) {
+      if (predictor_.LeaseHeldAt(z.id, protect)) continue;
+      then.leased = false;
+    } else if (z.next_use >= protect) {
+      continue;  // evictable now: PickVictim weighed it already
+    }
+    if (!IsEvictable(then, later)) continue;
+    // Leased again then (used with the protected copy, as an optimizer step
+    // holds a weight and its moments): eviction on demand could not take it.
+    if (z.next_use < protect && predictor_.HeldAt(z.id, protect)) continue;
+    then.next_use = predictor_.NextUse(z.id, protect).value_or(kNoPredictedUse);
     // In the policy's own order: a small copy kept on the tier
     // (keep_small_below) is not the better victim for being used later.
     if (BetterVictim(then, victim, later)) return true;

@@ -374,6 +374,39 @@ TEST(PredictorTest, HeldAtFollowsTheLeasesReleases) {
   EXPECT_TRUE(p.HeldAt(TensorId{11}, 3));
 }
 
+// LeaseHeldAt looks behind the cursor: the lease a use already made holds
+// until its release at the last replay. Step G W M X N: G, W and M are held
+// together and released before X; N after.
+TEST(PredictorTest, LeaseHeldAtFollowsALeaseTakenBeforeTheCursor) {
+  const AccessEvent g = Fwd(10), w = Bwd(11), m = Bwd(12), x = Fwd(13),
+                    n = Fwd(14);
+  Predictor p;
+  p.BeginStep();
+  std::vector<PredictedUse> group;
+  for (const AccessEvent& e : {g, w, m}) group.push_back(p.Observe(e));
+  for (const PredictedUse& use : group) p.ObserveRelease(use);
+  p.ObserveRelease(p.Observe(x));
+  p.ObserveRelease(p.Observe(n));
+  p.BeginStep();  // positions: G 0, W 1, M 2, X 3, N 4
+  EXPECT_TRUE(p.LeaseHeldAt(TensorId{11}, 0)) << "no use of W yet";
+  const PredictedUse g_use = p.Observe(g);
+  const PredictedUse w_use = p.Observe(w);
+  const PredictedUse m_use = p.Observe(m);       // cursor at X
+  EXPECT_FALSE(p.LeaseHeldAt(TensorId{11}, 0));  // released before X
+  EXPECT_FALSE(p.LeaseHeldAt(TensorId{12}, 1));  // and before N
+  EXPECT_TRUE(p.LeaseHeldAt(TensorId{14}, 0)) << "N's use is ahead";
+  EXPECT_TRUE(p.LeaseHeldAt(TensorId{99}, 0));
+  for (const PredictedUse& use : {g_use, m_use}) p.ObserveRelease(use);
+  p.ObserveRelease(p.Observe(x));
+  p.ObserveRelease(w_use);  // this replay holds W until N's acquire
+  p.ObserveRelease(p.Observe(n));
+  p.BeginStep();
+  for (const AccessEvent& e : {g, w, m}) p.Observe(e);  // held
+  EXPECT_TRUE(p.LeaseHeldAt(TensorId{11}, 0)) << "held at X now";
+  EXPECT_FALSE(p.LeaseHeldAt(TensorId{11}, 1)) << "but not at N";
+  EXPECT_FALSE(p.LeaseHeldAt(TensorId{12}, 0));
+}
+
 TEST(PredictorTest, NextUseWrapsIntoTheFollowingShape) {
   Predictor p;
   const std::vector<AccessEvent> a = {Fwd(1), Fwd(2)};

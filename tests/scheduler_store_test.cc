@@ -137,13 +137,14 @@ TEST_F(SchedulerStoreTest, PrefetchNeverEvictsACopyNeededSooner) {
 }
 
 // An optimizer-style group: W and M are held together. Step A B W M on a
-// device that holds three. In step 2, A's acquire evicts M (used last);
-// after B's, M is prefetched onto a full device. W is used before M but is
-// still leased when M is acquired, so eviction on demand could not take it
-// then: the prefetch evicts A or B (next used in step 3) and M's acquire is
-// a hit. (Counting W as the better victim by then refused the prefetch.)
+// device that holds two, B read in host memory. In step 2, A's acquire
+// evicts M (used last); after B's, M is prefetched onto a full device. W is
+// used before M but is still leased when M is acquired, so eviction on
+// demand could not take it then: the prefetch evicts A (next used in step
+// 3) and M's acquire is a hit. (Counting W as the better victim by then
+// refused the prefetch.) No device lease is live when the prefetch runs.
 TEST_F(SchedulerStoreTest, PrefetchDiscountsCopiesHeldWithTheOneItFetches) {
-  Open(3 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true);
+  Open(2 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true);
   std::vector<TensorId> t = Tensors(4, Tier::kHost);
   const TensorId a = t[0], b = t[1], w = t[2], m = t[3];
   auto group = [&] {
@@ -154,22 +155,74 @@ TEST_F(SchedulerStoreTest, PrefetchDiscountsCopiesHeldWithTheOneItFetches) {
     ASSERT_TRUE(held_w->Release().ok());
     ASSERT_TRUE(held_m->Release().ok());
   };
+  auto use_b = [&] {
+    auto lease = store_->Acquire(b, Tier::kHost, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+  };
   store_->BeginStep();
   Use(a);
-  Use(b);
+  use_b();
   group();
   store_->EndStep();
   store_->BeginStep();
   Use(a);
   ASSERT_EQ(OnDevice(m), State::kAbsent);
-  Use(b);
+  use_b();
   barrier_->Wait();  // M's prefetch has run
   EXPECT_EQ(OnDevice(m), State::kClean);
   EXPECT_EQ(OnDevice(w), State::kClean);
+  EXPECT_EQ(OnDevice(a), State::kAbsent);
   const uint64_t hits_before = store_->GetStats().prefetch.hit;
   group();
   EXPECT_EQ(store_->GetStats().prefetch.hit, hits_before + 1);
   store_->EndStep();
+}
+
+// An optimizer-style group again: W and M are held together, then X is read
+// in host memory and N is used. Step A B W M X N on a device that holds
+// three; every acquire waits for the prefetches it queued (the barrier
+// stands in for compute) before its release. In step 2, while W and M are
+// held, N (needed after X) would be prefetched onto a full device whose one
+// unleased copy is A. Eviction on demand would take M then, released by
+// X and next used after A, so the prefetch waits instead of evicting A
+// (which would cost A a load in step 3); at X's acquire it evicts M, as on
+// demand does, and N's acquire is a hit.
+TEST_F(SchedulerStoreTest, PrefetchCountsALeaseThatEndsBeforeItsAccess) {
+  Open(3 * kMiB, EvictionPolicy::kBelady, /*prefetch=*/true);
+  std::vector<TensorId> t = Tensors(6, Tier::kHost);
+  const TensorId a = t[0], b = t[1], w = t[2], m = t[3], x = t[4], n = t[5];
+  auto held = [&](TensorId id, Tier tier) {
+    absl::StatusOr<Lease> lease = store_->Acquire(id, tier, Access::kRead);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    barrier_->Wait();  // the prefetches it queued have run
+    return lease;
+  };
+  auto used = [&](TensorId id, Tier tier) {
+    const absl::StatusOr<Lease> lease = held(id, tier);  // released here
+  };
+  for (int step = 1; step <= 2; ++step) {
+    store_->BeginStep();
+    used(a, Tier::kDevice);
+    used(b, Tier::kDevice);
+    absl::StatusOr<Lease> held_w = held(w, Tier::kDevice);
+    absl::StatusOr<Lease> held_m = held(m, Tier::kDevice);
+    ASSERT_TRUE(held_w.ok() && held_m.ok());
+    if (step == 2) {
+      EXPECT_EQ(OnDevice(a), State::kClean) << "A is kept for step 3";
+      EXPECT_EQ(OnDevice(n), State::kAbsent) << "N waits for M's release";
+    }
+    ASSERT_TRUE(held_w->Release().ok());
+    ASSERT_TRUE(held_m->Release().ok());
+    used(x, Tier::kHost);
+    const uint64_t hits_before = store_->GetStats().prefetch.hit;
+    used(n, Tier::kDevice);
+    if (step == 2) {
+      EXPECT_EQ(store_->GetStats().prefetch.hit, hits_before + 1);
+      EXPECT_EQ(OnDevice(m), State::kAbsent);
+      EXPECT_EQ(OnDevice(a), State::kClean);
+    }
+    store_->EndStep();
+  }
 }
 
 // A layered loop: after each acquire the prefetches it queued run to the
