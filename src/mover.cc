@@ -283,22 +283,31 @@ absl::Status Mover::StagedRead(const Place& src, std::byte* dst, uint64_t bytes,
                                uint64_t checksum, const ChunkCopy& copy) {
   std::unique_ptr<BouncePool::Pair> pair = bounce_->Acquire();
   const uint64_t chunk = bounce_->chunk_bytes();
+  const auto read_chunk = [this, &src, &pair, chunk, bytes](uint64_t k) {
+    const uint64_t at = k * chunk;
+    return nvme_->Read(src.extent.offset + at, pair->chunk(k % 2),
+                       RoundUpDirect(std::min(chunk, bytes - at)));
+  };
+  // Chunk k + 1 is read on a pipeline thread while chunk k is hashed and
+  // copied out here: max(read, hash + copy) per chunk, not their sum. A
+  // read in flight is waited for before any return (it writes to the pair).
   StreamingChecksum sum;
-  std::future<absl::Status> copying;
-  for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
+  absl::Status status = read_chunk(0);
+  for (uint64_t done = 0, k = 0; status.ok() && done < bytes;
+       done += chunk, ++k) {
+    std::future<absl::Status> reading;
+    if (done + chunk < bytes) {
+      reading =
+          Async(pipeline_, [&read_chunk, k] { return read_chunk(k + 1); });
+    }
     const uint64_t n = std::min(chunk, bytes - done);
     std::byte* buf = pair->chunk(static_cast<int>(k % 2));
-    absl::Status read =
-        nvme_->Read(src.extent.offset + done, buf, RoundUpDirect(n));
-    absl::Status copied = Drain(copying);
-    STRATA_RETURN_IF_ERROR(read);
-    STRATA_RETURN_IF_ERROR(copied);
     sum.Update(buf, n);
-    copying = Async(pipeline_, [&copy, dst, done, buf, n, k] {
-      return copy(dst + done, buf, n, k == 0);
-    });
+    status = copy(dst + done, buf, n, k == 0);
+    const absl::Status read = Drain(reading);
+    if (status.ok()) status = read;
   }
-  STRATA_RETURN_IF_ERROR(Drain(copying));
+  STRATA_RETURN_IF_ERROR(status);
   if (sum.Digest() != checksum) return ChecksumMismatch(src, bytes);
   return absl::OkStatus();
 }
@@ -313,11 +322,12 @@ absl::Status Mover::StagedWrite(const std::byte* src, const Place& dst,
   for (uint64_t done = 0, k = 0; done < bytes; done += chunk, ++k) {
     const uint64_t n = std::min(chunk, bytes - done);
     std::byte* buf = pair->chunk(static_cast<int>(k % 2));
+    // Chunk k is copied in and hashed while chunk k - 1 is written.
     absl::Status copied = copy(buf, src + done, n, k == 0);
+    if (copied.ok()) sum.Update(buf, n);
     absl::Status written = Drain(writing);
     STRATA_RETURN_IF_ERROR(copied);
     STRATA_RETURN_IF_ERROR(written);
-    sum.Update(buf, n);
     const uint64_t address = dst.extent.offset + done;
     writing = Async(pipeline_, [this, address, buf, n] {
       return nvme_->Write(address, buf, RoundUpDirect(n));

@@ -144,7 +144,7 @@ class Mover {
   using ChunkCopy = std::function<absl::Status(
       std::byte* dst, const std::byte* src, uint64_t n, bool first)>;
   // NVMe -> `dst` through bounce chunks: chunk k+1 is read while chunk k is
-  // copied out with `copy`.
+  // hashed and copied out with `copy`.
   absl::Status StagedRead(const Place& src, std::byte* dst, uint64_t bytes,
                           uint64_t checksum, const ChunkCopy& copy);
   // `src` -> NVMe through bounce chunks: chunk k+1 is copied in with `copy`

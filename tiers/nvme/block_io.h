@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -48,6 +49,19 @@ class BlockIo {
   // the message (EIO -> Unavailable, ENOSPC -> ResourceExhausted "disk full",
   // EBADF -> FailedPrecondition); reaching end of file is OutOfRange.
   virtual absl::Status Run(absl::Span<const IoRequest> requests) = 0;
+
+  // Run, handing each request to `on_done(i)` on the calling thread, in
+  // request order, as soon as requests 0..i have all moved every byte, while
+  // the later ones may still be in flight: how a reader hashes or copies one
+  // piece while the disk reads the next. Returns when every request has
+  // finished, with Run's status, or the first error `on_done` returned.
+  // `on_done` is not called for the failed request nor any later one, nor
+  // again once it has returned an error. Thread safety as Run. The default
+  // runs Run, then `on_done` for each request (no overlap): engines that can
+  // overlap override it.
+  using OnDone = absl::FunctionRef<absl::Status(size_t index)>;
+  virtual absl::Status RunInOrder(absl::Span<const IoRequest> requests,
+                                  OnDone on_done);
 };
 
 // io_uring engine over `fds` with `queue_depth` entries. `buffers` are host

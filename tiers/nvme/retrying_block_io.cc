@@ -26,6 +26,26 @@ absl::Status RetryingBlockIo::Run(absl::Span<const IoRequest> requests) {
   return absl::OkStatus();
 }
 
+absl::Status RetryingBlockIo::RunInOrder(absl::Span<const IoRequest> requests,
+                                         OnDone on_done) {
+  size_t handed = 0;     // requests on_done has taken
+  absl::Status refused;  // on_done's own error: never retried
+  const absl::Status status =
+      inner_->RunInOrder(requests, [&](size_t i) -> absl::Status {
+        refused = on_done(i);
+        if (refused.ok()) ++handed;
+        return refused;
+      });
+  if (!refused.ok()) return refused;
+  if (!absl::IsUnavailable(status) || policy_.attempts <= 1) return status;
+  for (size_t i = handed; i < requests.size(); ++i) {
+    absl::Status one = RetryOne(requests[i], status);
+    if (one.ok()) one = on_done(i);
+    if (!one.ok()) return one;
+  }
+  return absl::OkStatus();
+}
+
 // Runs `request` up to attempts - 1 more times, backing off between tries;
 // `last` is the batch's error, returned (annotated) if every try fails.
 absl::Status RetryingBlockIo::RetryOne(const IoRequest& request,

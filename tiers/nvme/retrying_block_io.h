@@ -47,6 +47,12 @@ class RetryingBlockIo final : public BlockIo {
   }
   // Runs `requests`, retrying transient failures as the policy says.
   absl::Status Run(absl::Span<const IoRequest> requests) override;
+  // RunInOrder, with the same retries: after a transient failure the
+  // requests not yet handed to `on_done` run again one by one, each handed
+  // over as it succeeds, so `on_done` still sees every request once, in
+  // order.
+  absl::Status RunInOrder(absl::Span<const IoRequest> requests,
+                          OnDone on_done) override;
 
   // Requests run again after a transient failure, so far.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }

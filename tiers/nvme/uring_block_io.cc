@@ -3,12 +3,19 @@
 // Policy: one ring of `queue_depth` entries shared by every caller. Run()
 // prepares and submits its requests under mu_, taking one in-flight slot per
 // request and waiting (mu_ released) while all queue_depth slots are taken.
-// One reaper thread owns the completion queue: per-request state (UringOp)
-// travels in user_data; the reaper resubmits short reads/writes for the
-// remainder and retries -EAGAIN/-EINTR while keeping the slot, and finishes a
-// request on success, error or end of file, which wakes its caller. A Run
-// returns only once every one of its requests has completed in the kernel, so
-// the kernel never writes to a buffer whose caller has moved on.
+// The callers that wait reap the completion queue themselves, one at a time
+// (leader/follower): a waiting caller with nobody reaping becomes the reaper,
+// waits in the kernel for completions with mu_ released, then handles every
+// completion it got (its own and other callers') and steps down; the others
+// wait on mu_ for their requests or for the reaper's seat. So a lone caller
+// is woken by the kernel itself, not by a second thread (a handoff that cost
+// a wake-up per request). Per-request state (UringOp) travels in user_data;
+// the reaper resubmits short reads/writes for the remainder and retries
+// -EAGAIN/-EINTR while keeping the slot, and finishes a request on success,
+// error or end of file. A Run returns only once every one of its requests
+// has completed in the kernel, so the kernel never writes to a buffer whose
+// caller has moved on. Only a caller with requests in the kernel waits there,
+// so every wait ends.
 //
 // Files are registered (IOSQE_FIXED_FILE) and the given buffers registered in
 // pieces of at most 1 GiB (READ_FIXED/WRITE_FIXED); where either registration
@@ -23,6 +30,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <thread>
 #include <utility>
 
@@ -42,9 +51,11 @@ constexpr uint64_t kMaxFixedBufferBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxSqeBytes = uint64_t{1} << 30;
 constexpr uint32_t kMaxQueueDepth = 4096;
 constexpr int kMaxRetries = 1000;  // -EAGAIN/-EINTR per request or submit
-// user_data values that are never a UringOp address.
-constexpr uint64_t kShutdownUserData = 0;
+// user_data values that are never a UringOp address (NOPs that stand in for
+// SQEs the kernel refused).
 constexpr uint64_t kIgnoreUserData = 1;
+// RunInOrder's mark for a request with no op (0 bytes: nothing to do).
+constexpr size_t kNoOp = std::numeric_limits<size_t>::max();
 
 // One Run's progress: requests not finished yet and the first error.
 struct Batch {
@@ -60,6 +71,8 @@ struct UringOp {
   uint64_t done = 0;   // bytes moved so far
   int buf_index = -1;  // registered buffer piece, or -1 for the plain ops
   int retries = 0;
+  bool finished = false;  // no longer in the kernel; `status` is its outcome
+  absl::Status status;
 };
 
 // A registered buffer piece.
@@ -74,11 +87,13 @@ class UringBlockIo final : public BlockIo {
       : fds_(fds), depth_(std::min(queue_depth, kMaxQueueDepth)) {}
   ~UringBlockIo() override;
 
-  // Sets up the ring and the registrations and starts the reaper.
+  // Sets up the ring and the registrations.
   absl::Status Init(const std::vector<iovec>& buffers);
 
   std::string_view engine_name() const override { return "io_uring"; }
   absl::Status Run(absl::Span<const IoRequest> requests) override;
+  absl::Status RunInOrder(absl::Span<const IoRequest> requests,
+                          OnDone on_done) override;
 
  private:
   void RegisterFiles();
@@ -90,6 +105,10 @@ class UringBlockIo final : public BlockIo {
     return in_flight_ < depth_;
   }
   io_uring_sqe* PrepOp(UringOp* op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submits ops[*next...] while slots are free (all of them, finished with
+  // the ring's error, once it is out of service).
+  void SubmitFrom(std::vector<UringOp>& ops, size_t* next, Batch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Submit(absl::Span<UringOp* const> ops,
               absl::Span<io_uring_sqe* const> sqes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,8 +119,12 @@ class UringBlockIo final : public BlockIo {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resubmit(UringOp* op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(UringOp* op, int res) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReaperLoop();
-  bool WakeReaperToStop();
+  // Waits until `ready()`, reaping completions while nobody else does.
+  void AwaitReaping(const std::function<bool()>& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // As the reaper: waits in the kernel for completions (mu_ released), then
+  // handles them. Called with reaping_ false.
+  void ReapOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after Init.
   const std::vector<int> fds_;
@@ -110,14 +133,15 @@ class UringBlockIo final : public BlockIo {
   std::vector<FixedBuffer> fixed_buffers_;
   std::string fixed_files_reason_;    // why files are not registered, or ""
   std::string fixed_buffers_reason_;  // why buffers are not registered, or ""
-  std::thread reaper_;
 
   // The submission side of ring_ is guarded by mu_; its completion side
-  // belongs to the reaper thread.
+  // belongs to the caller that set reaping_, which alone uses reaped_.
   io_uring ring_;
   bool ring_ready_ = false;
+  std::vector<std::pair<uint64_t, int>> reaped_;
 
   Mutex mu_;
+  bool reaping_ ABSL_GUARDED_BY(mu_) = false;  // a caller reaps the CQ
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // OK while in service
   // The Runs in progress, by id; nodes, so a Run may hold its entry's
@@ -138,16 +162,7 @@ absl::Status InitError(int errno_value) {
 }
 
 UringBlockIo::~UringBlockIo() {
-  if (reaper_.joinable()) {
-    if (!WakeReaperToStop()) {
-      // The ring cannot take a NOP, so it cannot complete anything either:
-      // leave the reaper blocked and the ring mapped rather than hang here.
-      std::fprintf(stderr, "strata: io_uring ring stuck at shutdown; leaked\n");
-      reaper_.detach();
-      return;
-    }
-    reaper_.join();
-  }
+  // No Run is in progress, so no request is in the kernel.
   if (ring_ready_) io_uring_queue_exit(&ring_);
 }
 
@@ -157,7 +172,6 @@ absl::Status UringBlockIo::Init(const std::vector<iovec>& buffers) {
   ring_ready_ = true;
   RegisterFiles();
   RegisterBuffers(buffers);
-  reaper_ = std::thread([this] { ReaperLoop(); });
   return absl::OkStatus();
 }
 
@@ -221,42 +235,114 @@ absl::Status UringBlockIo::CheckRequests(
 }
 
 absl::Status UringBlockIo::Run(absl::Span<const IoRequest> requests) {
+  return RunInOrder(requests, [](size_t) { return absl::OkStatus(); });
+}
+
+absl::Status UringBlockIo::RunInOrder(absl::Span<const IoRequest> requests,
+                                      OnDone on_done) {
   STRATA_RETURN_IF_ERROR(CheckRequests(requests));
-  std::vector<UringOp> ops;
+  std::vector<UringOp> ops;  // stable: reserved, never grown below
   ops.reserve(requests.size());
-  std::vector<UringOp*> prepared;
-  std::vector<io_uring_sqe*> sqes;
-  MutexLock lock(&mu_);
+  std::vector<size_t> op_of(requests.size(), kNoOp);
+  mu_.Lock();
   const uint64_t id = next_batch_++;
-  for (const IoRequest& r : requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const IoRequest& r = requests[i];
     if (r.bytes == 0) continue;  // a 0-byte read would look like end of file
+    op_of[i] = ops.size();
     ops.push_back(UringOp{id, r, 0, FindFixedBuffer(r), 0});
   }
   Batch& batch = batches_[id];  // stable: node_hash_map
   batch.remaining = ops.size();
-  for (size_t next = 0; next < ops.size();) {
-    mu_.Await(Condition(this, &UringBlockIo::HasFreeSlot));
-    if (!broken_.ok()) {  // the rest never reach the kernel
-      if (batch.status.ok()) batch.status = broken_;
-      batch.remaining -= ops.size() - next;
-      break;
-    }
-    prepared.clear();
-    sqes.clear();
-    for (; next < ops.size() && HasFreeSlot(); ++next) {
-      ++in_flight_;
-      prepared.push_back(&ops[next]);
-      sqes.push_back(PrepOp(&ops[next]));
-    }
-    Submit(prepared, sqes);
-  }
-  const auto done = [&batch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return batch.remaining == 0;
+  size_t next_submit = 0;
+  size_t next_hand = 0;  // the next request for on_done
+  bool handing = true;   // false after a failure (ours or on_done's)
+  absl::Status refused;  // on_done's error
+  const auto hand_ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!handing || next_hand == requests.size()) return false;
+    const size_t k = op_of[next_hand];
+    return k == kNoOp || ops[k].finished;
   };
-  mu_.Await(Condition(&done));
-  const absl::Status status = batch.status;
+  const auto progress = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return batch.remaining == 0 || hand_ready() ||
+           (next_submit < ops.size() && HasFreeSlot());
+  };
+  while (true) {
+    SubmitFrom(ops, &next_submit, batch);
+    while (hand_ready()) {
+      const size_t k = op_of[next_hand];
+      if (k != kNoOp && !ops[k].status.ok()) {
+        handing = false;
+        break;
+      }
+      mu_.Unlock();  // later requests go on moving meanwhile
+      refused = on_done(next_hand);
+      mu_.Lock();
+      if (!refused.ok()) handing = false;
+      ++next_hand;
+    }
+    if (batch.remaining == 0 && !hand_ready()) break;
+    AwaitReaping(progress);
+  }
+  const absl::Status status = refused.ok() ? batch.status : refused;
   batches_.erase(id);
+  mu_.Unlock();
   return status;
+}
+
+void UringBlockIo::SubmitFrom(std::vector<UringOp>& ops, size_t* next,
+                              Batch& batch) {
+  if (!broken_.ok()) {  // the rest never reach the kernel
+    for (; *next < ops.size(); ++*next) {
+      ops[*next].finished = true;
+      ops[*next].status = broken_;
+      if (batch.status.ok()) batch.status = broken_;
+      --batch.remaining;
+    }
+    return;
+  }
+  std::vector<UringOp*> prepared;
+  std::vector<io_uring_sqe*> sqes;
+  for (; *next < ops.size() && HasFreeSlot(); ++*next) {
+    ++in_flight_;
+    prepared.push_back(&ops[*next]);
+    sqes.push_back(PrepOp(&ops[*next]));
+  }
+  if (!prepared.empty()) Submit(prepared, sqes);
+}
+
+void UringBlockIo::AwaitReaping(const std::function<bool()>& ready) {
+  const auto ready_or_seat = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ready() || !reaping_;
+  };
+  while (!ready()) {
+    if (!reaping_) {
+      ReapOnce();
+    } else {
+      mu_.Await(Condition(&ready_or_seat));
+    }
+  }
+}
+
+void UringBlockIo::ReapOnce() {
+  reaping_ = true;
+  mu_.Unlock();
+  // Copy the completions out and free their CQ slots before taking mu_.
+  reaped_.clear();
+  io_uring_cqe* cqe = nullptr;
+  if (io_uring_wait_cqe(&ring_, &cqe) == 0) {  // else -EINTR: wait again
+    unsigned head;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      reaped_.emplace_back(cqe->user_data, cqe->res);
+    }
+    io_uring_cq_advance(&ring_, static_cast<unsigned>(reaped_.size()));
+  }
+  mu_.Lock();
+  reaping_ = false;
+  for (const auto& [user_data, res] : reaped_) {
+    if (user_data <= kIgnoreUserData) continue;
+    Complete(reinterpret_cast<UringOp*>(user_data), res);
+  }
 }
 
 // Fills an SQE for the part of `op` not yet done. The SQ has room: it holds
@@ -294,7 +380,9 @@ void UringBlockIo::Submit(absl::Span<UringOp* const> ops,
     const bool transient =
         rc == 0 || rc == -EINTR || rc == -EAGAIN || rc == -EBUSY;
     if (!transient || ++tries > kMaxRetries) return MarkBroken(rc, ops, sqes);
-    std::this_thread::yield();  // -EBUSY: the reaper is draining the CQ
+    // -EBUSY would mean a full CQ; it has 2 * depth_ entries and at most
+    // depth_ requests are in the kernel, so it is not expected.
+    std::this_thread::yield();
   }
 }
 
@@ -318,6 +406,8 @@ void UringBlockIo::MarkBroken(int rc, absl::Span<UringOp* const> ops,
 // free `op`) once the lock is dropped.
 void UringBlockIo::Finish(UringOp* op, const absl::Status& status) {
   --in_flight_;
+  op->finished = true;
+  op->status = status;
   Batch& batch = batches_.at(op->batch);
   if (!status.ok() && batch.status.ok()) batch.status = status;
   --batch.remaining;
@@ -345,51 +435,6 @@ void UringBlockIo::Complete(UringOp* op, int res) {
   op->done += static_cast<uint64_t>(res);
   if (op->done < r.bytes) return Resubmit(op);  // short: go on from there
   Finish(op, absl::OkStatus());
-}
-
-void UringBlockIo::ReaperLoop() {
-  std::vector<std::pair<uint64_t, int>> reaped;
-  while (true) {
-    io_uring_cqe* cqe = nullptr;
-    const int rc = io_uring_wait_cqe(&ring_, &cqe);
-    if (rc < 0) continue;  // -EINTR and the like: wait again
-    // Copy the completions out and free their CQ slots before taking mu_,
-    // so a submitter spinning on -EBUSY under mu_ cannot block us.
-    reaped.clear();
-    unsigned head;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      reaped.emplace_back(cqe->user_data, cqe->res);
-    }
-    io_uring_cq_advance(&ring_, static_cast<unsigned>(reaped.size()));
-    bool stop = false;
-    MutexLock lock(&mu_);
-    for (const auto& [user_data, res] : reaped) {
-      if (user_data == kShutdownUserData) stop = true;
-      if (user_data <= kIgnoreUserData) continue;
-      Complete(reinterpret_cast<UringOp*>(user_data), res);
-    }
-    if (stop) return;
-  }
-}
-
-// Queues a NOP that tells the reaper to return. False if the ring cannot
-// take it. No Run is in progress (we are in the destructor).
-bool UringBlockIo::WakeReaperToStop() {
-  MutexLock lock(&mu_);
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-  if (sqe == nullptr) {  // full of ignored NOPs from MarkBroken
-    io_uring_submit(&ring_);
-    sqe = io_uring_get_sqe(&ring_);
-    if (sqe == nullptr) return false;
-  }
-  io_uring_prep_nop(sqe);
-  io_uring_sqe_set_data64(sqe, kShutdownUserData);
-  for (int tries = 0; io_uring_sq_ready(&ring_) > 0; ++tries) {
-    const int rc = io_uring_submit(&ring_);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) return false;
-    if (tries > kMaxRetries) return false;
-  }
-  return true;
 }
 
 }  // namespace
