@@ -2,8 +2,9 @@
 //
 // A BlockIo runs batches of aligned reads and writes on a fixed set of file
 // descriptors (opened O_DIRECT by NvmeTier). Two engines: io_uring (registered
-// buffers and files, short I/O resubmitted, -EAGAIN retried, one reaper per
-// ring) and a pread/pwrite thread pool fallback. A fault-injecting wrapper
+// buffers and files, short I/O resubmitted, -EAGAIN retried, completions
+// reaped by the callers waiting for them, one at a time) and a pread/pwrite
+// thread pool fallback. A fault-injecting wrapper
 // (tiers/fault/) fits in front of either.
 //
 // Thread safety: Run may be called concurrently; callers share the queue
