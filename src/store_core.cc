@@ -83,7 +83,13 @@ StoreCore::StoreCore(const StoreOptions& options, TierSet tiers)
   executor_ = std::make_unique<boost::asio::thread_pool>(1);
 }
 
-StoreCore::~StoreCore() { Shutdown(); }
+StoreCore::~StoreCore() {
+  Shutdown();
+  // The transfer threads end before mu_ and the records go: a transfer's
+  // continuation (ContinueHere) may still be releasing mu_ when the waits in
+  // Shutdown see its job finished.
+  mover_.reset();
+}
 
 void StoreCore::Shutdown() {
   {

@@ -274,6 +274,10 @@ class StoreCore : public internal::LeaseReleaser,
   enum class Next { kContinue, kSuspended, kFinished };
   // Runs `fn` on the executor with mu_ held.
   void OnExecutor(std::function<void()> fn);
+  // Runs a transfer's continuation `fn` with mu_ held on the transfer thread
+  // that just finished it (a continuation never blocks, as on the executor):
+  // posting it to the executor cost one more thread handoff per transfer.
+  void ContinueHere(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts queued jobs while fewer than prefetch_threads run.
   void PumpPrefetches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the job's steps until it suspends or finishes.
@@ -484,9 +488,10 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t capacity_[kNumTiers] = {0, 0, 0};
   std::unique_ptr<Timeline> timeline_;        // null unless options_.timeline
   const absl::Time opened_at_ = absl::Now();  // ComputeSeconds' origin
-  // The executor: runs prefetch jobs' steps and transfer completions. Declared
-  // before mover_ so that it outlives the transfer threads, which post to it
-  // (a post may still be returning when its handler has run).
+  // The executor: runs prefetch jobs' first steps and parked jobs' next ones
+  // (a transfer's completion runs on its transfer thread). Declared before
+  // mover_ so that it outlives the transfer threads, which post to it (a post
+  // may still be returning when its handler has run).
   std::unique_ptr<boost::asio::thread_pool> executor_;
   std::unique_ptr<Mover> mover_;
 
