@@ -407,13 +407,22 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
   }
   c.MoveTo(CopyState::kAbsent);
   c.prefetched = false;
-  c.release_event.reset();
   if (tier == Tier::kHost && !rec.is_home(tier)) ForgetReadMostly(rec);
   if (!rec.is_home(tier) && c.extent) {
+    if (tier == Tier::kDevice) AwaitDeviceReaders(c);
     alloc(tier).Free(*c.extent);
     c.extent.reset();
   }
+  c.release_event.reset();
   Changed();
+}
+
+void StoreCore::AwaitDeviceReaders(const TierCopy& c) {
+  if (c.release_event == nullptr || c.release_event->Done()) return;
+  ++device_reader_waits_;
+  // An error here is the kernels' own (a failed launch, a sticky CUDA
+  // error): nothing runs on the memory any more, so it may be reused.
+  c.release_event->Synchronize().IgnoreError();
 }
 
 void StoreCore::DropOthers(TensorRecord& rec, Tier keep) {

@@ -211,7 +211,9 @@ absl::Status StoreCore::Destroy(TensorId id) {
   ForgetReadMostly(*rec);
   for (int t = 0; t < kNumTiers; ++t) {
     TierCopy& c = rec->copies[t];
-    if (c.extent) alloc(static_cast<Tier>(t)).Free(*c.extent);
+    if (!c.extent) continue;
+    if (t == static_cast<int>(Tier::kDevice)) AwaitDeviceReaders(c);
+    alloc(static_cast<Tier>(t)).Free(*c.extent);
   }
   tensors_.erase(id);
   Changed();

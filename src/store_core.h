@@ -272,6 +272,13 @@ class StoreCore : public internal::LeaseReleaser,
   using JobPtr = std::shared_ptr<PrefetchJob>;
   using Stage = PrefetchJob::Stage;
   enum class Next { kContinue, kSuspended, kFinished };
+  // Before a device copy's extent is freed: blocks until the kernels that
+  // read or wrote it under its last lease have ended (its release event),
+  // unless they already have. The freed range is reused at once by copy
+  // streams that know nothing of the caller's stream (DESIGN: release
+  // records an event that eviction waits for). Counted in
+  // device_reader_waits_.
+  void AwaitDeviceReaders(const TierCopy& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `fn` on the executor with mu_ held.
   void OnExecutor(std::function<void()> fn);
   // Runs a transfer's continuation `fn` with mu_ held on the transfer thread
@@ -522,6 +529,8 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stalled_acquires_ ABSL_GUARDED_BY(mu_) = 0;
+  // Frees of a device extent that waited for its last lease's kernels.
+  uint64_t device_reader_waits_ ABSL_GUARDED_BY(mu_) = 0;
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);

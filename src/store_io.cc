@@ -147,7 +147,10 @@ std::optional<absl::Status> StoreCore::WriteBeside(TensorRecord& rec,
     }
   }
   Extent drop = status.ok() ? *copy.extent : *fresh;
-  if (status.ok()) copy.extent = *fresh;
+  if (status.ok()) {
+    AwaitDeviceReaders(copy);  // kernels may still read the old extent
+    copy.extent = *fresh;
+  }
   alloc(Tier::kDevice).Free(drop);
   if (!status.ok()) copy.MoveTo(CopyState::kValid);  // the old copy is intact
   Changed();

@@ -98,6 +98,7 @@ Stats StoreCore::GetStats() const {
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;
   s.stalled_acquires = stalled_acquires_;
+  s.device_reader_waits = device_reader_waits_;
   s.tensors = tensors_.size();
   s.unified = unified_;
   s.device_backend = tiers_.device->name();

@@ -94,6 +94,10 @@ struct Stats {
   // Acquires that waited for or made a transfer; the rest found their data
   // in place (acquires - stalled_acquires = hits, prefetched or resident).
   uint64_t stalled_acquires = 0;
+  // Device copies whose memory was freed (evicted, dropped, destroyed) while
+  // kernels of their last lease could still be running (its release event
+  // had not happened): the store waited for them before reusing the memory.
+  uint64_t device_reader_waits = 0;
   // NVMe reads whose checksum did not match, after the one re-read below.
   uint64_t checksum_failures = 0;
   // NVMe reads whose checksum did not match and that were read once more

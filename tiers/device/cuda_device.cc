@@ -35,6 +35,8 @@ class CudaEvent : public DeviceEvent {
   absl::Status Synchronize() override {
     return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
   }
+  // cudaErrorNotReady: still pending; success or any error: happened.
+  bool Done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
   cudaEvent_t event() const { return event_; }
 
  private:

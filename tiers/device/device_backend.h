@@ -30,6 +30,10 @@ class DeviceEvent {
   virtual ~DeviceEvent() = default;
   // Blocks the calling thread until the event has happened.
   virtual absl::Status Synchronize() = 0;
+  // Whether the event has happened, without blocking (cudaEventQuery). An
+  // event whose work failed counts as happened (Synchronize says how).
+  // Default: false, so a caller that must know synchronizes.
+  virtual bool Done() { return false; }
 };
 
 struct DeviceMemInfo {

@@ -34,6 +34,7 @@ absl::StatusOr<std::byte*> MapZeroed(uint64_t bytes, const char* what) {
 class SimEvent : public DeviceEvent {
  public:
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  bool Done() override { return true; }
 };
 
 }  // namespace

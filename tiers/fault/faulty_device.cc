@@ -58,6 +58,31 @@ bool FaultyDevice::ShouldFail(CopyKind kind, uint64_t* ordinal, bool* torn) {
   return fail;
 }
 
+// An event FaultyDevice recorded: the wrapped backend's, seen through the
+// gate's kEventWait (see gate.h).
+class FaultyDevice::GatedEvent : public DeviceEvent {
+ public:
+  GatedEvent(std::shared_ptr<DeviceEvent> inner, Gate* gate)
+      : inner_(std::move(inner)), gate_(gate) {}
+  absl::Status Synchronize() override {
+    gate_->Pass(GateOp::kEventWait);
+    return inner_->Synchronize();
+  }
+  bool Done() override {
+    return !gate_->armed(GateOp::kEventWait) && inner_->Done();
+  }
+  DeviceEvent* inner() const { return inner_.get(); }
+
+ private:
+  const std::shared_ptr<DeviceEvent> inner_;
+  Gate* const gate_;
+};
+
+DeviceEvent* FaultyDevice::Inner(DeviceEvent* event) {
+  auto* gated = dynamic_cast<GatedEvent*>(event);
+  return gated == nullptr ? event : gated->inner();
+}
+
 absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
                                 uint64_t bytes, DeviceEvent* after) {
   if (kind != CopyKind::kD2D) {
@@ -66,11 +91,11 @@ absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
   uint64_t ordinal = 0;
   bool torn = false;
   if (!ShouldFail(kind, &ordinal, &torn)) {
-    return inner_->Copy(kind, dst, src, bytes, after);
+    return inner_->Copy(kind, dst, src, bytes, Inner(after));
   }
   const uint64_t prefix = torn ? bytes / 2 : 0;
   if (prefix > 0) {
-    STRATA_RETURN_IF_ERROR(inner_->Copy(kind, dst, src, prefix, after));
+    STRATA_RETURN_IF_ERROR(inner_->Copy(kind, dst, src, prefix, Inner(after)));
   }
   return absl::InternalError(
       absl::StrCat("injected copy fault: ", KindName(kind), " copy #", ordinal,
@@ -83,11 +108,14 @@ absl::StatusOr<std::byte*> FaultyDevice::ReserveArena(uint64_t bytes) {
 
 absl::StatusOr<std::shared_ptr<DeviceEvent>> FaultyDevice::RecordEvent(
     void* stream) {
-  return inner_->RecordEvent(stream);
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<DeviceEvent> event,
+                          inner_->RecordEvent(stream));
+  return std::shared_ptr<DeviceEvent>(
+      std::make_shared<GatedEvent>(std::move(event), &gate_));
 }
 
 absl::Status FaultyDevice::StreamWait(void* stream, DeviceEvent& event) {
-  return inner_->StreamWait(stream, event);
+  return inner_->StreamWait(stream, *Inner(&event));
 }
 
 absl::Status FaultyDevice::RegisterHost(void* ptr, uint64_t bytes) {
@@ -123,7 +151,7 @@ absl::Status FaultyDevice::PrefetchManaged(
     DeviceEvent* after) {
   gate_.Pass(HintGate(to, /*fault=*/false));
   STRATA_RETURN_IF_ERROR(MaybeFailHint(to, "prefetch"));
-  return inner_->PrefetchManaged(ranges, to, discard, after);
+  return inner_->PrefetchManaged(ranges, to, discard, Inner(after));
 }
 
 absl::Status FaultyDevice::DiscardManaged(

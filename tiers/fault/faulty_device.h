@@ -14,7 +14,10 @@
 // page faults (by direction) match the same way; a failing one moves nothing
 // (managed memory stays coherent, so there is nothing to tear).
 // Before anything else, each Copy, PrefetchManaged, DiscardManaged and
-// ServeFault passes the gate as its GateOp (gate.h).
+// ServeFault passes the gate as its GateOp (gate.h). Events it records wrap
+// the wrapped backend's: their Synchronize passes the gate as kEventWait,
+// and while kEventWait is armed they are not Done(), as if kernels on the
+// recording stream were still running.
 //
 // Thread safety: every method may be called concurrently, set_spec included.
 #ifndef STRATA_TIERS_FAULT_FAULTY_DEVICE_H_
@@ -79,6 +82,10 @@ class FaultyDevice : public DeviceBackend {
   bool batched_prefetch() const override { return inner_->batched_prefetch(); }
 
  private:
+  class GatedEvent;
+  // The wrapped backend's event behind one this wrapper recorded (or
+  // `event` itself; null stays null).
+  static DeviceEvent* Inner(DeviceEvent* event);
   // Internal("injected copy fault ...") if this hint (toward `to`) is the
   // one to fail, else OK.
   absl::Status MaybeFailHint(MemLocation to, std::string_view what);

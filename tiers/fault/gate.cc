@@ -26,6 +26,8 @@ const char* GateOpName(GateOp op) {
       return "page fault to device";
     case GateOp::kFaultToHost:
       return "page fault to host";
+    case GateOp::kEventWait:
+      return "event wait";
   }
   return "?";
 }
@@ -66,6 +68,11 @@ uint64_t Gate::held(GateOp op) const {
 int Gate::parked(GateOp op) const {
   MutexLock lock(&mu_);
   return at(op).parked;
+}
+
+bool Gate::armed(GateOp op) const {
+  MutexLock lock(&mu_);
+  return at(op).armed > 0;
 }
 
 void Gate::Pass(GateOp op) {

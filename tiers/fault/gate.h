@@ -45,8 +45,12 @@ enum class GateOp : uint8_t {
   kDiscard,           // FaultyDevice::DiscardManaged
   kFaultToDevice,     // FaultyDevice::ServeFault toward the device
   kFaultToHost,       // FaultyDevice::ServeFault toward the host
+  // FaultyDevice: a CPU wait for a recorded event (DeviceEvent::Synchronize);
+  // while armed, the events it records report not Done(): kernels still
+  // running on the caller's stream.
+  kEventWait,
 };
-inline constexpr int kNumGateOps = 9;
+inline constexpr int kNumGateOps = 10;
 
 // "nvme read", "H2D copy", ...
 const char* GateOpName(GateOp op);
@@ -73,6 +77,8 @@ class Gate {
   uint64_t held(GateOp op) const;
   // Operations of `op` parked now.
   int parked(GateOp op) const;
+  // Whether the next operation of `op` would be held.
+  bool armed(GateOp op) const;
 
   // For wrappers: called as an operation of `op` starts; parks the calling
   // thread while `op` is armed, until Release(op).
