@@ -29,7 +29,8 @@ bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_
       tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
       tests/transformer_gpu_test tests/compute_test tests/precision_gpu_test
       tests/half_cast_test tests/mixed_adam_test bench/device_link_bench
-      bench/train_bench bench/cpu_adam_bench tests/nccl_gpu_test)
+      bench/train_bench bench/cpu_adam_bench tests/nccl_gpu_test
+      tests/device_reader_wait_test)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -98,6 +99,8 @@ run_step store_gpu_test "$(bin tests/store_gpu_test)"
 run_step unified_gpu_test "$(bin tests/unified_gpu_test)"
 run_step device_backend_test "$(bin tests/device_backend_test)"
 run_step host_arena_test "$(bin tests/host_arena_test)"
+# Eviction waits for the kernels of a copy's last lease (CUDA events).
+run_step device_reader_wait_test "$(bin tests/device_reader_wait_test)"
 run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
   --host-budget=2GiB --json="$out/info.json"
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
@@ -207,7 +210,7 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
+    host_arena_test device_reader_wait_test nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
     half_cast_paths mixed_adam_paths cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
