@@ -282,8 +282,10 @@ class StoreCore : public internal::LeaseReleaser,
   // Runs `fn` on the executor with mu_ held.
   void OnExecutor(std::function<void()> fn);
   // Runs a transfer's continuation `fn` with mu_ held on the transfer thread
-  // that just finished it (a continuation never blocks, as on the executor):
-  // posting it to the executor cost one more thread handoff per transfer.
+  // that just finished it: posting it to the executor cost one more thread
+  // handoff per transfer. A continuation never waits for another transfer;
+  // it may wait, rarely, for the caller's kernels on memory it frees
+  // (AwaitDeviceReaders), which need nothing of the store to end.
   void ContinueHere(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts queued jobs while fewer than prefetch_threads run.
   void PumpPrefetches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
