@@ -32,18 +32,12 @@ constexpr uint64_t kSize = 1 << 20;
 class DeviceReaderWaitTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StoreSeams seams;
-    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
-      auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
-      device_ = faulty.get();
-      return faulty;
-    };
     // Room on the device for one of the two tensors; no prefetch, so only
     // the test's own acquires move bytes.
     StoreOptions options = ::strata::testing::SmallStoreOptions(
         dir_.path(), kSize, 8 * kSize, 16 * kSize);
     options.scheduler.prefetch = false;
-    auto store = OpenStore(options, seams);
+    auto store = OpenStore(options, Seams());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     for (int i = 0; i < 2; ++i) {
@@ -53,6 +47,16 @@ class DeviceReaderWaitTest : public ::testing::Test {
       ASSERT_TRUE(
           store_->Write(ids_[i], Pattern(kSize, 10 + i).data(), kSize).ok());
     }
+  }
+  // The store's device wrapped in a FaultyDevice, kept in device_.
+  StoreSeams Seams() {
+    StoreSeams seams;
+    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
+      auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
+      device_ = faulty.get();
+      return faulty;
+    };
+    return seams;
   }
   void TearDown() override {
     if (device_ != nullptr) device_->gate().ReleaseAll();
@@ -136,14 +140,8 @@ TEST_F(DeviceReaderWaitTest, AWriteBesideTheOnlyCopyWaitsForItsReaders) {
   StoreOptions options = ::strata::testing::SmallStoreOptions(
       dir_.path(), 4 * kSize, 8 * kSize, 16 * kSize);
   options.scheduler.prefetch = false;
-  StoreSeams seams;
-  seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
-    auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
-    device_ = faulty.get();
-    return faulty;
-  };
   store_.reset();
-  auto store = OpenStore(options, seams);
+  auto store = OpenStore(options, Seams());
   ASSERT_TRUE(store.ok()) << store.status();
   store_ = std::move(*store);
   const TensorId id = *store_->Create(

@@ -56,21 +56,29 @@ struct StoreShape {
 // back right at the end; then a last step starts prefetches and the store is
 // destroyed at once, with them (and write-backs) in flight. Run in a child
 // with a deadline: a hang or crash fails the test.
-void DriveAndClose(const StoreShape& shape, uint64_t seed) {
-  constexpr int kThreads = 3;
-  constexpr int kPerThread = 8;
+// A store of `shape` with room for 4 tensors on the device and 8 on the host,
+// whose NVMe reads fail with EIO at `rate` (seeded) when shape.faults.
+std::unique_ptr<testing::BreakEnv> OpenEnv(const StoreShape& shape,
+                                           uint64_t seed, double rate) {
   auto env = std::make_unique<testing::BreakEnv>(
       4 * kTensor, 8 * kTensor, 32 * 1024 * 1024, [&](StoreOptions& o) {
         o.scheduler.prefetch_threads = shape.prefetch_threads;
         o.nvme.block_size_bytes = kTensor;
       });
-  ASSERT_NE(env->store, nullptr);
-  if (shape.faults) {
+  if (env->store != nullptr && shape.faults) {
     env->io->set_spec({.seed = seed,
-                       .rate = 0.08,
+                       .rate = rate,
                        .ops = FaultOps::kReads,
                        .kind = FaultKind::kEio});
   }
+  return env;
+}
+
+void DriveAndClose(const StoreShape& shape, uint64_t seed) {
+  constexpr int kThreads = 3;
+  constexpr int kPerThread = 8;
+  std::unique_ptr<testing::BreakEnv> env = OpenEnv(shape, seed, 0.08);
+  ASSERT_NE(env->store, nullptr);
   Store& store = *env->store;
   std::vector<std::vector<TensorId>> ids(kThreads);
   std::vector<std::vector<uint64_t>> seeds(kThreads);
@@ -176,18 +184,8 @@ TEST_P(StoreCloseStressTest, LeasesReleasedAfterTheStoreIsDestroyed) {
   RunIsolated(60, [shape] {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
       constexpr int kCount = 12;
-      auto env = std::make_unique<testing::BreakEnv>(
-          4 * kTensor, 8 * kTensor, 32 * 1024 * 1024, [&](StoreOptions& o) {
-            o.scheduler.prefetch_threads = shape.prefetch_threads;
-            o.nvme.block_size_bytes = kTensor;
-          });
+      std::unique_ptr<testing::BreakEnv> env = OpenEnv(shape, seed, 0.1);
       ASSERT_NE(env->store, nullptr);
-      if (shape.faults) {
-        env->io->set_spec({.seed = seed,
-                           .rate = 0.1,
-                           .ops = FaultOps::kReads,
-                           .kind = FaultKind::kEio});
-      }
       std::vector<TensorId> ids;
       for (int i = 0; i < kCount; ++i) {
         TensorId id = env->Make(kTensor);

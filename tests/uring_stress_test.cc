@@ -72,6 +72,27 @@ void WithWatchdog(int seconds, const char* what,
 
 constexpr uint64_t kBlock = 8 * 1024;
 
+// Runs caller(0 .. threads-1) on threads of their own under WithWatchdog.
+void RunCallers(int seconds, const char* what, int threads,
+                const std::function<void(int)>& caller) {
+  WithWatchdog(seconds, what, [&] {
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t) running.emplace_back(caller, t);
+    for (std::thread& th : running) th.join();
+  });
+}
+
+// Fills `blocks` blocks of `src` with patterns seed0 + b and returns the
+// writes that put block b at block b of file 0.
+std::vector<IoRequest> PatternWrites(char* src, int blocks, uint64_t seed0) {
+  std::vector<IoRequest> writes;
+  for (int b = 0; b < blocks; ++b) {
+    FillPattern(src + b * kBlock, kBlock, seed0 + b);
+    writes.push_back({IoOp::kWrite, 0, b * kBlock, src + b * kBlock, kBlock});
+  }
+  return writes;
+}
+
 // One O_DIRECT temporary file of `blocks` blocks.
 class UringFile {
  public:
@@ -213,11 +234,7 @@ TEST_P(UringStressTest, ManyCallersRunAndRunInOrderOnOneRing) {
       }
     }
   };
-  WithWatchdog(60, "ManyCallersRunAndRunInOrderOnOneRing", [&] {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) threads.emplace_back(caller, t);
-    for (std::thread& th : threads) th.join();
-  });
+  RunCallers(60, "ManyCallersRunAndRunInOrderOnOneRing", kThreads, caller);
   EXPECT_EQ(bad.load(), 0);
 }
 
@@ -242,13 +259,7 @@ TEST_P(UringStressTest, LargeBatchesWithFailuresShareAShallowRing) {
   std::unique_ptr<BlockIo> io = OpenUring(file.fd(), shape.depth, regs, &skip);
   if (io == nullptr && !skip.empty()) GTEST_SKIP() << skip;
   ASSERT_NE(io, nullptr);
-  std::vector<IoRequest> fill;
-  for (int b = 0; b < kBlocks; ++b) {
-    FillPattern(src.get() + b * kBlock, kBlock, 7000 + b);
-    fill.push_back(
-        {IoOp::kWrite, 0, b * kBlock, src.get() + b * kBlock, kBlock});
-  }
-  ASSERT_TRUE(io->Run(fill).ok());
+  ASSERT_TRUE(io->Run(PatternWrites(src.get(), kBlocks, 7000)).ok());
 
   std::atomic<int> bad{0};
   const auto caller = [&](int t) {
@@ -290,11 +301,7 @@ TEST_P(UringStressTest, LargeBatchesWithFailuresShareAShallowRing) {
       }
     }
   };
-  WithWatchdog(60, "LargeBatchesWithFailuresShareAShallowRing", [&] {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) threads.emplace_back(caller, t);
-    for (std::thread& th : threads) th.join();
-  });
+  RunCallers(60, "LargeBatchesWithFailuresShareAShallowRing", kThreads, caller);
   EXPECT_EQ(bad.load(), 0);
 }
 
@@ -308,9 +315,7 @@ TEST_P(UringStressTest, DestroyedRightAfterTheLastRunReturns) {
   UringFile file(kBlocks);
   AlignedBuf src = Aligned(file.bytes());
   AlignedBuf dst = Aligned(kThreads * kBlocks * kBlock);
-  for (int b = 0; b < kBlocks; ++b) {
-    FillPattern(src.get() + b * kBlock, kBlock, 300 + b);
-  }
+  const std::vector<IoRequest> fill = PatternWrites(src.get(), kBlocks, 300);
   std::vector<iovec> regs;
   if (shape.registered)
     regs.push_back({dst.get(), kThreads * kBlocks * kBlock});
@@ -324,14 +329,7 @@ TEST_P(UringStressTest, DestroyedRightAfterTheLastRunReturns) {
         if (skip.empty()) ++bad;
         return;
       }
-      if (round == 0) {
-        std::vector<IoRequest> fill;
-        for (int b = 0; b < kBlocks; ++b) {
-          fill.push_back(
-              {IoOp::kWrite, 0, b * kBlock, src.get() + b * kBlock, kBlock});
-        }
-        if (!io->Run(fill).ok()) ++bad;
-      }
+      if (round == 0 && !io->Run(fill).ok()) ++bad;
       std::vector<std::thread> threads;
       for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
@@ -389,13 +387,7 @@ TEST_P(UringStressTest, CallbacksRunMoreIoOnTheSameRing) {
   std::unique_ptr<BlockIo> io = OpenUring(file.fd(), shape.depth, regs, &skip);
   if (io == nullptr && !skip.empty()) GTEST_SKIP() << skip;
   ASSERT_NE(io, nullptr);
-  std::vector<IoRequest> fill;
-  for (int b = 0; b < kBlocks; ++b) {
-    FillPattern(src.get() + b * kBlock, kBlock, 900 + b);
-    fill.push_back(
-        {IoOp::kWrite, 0, b * kBlock, src.get() + b * kBlock, kBlock});
-  }
-  ASSERT_TRUE(io->Run(fill).ok());
+  ASSERT_TRUE(io->Run(PatternWrites(src.get(), kBlocks, 900)).ok());
   WithWatchdog(30, "CallbacksRunMoreIoOnTheSameRing", [&] {
     for (int round = 0; round < 20; ++round) {
       std::vector<IoRequest> reads;
@@ -455,13 +447,7 @@ TEST(RetryingUringStressTest, RunInOrderRetriesKeepOrderUnderConcurrency) {
   std::unique_ptr<BlockIo> uring = OpenUring(file.fd(), 2, {}, &skip);
   if (uring == nullptr && !skip.empty()) GTEST_SKIP() << skip;
   ASSERT_NE(uring, nullptr);
-  std::vector<IoRequest> fill;
-  for (int b = 0; b < kBlocks; ++b) {
-    FillPattern(src.get() + b * kBlock, kBlock, 500 + b);
-    fill.push_back(
-        {IoOp::kWrite, 0, b * kBlock, src.get() + b * kBlock, kBlock});
-  }
-  ASSERT_TRUE(uring->Run(fill).ok());
+  ASSERT_TRUE(uring->Run(PatternWrites(src.get(), kBlocks, 500)).ok());
   auto faulty = std::make_unique<FaultyBlockIo>(
       std::move(uring), FaultSpec{.seed = 11,
                                   .rate = 0.05,
