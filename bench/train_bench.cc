@@ -8,9 +8,16 @@
 // for each precision (fp32, bf16, fp16) x activation checkpointing (none,
 // block, offload), and with --accumulate=4 (fp32, bf16), and prints bytes
 // per parameter and step on each link, step time and peak activations, with
-// the byte targets as ratios measured in the same run.
+// the byte targets as ratios measured in the same run. Each mode
+// also reports its bounds: io_bound (the step's NVMe bytes at the bandwidth
+// measured in the run) and cpu_bound (the process's CPU seconds per step,
+// every thread, over the cores it may use): on a machine without a GPU the
+// simulated device's copies, the checksums and the I/O completions share
+// the cores with the compute, so a step cannot beat it.
 //
 //   build/default/bench/train_bench [--model=gpt] [--steps=40] [--json=FILE]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -33,6 +40,7 @@
 #include "train/activation_checkpointing.h"
 #include "train/dataset.h"
 #include "train/gpt_setup.h"
+#include "train/host_pool.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/precision.h"
@@ -88,6 +96,33 @@ struct ModeResult {
   std::vector<double> losses;
   Stats stats;
   double hit_rate = 1;
+  // CPU seconds (user + system, every thread of the process) per timed
+  // step: compute, copies, checksums and I/O completions together.
+  double cpu_seconds_per_step = 0;
+};
+
+// User + system CPU seconds of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// The process's CPU time over the timed steps: Mark() after the warm-up
+// steps and after the last one.
+class CpuClock {
+ public:
+  void Mark() { marks_.push_back(ProcessCpuSeconds()); }
+  double PerStep(int64_t timed_steps) const {
+    if (marks_.size() < 2 || timed_steps <= 0) return 0;
+    return (marks_.back() - marks_.front()) / static_cast<double>(timed_steps);
+  }
+
+ private:
+  std::vector<double> marks_;
 };
 
 // The NVMe tier's sequential bandwidth here, measured in this run as
@@ -136,7 +171,7 @@ absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
 absl::StatusOr<ModeResult> Summarize(const Mode& mode,
                                      const std::vector<double>& step_seconds,
                                      const std::vector<double>& losses,
-                                     const Store& store) {
+                                     const Store& store, const CpuClock& cpu) {
   const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
   if (step_seconds.size() <= warmup) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -151,6 +186,7 @@ absl::StatusOr<ModeResult> Summarize(const Mode& mode,
   for (double s : step_seconds) m.train_seconds += s;
   m.stats = store.GetStats();
   m.hit_rate = PrefetchHitRate(m.stats);
+  m.cpu_seconds_per_step = cpu.PerStep(static_cast<int64_t>(timed.size()));
   return m;
 }
 
@@ -172,13 +208,14 @@ GptConfig BenchGpt(uint64_t device_budget) {
 // loss per token.
 absl::Status RunGptSteps(Gpt& gpt, int64_t timed_steps,
                          std::vector<double>& seconds,
-                         std::vector<double>& losses) {
+                         std::vector<double>& losses, CpuClock* cpu = nullptr) {
   const GptConfig& c = gpt.config();
   const int64_t sequences = c.step_sequences();
   std::vector<int32_t> tokens(sequences * c.context + 1);
   uint64_t state = 1;
-  for (int64_t step = 0; step < absl::GetFlag(FLAGS_warmup) + timed_steps;
-       ++step) {
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  for (int64_t step = 0; step < warmup + timed_steps; ++step) {
+    if (cpu != nullptr && step == warmup) cpu->Mark();
     for (int32_t& t : tokens)
       t = static_cast<int32_t>(SplitMix64Next(state) % c.vocab);
     const auto start = std::chrono::steady_clock::now();
@@ -190,6 +227,7 @@ absl::Status RunGptSteps(Gpt& gpt, int64_t timed_steps,
             .count());
     losses.push_back(loss / (tokens.size() - 1));
   }
+  if (cpu != nullptr) cpu->Mark();
   return absl::OkStatus();
 }
 
@@ -199,9 +237,10 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeGptResident(c, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<GptSetup> setup, OpenGptSetup(s, c));
   std::vector<double> seconds, losses;
-  STRATA_RETURN_IF_ERROR(
-      RunGptSteps(*setup->model, absl::GetFlag(FLAGS_steps), seconds, losses));
-  return Summarize(mode, seconds, losses, *setup->store);
+  CpuClock cpu;
+  STRATA_RETURN_IF_ERROR(RunGptSteps(*setup->model, absl::GetFlag(FLAGS_steps),
+                                     seconds, losses, &cpu));
+  return Summarize(mode, seconds, losses, *setup->store, cpu);
 }
 
 // The MLP of the flags, for --warmup + `timed_steps` steps, no evaluation.
@@ -222,9 +261,15 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeResident(t, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainSetup> setup,
                           OpenTrainSetup(s, t));
+  CpuClock cpu;
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  t.after_step = [&cpu, warmup, last = t.max_steps](const StepDone& done) {
+    if (done.step == warmup || done.step == last) cpu.Mark();
+    return absl::OkStatus();
+  };
   STRATA_ASSIGN_OR_RETURN(TrainResult r,
                           Train(*setup->model, data.train, data.test, t));
-  return Summarize(mode, r.step_seconds, r.losses, *setup->store);
+  return Summarize(mode, r.step_seconds, r.losses, *setup->store, cpu);
 }
 
 // One cell of the precision x checkpoint x accumulate table (MLP,
@@ -463,9 +508,14 @@ int Main() {
       "NVMe here (measured in this run): read %.2f GB/s, write %.2f "
       "GB/s\n",
       rates.nvme_read_gbps, rates.nvme_write_gbps);
-  absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s %9s %9s %9s\n", "mode",
-               "step_ms", "ratio", "h2d_GB/st", "nvme_r/st", "nvme_w/st", "hit",
-               "stall", "nvme_r_GB/s", "nvme_w_GB/s", "io_bound");
+  // The CPU bound: a step cannot end before the process's CPU work per step
+  // is done on the cores it may use (compute, and on a machine without a
+  // GPU the simulated device's copies, checksums and I/O completions too).
+  const int cores = HostThreads();
+  absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s %9s %9s %9s %9s %9s\n",
+               "mode", "step_ms", "ratio", "h2d_GB/st", "nvme_r/st",
+               "nvme_w/st", "hit", "stall", "nvme_r_GB/s", "nvme_w_GB/s",
+               "io_bound", "cpu_ms/st", "cpu_bound");
   nlohmann::json json = nlohmann::json::array();
   for (const ModeResult& r : results) {
     const auto per_step = [&](Link l) {
@@ -477,12 +527,14 @@ int Main() {
     const double io_bound = IoBoundSeconds(read, write, rates);
     const double stall_fraction =
         r.train_seconds > 0 ? r.stats.stall_seconds / r.train_seconds : 0;
+    const double cpu_bound = r.cpu_seconds_per_step / cores;
     absl::PrintF(
         "%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.3f %11.2f %11.2f "
-        "%9.1f\n",
+        "%9.1f %9.1f %9.1f\n",
         r.name, r.step_ms, r.step_ms / base, per_step(Link::kH2D) / 1e9,
         read / 1e9, write / 1e9, r.hit_rate, stall_fraction,
-        gbps(Link::kNvmeRead), gbps(Link::kNvmeWrite), io_bound * 1e3);
+        gbps(Link::kNvmeRead), gbps(Link::kNvmeWrite), io_bound * 1e3,
+        r.cpu_seconds_per_step * 1e3, cpu_bound * 1e3);
     json.push_back(
         {{"mode", r.name},
          {"step_ms_median", r.step_ms},
@@ -510,6 +562,9 @@ int Main() {
          {"nvme_read_gbps", gbps(Link::kNvmeRead)},
          {"nvme_write_gbps", gbps(Link::kNvmeWrite)},
          {"io_bound_seconds", io_bound},
+         {"cpu_seconds_per_step", r.cpu_seconds_per_step},
+         {"cpu_bound_seconds", cpu_bound},
+         {"cores", cores},
          {"prefetch_hit_rate", r.hit_rate},
          {"stall_seconds", r.stats.stall_seconds},
          {"stall_fraction", stall_fraction}});
