@@ -4,11 +4,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "apps/command_table.h"
 #include "apps/store_flags.h"
 #include "apps/train_flags.h"
@@ -54,6 +58,9 @@ namespace strata {
 namespace {
 
 // The launcher's environment variable `name` as a number, or `otherwise`.
+// Start has run: refusals from here on are the run's, not the flags'.
+std::atomic<bool> started{false};
+
 int LaunchVariable(const char* name, int otherwise) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : otherwise;
@@ -85,6 +92,22 @@ std::vector<uint64_t> EqualOffsets(int ranks, uint64_t bytes) {
 
 int DistributedRun::LaunchRank() {
   return LaunchVariable("OMPI_COMM_WORLD_RANK", LaunchVariable("PMI_RANK", 0));
+}
+
+bool DistributedRun::EchoesRankZero() {
+  const char* contexts = std::getenv("OMPI_NUM_APP_CTX");
+  return Requested() && LaunchRank() > 0 && contexts != nullptr &&
+         std::string_view(contexts) == "1";
+}
+
+void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal) {
+  if (started.load() || !EchoesRankZero() ||
+      refusal.code() != absl::StatusCode::kInvalidArgument) {
+    return;
+  }
+  const double timeout = absl::GetFlag(FLAGS_collective_timeout);
+  // A bad --collective-timeout is itself the refusal: rank 0 says so too.
+  absl::SleepFor(absl::Seconds(timeout > 0 ? timeout : 300));
 }
 
 int DistributedRun::CudaDevice() {
@@ -246,11 +269,45 @@ absl::Status DistributedRun::Barrier(const std::string& what) const {
 }
 
 absl::StatusOr<DistributedRun> DistributedRun::Start() {
+  started.store(true);
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<train::Collectives> c,
       train::MakeMpiCollectives(absl::GetFlag(FLAGS_collective_timeout)));
   return DistributedRun(std::move(c));
 }
+
+namespace {
+
+// CheckSameRun's key for the outputs asked (--json, --timeline, --plot).
+constexpr char kOutputsKey[] = " outputs";
+
+// The output flags given to this rank, as "--json --plot" ("" for none).
+std::string AskedOutputs() {
+  std::vector<std::string> asked;
+  for (const char* name : {"json", "timeline", "plot"}) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f != nullptr && !f->CurrentValue().empty()) {
+      asked.push_back(absl::StrCat("--", name));
+    }
+  }
+  return absl::StrJoin(asked, " ");
+}
+
+absl::Status OutputsDiffer(int rank, const nlohmann::json& theirs,
+                           const nlohmann::json& rank0) {
+  const auto named = [](const nlohmann::json& v) {
+    const std::string text = v.is_string() ? v.get<std::string>() : "";
+    return text.empty() ? std::string("no output flag") : text;
+  };
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "rank %d was given %s, rank 0 %s: rank 0 alone writes --json, "
+      "--timeline and --plot (with every rank's figures inside), so give "
+      "them to rank 0 (mpirun's ranks all get the same flags unless you "
+      "launch them apart with ':')",
+      rank, named(theirs), named(rank0)));
+}
+
+}  // namespace
 
 absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
                                           int blas_threads) const {
@@ -263,6 +320,9 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
     config.erase(own);
   }
   config["OPENBLAS_NUM_THREADS"] = blas_threads;
+  // Rank 0 alone writes the files: an output asked of another rank only
+  // would be silently dropped, so which outputs were asked must agree.
+  config[kOutputsKey] = AskedOutputs();
   const std::string mine = config.dump();
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all,
                           GatherStrings(mine, "the ranks' flags"));
@@ -275,6 +335,7 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
       const nlohmann::json& value = item.value();
       const nlohmann::json theirs = other.value(key, nlohmann::json());
       if (theirs == value) continue;
+      if (key == kOutputsKey) return OutputsDiffer(r, theirs, value);
       auto setting = [&key](const nlohmann::json& v) {
         const std::string text = v.is_string() ? v.get<std::string>()
                                  : v.is_null() ? "(none)"

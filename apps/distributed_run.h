@@ -39,6 +39,19 @@ class DistributedRun {
   // PMI_RANK), before MPI starts; 0 outside a launcher.
   static int LaunchRank();
 
+  // Under mpirun with one app context (OMPI_NUM_APP_CTX=1: every rank got
+  // the same flags), a rank other than 0 with --distributed: before MPI
+  // starts, what it would say of its flags rank 0 says word for word.
+  static bool EchoesRankZero();
+
+  // Before a refusal is printed, before MPI starts: on a rank that echoes
+  // rank 0 (EchoesRankZero) and a refusal of its flags (InvalidArgument),
+  // waits for mpirun to end this process, which it does once rank 0 has
+  // printed the same refusal and exited, so the run says it once; after
+  // --collective-timeout (rank 0 went on after all) returns so the caller
+  // prints it. Returns at once otherwise, and once Start has run.
+  static void AwaitRankZeroRefusal(const absl::Status& refusal);
+
   // The CUDA device of this rank: its local rank on the node
   // (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID), or 0 when
   // CUDA_VISIBLE_DEVICES gives each rank a single device (NCCL takes one
@@ -72,7 +85,9 @@ class DistributedRun {
 
   // Collective, every rank, right after Start: InvalidArgument naming the
   // first setting of `config` (the run's effective flags, EffectiveConfig)
-  // or of `blas_threads` (ShareCores) in which a rank differs from rank 0.
+  // or of `blas_threads` (ShareCores) in which a rank differs from rank 0,
+  // or the output flags (--json, --timeline, --plot: rank 0 writes them)
+  // when another rank was given ones rank 0 was not, or none of them.
   // Ranks launched with different flags would otherwise hang, crash inside
   // MPI or train wrong numbers; the tiers' budgets and directories,
   // --data-dir and --collective-timeout may differ.

@@ -387,6 +387,7 @@ TrainPlotData PlotData(const train::GptConfig& m, const train::LmTrainResult& r,
 
 // An output refused before the run: bad input, exit code 2.
 int Refuse(const absl::Status& status) {
+  DistributedRun::AwaitRankZeroRefusal(status);
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
   return 2;
 }
@@ -399,6 +400,7 @@ int Fail(const absl::Status& status) {
 
 // An error before training began: bad input unless the machine's.
 int FailBeforeRun(const absl::Status& status) {
+  DistributedRun::AwaitRankZeroRefusal(status);
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
   return ExitCodeBeforeRun(status);
 }
@@ -414,12 +416,14 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   for (const FlagEntry& f : FindCommand("train")->flags) {
     if (f.scope != ModelScope::kMlp || !FlagGiven(f.name)) continue;
     if (!FlagGiven("model")) {
+      DistributedRun::AwaitRankZeroRefusal(absl::InvalidArgumentError("--"));
       std::fprintf(stderr,
                    "strata train: --%s is the MLP's, and the default model "
                    "is gpt: add --model=mlp\n",
                    Dashed(f.name).c_str());
       return 2;
     }
+    if (DistributedRun::EchoesRankZero()) continue;  // rank 0 says it
     std::fprintf(stderr,
                  "strata train: --%s is the MLP's; --model=gpt ignores it\n",
                  Dashed(f.name).c_str());

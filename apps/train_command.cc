@@ -316,6 +316,7 @@ TrainPlotData PlotData(const train::TrainOptions& t,
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.
 // A tier that fills up mid-run gets the flags that fix it.
 int Fail(const absl::Status& status, bool before_run = false) {
+  if (before_run) DistributedRun::AwaitRankZeroRefusal(status);
   std::string hint;
   if (status.code() == absl::StatusCode::kResourceExhausted &&
       status.message().find("raise --") == absl::string_view::npos &&
@@ -340,6 +341,7 @@ int FailBeforeRun(const absl::Status& status) {
 
 // An output refused before the run: bad input, exit code 2.
 int Refuse(const absl::Status& status) {
+  DistributedRun::AwaitRankZeroRefusal(status);
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
   return 2;
 }
@@ -370,6 +372,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
     return RunGptTrain(json_path, timeline_path, plot_path);
   }
   if (model_name != "mlp") {
+    DistributedRun::AwaitRankZeroRefusal(absl::InvalidArgumentError("--model"));
     std::fprintf(stderr, "strata train: --model=%s: use gpt or mlp\n",
                  model_name.c_str());
     return 2;
@@ -377,7 +380,8 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   // The GPT's own flags, given to an MLP run, are named, not silently
   // ignored (as --model=gpt names the MLP's).
   for (const FlagEntry& f : FindCommand("train")->flags) {
-    if (f.scope == ModelScope::kGpt && FlagGiven(f.name)) {
+    if (f.scope == ModelScope::kGpt && FlagGiven(f.name) &&
+        !DistributedRun::EchoesRankZero()) {
       std::fprintf(stderr,
                    "strata train: --%s is the GPT's; --model=mlp ignores it\n",
                    Dashed(f.name).c_str());
@@ -389,10 +393,7 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
       DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
   if (!topt.ok() || !sopt.ok()) {
-    std::fprintf(
-        stderr, "strata train: %s\n",
-        (topt.ok() ? sopt.status() : topt.status()).ToString().c_str());
-    return 2;
+    return Refuse(topt.ok() ? sopt.status() : topt.status());
   }
   train::TrainOptions& t = *topt;
   StoreOptions& s = *sopt;

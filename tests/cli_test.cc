@@ -878,8 +878,30 @@ TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
   EXPECT_EQ(threads.rc, 2) << threads.err;
   EXPECT_NE(threads.err.find("OPENBLAS_NUM_THREADS=2"), std::string::npos)
       << threads.err;
+  // Rank 0 alone writes the report: one asked of rank 1 only is refused.
+  const Result json = mpmd("--json=" + dir.path() + "/r1.json", 1, 1);
+  EXPECT_EQ(json.rc, 2) << json.err;
+  EXPECT_NE(json.err.find("rank 1 was given --json, rank 0 no output flag"),
+            std::string::npos)
+      << json.err;
   const Result budget = mpmd("--nvme-budget=32MiB", 1, 1);
   EXPECT_EQ(budget.rc, 0) << budget.err;
+}
+
+// A refusal of the flags every rank was given is printed once (rank 0's),
+// not once per rank, and still ends the run with exit code 2.
+TEST(CliDistributedTest, ARefusalOfEveryRanksFlagsIsPrintedOnce) {
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  for (const std::string model : {"mlp", "gpt"}) {
+    const Result r =
+        RunShell(Mpirun(), {"-np", "2", STRATA_CLI, "train", "--distributed",
+                            "--model=" + model, "--resident"});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    const size_t first = r.err.find("--resident");
+    ASSERT_NE(first, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("--resident", first + 1), std::string::npos)
+        << "printed twice: " << r.err;
+  }
 }
 
 TEST(CliDistributedTest, WhatAShardedRunDoesNotTakeIsRefusedWithExitCode2) {
