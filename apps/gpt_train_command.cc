@@ -399,8 +399,10 @@ int Fail(const absl::Status& status) {
 }
 
 // An error before training began: bad input unless the machine's.
-int FailBeforeRun(const absl::Status& status) {
-  DistributedRun::AwaitRankZeroRefusal(status);
+// `rank_own`: an error of this rank's own files (its checkpoint directory),
+// which rank 0 may not meet: printed at once, not left to rank 0.
+int FailBeforeRun(const absl::Status& status, bool rank_own = false) {
+  if (!rank_own) DistributedRun::AwaitRankZeroRefusal(status);
   std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
   return ExitCodeBeforeRun(status);
 }
@@ -434,7 +436,9 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!run.ok()) return FailBeforeRun(run.status());
   if (!sopt.ok()) return FailBeforeRun(sopt.status());
-  if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
+  if (!checkpoints.ok()) {
+    return FailBeforeRun(checkpoints.status(), /*rank_own=*/true);
+  }
   {  // A bad shape is refused before the corpus is prepared.
     train::GptConfig probe = run->model;
     probe.classifier_rows = 1;

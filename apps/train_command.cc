@@ -315,8 +315,11 @@ TrainPlotData PlotData(const train::TrainOptions& t,
 
 // Prints the error; exit code 2 for bad input (flags, sizes), 1 otherwise.
 // A tier that fills up mid-run gets the flags that fix it.
-int Fail(const absl::Status& status, bool before_run = false) {
-  if (before_run) DistributedRun::AwaitRankZeroRefusal(status);
+// `rank_own`: an error of this rank's own files (its checkpoint directory),
+// which rank 0 may not meet: printed at once, not left to rank 0.
+int Fail(const absl::Status& status, bool before_run = false,
+         bool rank_own = false) {
+  if (before_run && !rank_own) DistributedRun::AwaitRankZeroRefusal(status);
   std::string hint;
   if (status.code() == absl::StatusCode::kResourceExhausted &&
       status.message().find("raise --") == absl::string_view::npos &&
@@ -391,7 +394,9 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
       DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
-  if (!checkpoints.ok()) return FailBeforeRun(checkpoints.status());
+  if (!checkpoints.ok()) {
+    return Fail(checkpoints.status(), /*before_run=*/true, /*rank_own=*/true);
+  }
   if (!topt.ok() || !sopt.ok()) {
     return Refuse(topt.ok() ? sopt.status() : topt.status());
   }
