@@ -105,9 +105,12 @@ void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal) {
       refusal.code() != absl::StatusCode::kInvalidArgument) {
     return;
   }
+  // mpirun ends this process about a second after rank 0 exits. Should rank
+  // 0 not refuse after all (a file this rank reads differs on its node),
+  // rank 0 waits in MPI_Init for at most --collective-timeout: say it
+  // before then, so the refusal is seen and the exit code is 2.
   const double timeout = absl::GetFlag(FLAGS_collective_timeout);
-  // A bad --collective-timeout is itself the refusal: rank 0 says so too.
-  absl::SleepFor(absl::Seconds(timeout > 0 ? timeout : 300));
+  absl::SleepFor(absl::Seconds(timeout > 0 ? std::min(10.0, timeout / 2) : 1));
 }
 
 int DistributedRun::CudaDevice() {
@@ -281,30 +284,39 @@ namespace {
 // CheckSameRun's key for the outputs asked (--json, --timeline, --plot).
 constexpr char kOutputsKey[] = " outputs";
 
-// The output flags given to this rank, as "--json --plot" ("" for none).
-std::string AskedOutputs() {
-  std::vector<std::string> asked;
+// The output flags given to this rank: {"json": "a.json", ...}, the ones
+// given only.
+nlohmann::json AskedOutputs() {
+  nlohmann::json asked = nlohmann::json::object();
   for (const char* name : {"json", "timeline", "plot"}) {
     const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
     if (f != nullptr && !f->CurrentValue().empty()) {
-      asked.push_back(absl::StrCat("--", name));
+      asked[name] = f->CurrentValue();
     }
   }
-  return absl::StrJoin(asked, " ");
+  return asked;
 }
 
-absl::Status OutputsDiffer(int rank, const nlohmann::json& theirs,
-                           const nlohmann::json& rank0) {
-  const auto named = [](const nlohmann::json& v) {
-    const std::string text = v.is_string() ? v.get<std::string>() : "";
-    return text.empty() ? std::string("no output flag") : text;
-  };
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "rank %d was given %s, rank 0 %s: rank 0 alone writes --json, "
-      "--timeline and --plot (with every rank's figures inside), so give "
-      "them to rank 0 (mpirun's ranks all get the same flags unless you "
-      "launch them apart with ':')",
-      rank, named(theirs), named(rank0)));
+// InvalidArgument when rank `rank` was given an output flag that rank 0 was
+// not given with the same value: it would never be written. Rank 0's own
+// outputs need nothing of the others.
+absl::Status CheckOutputs(int rank, const nlohmann::json& theirs,
+                          const nlohmann::json& rank0) {
+  for (const auto& item : theirs.items()) {
+    const std::string name = item.key();
+    const std::string value = item.value().get<std::string>();
+    const std::string zero = rank0.value(name, std::string());
+    if (value == zero) continue;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d was given --%s=%s, rank 0 %s: rank 0 alone writes --json, "
+        "--timeline and --plot (with every rank's figures inside), so give "
+        "them to rank 0 only (mpirun's ranks all get the same flags unless "
+        "you launch them apart with ':')",
+        rank, name, value,
+        zero.empty() ? absl::StrCat("no --", name)
+                     : absl::StrCat("--", name, "=", zero)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -335,7 +347,10 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
       const nlohmann::json& value = item.value();
       const nlohmann::json theirs = other.value(key, nlohmann::json());
       if (theirs == value) continue;
-      if (key == kOutputsKey) return OutputsDiffer(r, theirs, value);
+      if (key == kOutputsKey) {
+        STRATA_RETURN_IF_ERROR(CheckOutputs(r, theirs, value));
+        continue;
+      }
       auto setting = [&key](const nlohmann::json& v) {
         const std::string text = v.is_string() ? v.get<std::string>()
                                  : v.is_null() ? "(none)"

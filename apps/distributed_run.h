@@ -46,10 +46,12 @@ class DistributedRun {
 
   // Before a refusal is printed, before MPI starts: on a rank that echoes
   // rank 0 (EchoesRankZero) and a refusal of its flags (InvalidArgument),
-  // waits for mpirun to end this process, which it does once rank 0 has
-  // printed the same refusal and exited, so the run says it once; after
-  // --collective-timeout (rank 0 went on after all) returns so the caller
-  // prints it. Returns at once otherwise, and once Start has run.
+  // waits for mpirun to end this process, which it does about a second
+  // after rank 0 has printed the same refusal and exited, so the run says it
+  // once. After 10 s or half of --collective-timeout, whichever is shorter,
+  // it returns so the caller prints it: rank 0 may not have refused after
+  // all (a file this rank reads differs on its node), and then waits in
+  // MPI_Init. Returns at once otherwise, and once Start has run.
   static void AwaitRankZeroRefusal(const absl::Status& refusal);
 
   // The CUDA device of this rank: its local rank on the node
@@ -86,8 +88,8 @@ class DistributedRun {
   // Collective, every rank, right after Start: InvalidArgument naming the
   // first setting of `config` (the run's effective flags, EffectiveConfig)
   // or of `blas_threads` (ShareCores) in which a rank differs from rank 0,
-  // or the output flags (--json, --timeline, --plot: rank 0 writes them)
-  // when another rank was given ones rank 0 was not, or none of them.
+  // or an output flag (--json, --timeline, --plot: rank 0 alone writes
+  // them) given to another rank with a value rank 0 was not given.
   // Ranks launched with different flags would otherwise hang, crash inside
   // MPI or train wrong numbers; the tiers' budgets and directories,
   // --data-dir and --collective-timeout may differ.

@@ -854,13 +854,16 @@ TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
   std::vector<std::string> rank = TinyTrain(dir.path());
   rank.erase(rank.begin());  // "train", given per rank below
   rank.push_back("--distributed");
-  // Rank 0's flags, then rank 1's with `change`, each with its threads.
-  auto mpmd = [&](const std::string& change, int threads0, int threads1) {
+  // Rank 0's flags (and `rank0_extra`), then rank 1's with `change`, each
+  // with its threads.
+  auto mpmd = [&](const std::string& change, int threads0, int threads1,
+                  const std::string& rank0_extra = "") {
     std::vector<std::string> args = {
         "-np",      "1",
         "-x",       "OPENBLAS_NUM_THREADS=" + std::to_string(threads0),
         STRATA_CLI, "train"};
     args.insert(args.end(), rank.begin(), rank.end());
+    if (!rank0_extra.empty()) args.push_back(rank0_extra);
     args.insert(args.end(), {":", "-np", "1", "-x",
                              "OPENBLAS_NUM_THREADS=" + std::to_string(threads1),
                              STRATA_CLI, "train"});
@@ -878,12 +881,19 @@ TEST(CliDistributedTest, RanksThatDifferInASettingAreRefusedWithExitCode2) {
   EXPECT_EQ(threads.rc, 2) << threads.err;
   EXPECT_NE(threads.err.find("OPENBLAS_NUM_THREADS=2"), std::string::npos)
       << threads.err;
-  // Rank 0 alone writes the report: one asked of rank 1 only is refused.
-  const Result json = mpmd("--json=" + dir.path() + "/r1.json", 1, 1);
+  // Rank 0 alone writes the report: one asked of rank 1 only is refused,
+  // one asked of rank 0 only is written.
+  const std::string r1 = dir.path() + "/r1.json";
+  const Result json = mpmd("--json=" + r1, 1, 1);
   EXPECT_EQ(json.rc, 2) << json.err;
-  EXPECT_NE(json.err.find("rank 1 was given --json, rank 0 no output flag"),
-            std::string::npos)
+  EXPECT_NE(
+      json.err.find("rank 1 was given --json=" + r1 + ", rank 0 no --json"),
+      std::string::npos)
       << json.err;
+  const std::string r0 = dir.path() + "/r0.json";
+  const Result json0 = mpmd("--nvme-budget=32MiB", 1, 1, "--json=" + r0);
+  EXPECT_EQ(json0.rc, 0) << json0.err;
+  EXPECT_EQ(ReadJson(r0)["distributed"]["ranks"], 2) << json0.err;
   const Result budget = mpmd("--nvme-budget=32MiB", 1, 1);
   EXPECT_EQ(budget.rc, 0) << budget.err;
 }
