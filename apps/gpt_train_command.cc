@@ -344,11 +344,11 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
                "step median", step * 1e3, r.losses.size(), r.train_seconds,
                r.tokens_per_second);
   const double adam = train::Median(r.optimizer_seconds);
-  absl::PrintF(
-      "%-22s %.2f ms per step (median, %.1f%% of the step; %s, %d threads)\n",
-      "optimizer (AdamW)", adam * 1e3, step > 0 ? 100 * adam / step : 0.0,
-      train::VectorPathName(train::ChosenVectorPath()),
-      train::HostPool::Shared().threads());
+  absl::PrintF("%-22s %.2f ms per step (median, %.1f%% of the step; %s, %s)\n",
+               "optimizer (AdamW)", adam * 1e3,
+               step > 0 ? 100 * adam / step : 0.0,
+               train::VectorPathName(train::ChosenVectorPath()),
+               ThreadsFormat(train::HostPool::Shared().threads()));
   absl::PrintF(
       "%-22s %lld of %lld steps clipped; %lld speculative update(s) rolled "
       "back (%.2f s re-running); %lld steps updated at the step's end "
@@ -523,13 +523,14 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   const uint64_t state = gpt.footprint().state_bytes();
   absl::PrintF(
       "strata train: GPT %d layers x %d heads, embed %lld, context %lld, "
-      "vocab %lld (%s), %.2fM parameters, %s of model state (%.1fx the "
+      "vocab %lld (%s), %.2fM parameters, %s of model state (%s the "
       "device budget %s), host budget %s, NVMe budget %s; %lld training "
       "tokens; %s with %s\n",
       m.layers, m.heads, static_cast<long long>(m.embed),
       static_cast<long long>(m.context), static_cast<long long>(m.vocab),
       corpus->tokenizer->name(), train::GptParameterCount(m) / 1e6,
-      FormatByteSize(state), double(state) / st0.tiers[0].capacity_bytes,
+      FormatByteSize(state),
+      TimesFormat(double(state) / st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[1].capacity_bytes),
       FormatByteSize(st0.tiers[2].capacity_bytes),

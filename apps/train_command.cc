@@ -278,12 +278,11 @@ void PrintTable(const train::ModelFootprint& f, const train::TrainResult& r,
                r.train_seconds);
   const double step = train::Median(r.step_seconds);
   const double adam = train::Median(r.optimizer_seconds);
-  absl::PrintF(
-      "%-22s %.2f ms per step (median, %.1f%% of the step; %s, %d "
-      "threads)\n",
-      "optimizer (Adam)", adam * 1e3, step > 0 ? 100 * adam / step : 0.0,
-      train::VectorPathName(train::ChosenVectorPath()),
-      train::HostPool::Shared().threads());
+  absl::PrintF("%-22s %.2f ms per step (median, %.1f%% of the step; %s, %s)\n",
+               "optimizer (Adam)", adam * 1e3,
+               step > 0 ? 100 * adam / step : 0.0,
+               train::VectorPathName(train::ChosenVectorPath()),
+               ThreadsFormat(train::HostPool::Shared().threads()));
   absl::PrintF(
       "%-22s %s peak (--checkpoint=%s, %.2f s recomputing; "
       "--accumulate=%d)\n",
@@ -469,12 +468,12 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   const Stats st0 = store->GetStats();
   absl::PrintF(
       "strata train: MLP 784 -> %lld x %d -> 10 (%s), %s of model state "
-      "(%.1fx the device budget %s), host budget %s, NVMe budget %s; home "
+      "(%s the device budget %s), host budget %s, NVMe budget %s; home "
       "tier %s, Adam on %s%s; %s (%s) with %s\n",
       static_cast<long long>(t.model.width), t.model.depth,
       t.model.activation == train::Activation::kRelu ? "relu" : "gelu",
       FormatByteSize(f.state_bytes()),
-      double(f.state_bytes()) / st0.tiers[0].capacity_bytes,
+      TimesFormat(double(f.state_bytes()) / st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[0].capacity_bytes),
       FormatByteSize(st0.tiers[1].capacity_bytes),
       FormatByteSize(st0.tiers[2].capacity_bytes), TierName(t.model.home),

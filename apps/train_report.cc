@@ -79,6 +79,15 @@ nlohmann::json StoreReportJson(const Stats& st) {
   };
 }
 
+std::string TimesFormat(double ratio) {
+  return ratio >= 1 ? absl::StrFormat("%.1fx", ratio)
+                    : absl::StrFormat("%.2gx", ratio);
+}
+
+std::string ThreadsFormat(int threads) {
+  return absl::StrFormat("%d thread%s", threads, threads == 1 ? "" : "s");
+}
+
 nlohmann::json FailedRunJson(const absl::Status& error, const Stats& st,
                              absl::Span<const double> losses) {
   nlohmann::json report = {
@@ -120,9 +129,9 @@ void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
   const auto& host = st.tiers[int(Tier::kHost)];
   const auto& nvme = st.tiers[int(Tier::kNvme)];
   const auto gb = [&](Link l) { return st.links[int(l)].bytes / 1e9; };
-  absl::PrintF("%-22s %s (%.1fx device budget)\n", "model state",
+  absl::PrintF("%-22s %s (%s device budget)\n", "model state",
                FormatByteSize(state_bytes),
-               double(state_bytes) / dev.capacity_bytes);
+               TimesFormat(double(state_bytes) / dev.capacity_bytes));
   absl::PrintF("%-22s %s of %s\n", "peak device",
                FormatByteSize(dev.peak_used_bytes),
                FormatByteSize(dev.capacity_bytes));

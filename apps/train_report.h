@@ -42,6 +42,12 @@ nlohmann::json FailedRunJson(const absl::Status& error, const Stats& st,
 absl::Status WriteReportJson(const std::string& path,
                              const nlohmann::json& report);
 
+// "4.3x", or "0.0042x" below 1 (a small model is not "0.0x" its budget).
+std::string TimesFormat(double ratio);
+
+// "1 thread", "2 threads".
+std::string ThreadsFormat(int threads);
+
 // The table rows for the same: peaks against budgets, bytes moved, prefetch
 // hit rate, stall time, unified-memory counters. `state_bytes` is the
 // model state, shown against the device budget.

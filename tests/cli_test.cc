@@ -253,6 +253,25 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(ReadFile(path));
 }
 
+// The banner and the optimizer row read as English for a small model and
+// one host thread: "0.0063x the device budget", not "0.0x"; "1 thread".
+TEST(CliTrainTest, SmallRatiosAndOneThreadPrintPlainly) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  ::strata::testing::TempDir dir;
+  std::vector<std::string> args = TinyTrain(dir.path());
+  std::replace(args.begin(), args.end(), std::string("--device-budget=1MiB"),
+               std::string("--device-budget=64MiB"));
+  const Result r = Strata(args, "STRATA_HOST_THREADS=1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const size_t times = r.out.find("x the device budget 64 MiB");
+  ASSERT_NE(times, std::string::npos) << r.out;
+  const size_t open = r.out.rfind('(', times);
+  const double ratio = std::stod(r.out.substr(open + 1, times - open - 1));
+  EXPECT_GT(ratio, 0.001) << r.out.substr(open, times - open);
+  EXPECT_LT(ratio, 0.05);
+  EXPECT_NE(r.out.find(", 1 thread)"), std::string::npos) << r.out;
+}
+
 TEST(CliConfigTest, AReportAsConfigRepeatsTheRunBitwise) {
   if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
   ::strata::testing::TempDir dir;
