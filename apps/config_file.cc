@@ -14,6 +14,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "apps/distributed_run.h"
 #include "apps/flag_suggest.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -115,8 +116,23 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--config=%s: not a JSON object of flags (e.g. {\"batch\": 8})", path));
   }
-  if (j.contains("config") && j["config"].is_object()) return j["config"];
-  return j;
+  if (!j.contains("config") || !j["config"].is_object()) return j;
+  // A sharded run's report: its global batch is its ranks' micro-batches
+  // together, so it repeats only with as many ranks.
+  const nlohmann::json dist = j.value("distributed", nlohmann::json());
+  const nlohmann::json ranks = dist.is_object()
+                                   ? dist.value("ranks", nlohmann::json(1))
+                                   : nlohmann::json(1);
+  if (ranks.is_number_integer() &&
+      ranks.get<int>() != DistributedRun::LaunchSize()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--config=%s is the report of a %d-rank run and this is %d: launch "
+        "it with mpirun -np %d (its global batch is each rank's --batch x "
+        "--accumulate times the ranks)",
+        path, ranks.get<int>(), DistributedRun::LaunchSize(),
+        ranks.get<int>()));
+  }
+  return j["config"];
 }
 
 }  // namespace

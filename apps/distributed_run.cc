@@ -123,10 +123,12 @@ int DistributedRun::CudaDevice() {
                         LaunchVariable("MPI_LOCALRANKID", 0));
 }
 
+int DistributedRun::LaunchSize() {
+  return LaunchVariable("OMPI_COMM_WORLD_SIZE", LaunchVariable("PMI_SIZE", 1));
+}
+
 std::string DistributedRun::RankDirName() {
-  const int size =
-      LaunchVariable("OMPI_COMM_WORLD_SIZE", LaunchVariable("PMI_SIZE", 1));
-  return train::RankDirName(LaunchRank(), size);
+  return train::RankDirName(LaunchRank(), LaunchSize());
 }
 
 // Collective: the ranks' checkpoints at `path` (each its own) are of one

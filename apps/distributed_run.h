@@ -38,6 +38,9 @@ class DistributedRun {
   // This process's rank as the launcher names it (OMPI_COMM_WORLD_RANK,
   // PMI_RANK), before MPI starts; 0 outside a launcher.
   static int LaunchRank();
+  // The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE,
+  // PMI_SIZE), before MPI starts; 1 outside a launcher.
+  static int LaunchSize();
 
   // Under mpirun with one app context (OMPI_NUM_APP_CTX=1: every rank got
   // the same flags), a rank other than 0 with --distributed: before MPI

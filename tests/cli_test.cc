@@ -387,6 +387,15 @@ TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
   EXPECT_NE(type.err.find("key 'width': expected an integer, got \"8\""),
             std::string::npos)
       << type.err;
+  // A sharded run's report repeats only with as many ranks.
+  const Result ranks = Strata(
+      {"train", write("r.json", R"({"config": {"model": "mlp", "width": 8},
+                                     "distributed": {"ranks": 2}})")});
+  EXPECT_EQ(ranks.rc, 2);
+  EXPECT_NE(ranks.err.find("report of a 2-rank run and this is 1: launch it "
+                           "with mpirun -np 2"),
+            std::string::npos)
+      << ranks.err;
   const Result boolean =
       Strata({"train", write("b.json", R"({"prefetch": 1})")});
   EXPECT_EQ(boolean.rc, 2);
