@@ -53,20 +53,12 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   r.save_.keep = absl::GetFlag(FLAGS_keep);
   r.every_ = absl::GetFlag(FLAGS_save_every);
   r.resume_flag_ = r.resume_ = absl::GetFlag(FLAGS_resume);
+  STRATA_RETURN_IF_ERROR(CheckFlagValues());
   if (!rank_dir.empty()) STRATA_RETURN_IF_ERROR(r.UseRankDirs(rank_dir));
-  if (r.every_ < 0 || r.save_.keep < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1",
-        r.every_, r.save_.keep));
-  }
   // Sharded ranks prune on their own, before they know the others' saves
   // are done: one more kept means a crash during one round still leaves a
   // step every rank holds.
   if (!rank_dir.empty()) ++r.save_.keep;
-  if (r.every_ > 0 && r.save_.dir.empty()) {
-    return absl::InvalidArgumentError(
-        "--save-every needs --save-dir=DIR (where the checkpoints go)");
-  }
   if (!r.resume_flag_.empty() && r.save_.dir.empty() &&
       DistributedRun::LaunchRank() == 0) {
     std::fprintf(stderr,
@@ -89,6 +81,21 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
         CheckSaveDirIsOurs(r.save_.dir, r.save_flag_, r.resume_));
   }
   return r;
+}
+
+absl::Status RunCheckpoints::CheckFlagValues() {
+  const int64_t every = absl::GetFlag(FLAGS_save_every);
+  const int64_t keep = absl::GetFlag(FLAGS_keep);
+  if (every < 0 || keep < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1", every,
+        keep));
+  }
+  if (every > 0 && absl::GetFlag(FLAGS_save_dir).empty()) {
+    return absl::InvalidArgumentError(
+        "--save-every needs --save-dir=DIR (where the checkpoints go)");
+  }
+  return absl::OkStatus();
 }
 
 // A sharded run's rank saves and resumes in its own subdirectory: its

@@ -28,6 +28,9 @@ class RunCheckpoints {
   // step: InvalidArgument).
   static absl::StatusOr<RunCheckpoints> FromFlags(
       const std::string& rank_dir = "");
+  // FromFlags's checks of the flags' values alone (the same on every rank:
+  // no file is read), for a refusal the ranks of one mpirun print once.
+  static absl::Status CheckFlagValues();
 
   const std::string& resume_path() const { return resume_; }  // "" : fresh
   // The complete checkpoints --resume offers, newest first.

@@ -432,6 +432,10 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   absl::StatusOr<GptRun> run = GptRunFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  // Checked alone first: a refusal every rank meets alike prints once.
+  if (absl::Status c = RunCheckpoints::CheckFlagValues(); !c.ok()) {
+    return Refuse(c);
+  }
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
       DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!run.ok()) return FailBeforeRun(run.status());

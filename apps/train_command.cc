@@ -391,6 +391,10 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   }
   absl::StatusOr<train::TrainOptions> topt = TrainOptionsFromFlags();
   absl::StatusOr<StoreOptions> sopt = StoreOptionsFromFlags();
+  // Checked alone first: a refusal every rank meets alike prints once.
+  if (absl::Status c = RunCheckpoints::CheckFlagValues(); !c.ok()) {
+    return Refuse(c);
+  }
   absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
       DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!checkpoints.ok()) {
