@@ -1,10 +1,5 @@
 #include "src/mover.h"
 
-#include <xxhash.h>
-// XXH3 on the widest vector unit this CPU has, chosen at run time (the same
-// hash on every path; Debian's libxxhash builds the dispatcher).
-#include <xxh_x86dispatch.h>
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cstring>
@@ -13,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 
 namespace strata {

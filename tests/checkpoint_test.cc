@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/xxh3.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "strata/store.h"

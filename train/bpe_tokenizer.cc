@@ -1,8 +1,6 @@
 // bpe_tokenizer.cc: the cached SentencePiece BPE tokenizer.
 #include "train/bpe_tokenizer.h"
 
-#include <xxhash.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/splitmix64.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 #include "train/sentencepiece_bridge.h"

@@ -1,13 +1,12 @@
 // checkpoint_manifest.cc: the manifest's JSON (see checkpoint_manifest.h).
 #include "train/checkpoint_manifest.h"
 
-#include <xxhash.h>
-
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 
 namespace strata::train {

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +16,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint_manifest.h"

@@ -3,7 +3,6 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 

@@ -4,12 +4,12 @@
 // place.
 #include <fcntl.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/xxh3.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
 #include "train/token_shard.h"
