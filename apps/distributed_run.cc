@@ -57,10 +57,10 @@ ABSL_FLAG(double, collective_timeout, 300,
 namespace strata {
 namespace {
 
-// The launcher's environment variable `name` as a number, or `otherwise`.
 // Start has run: refusals from here on are the run's, not the flags'.
 std::atomic<bool> started{false};
 
+// The launcher's environment variable `name` as a number, or `otherwise`.
 int LaunchVariable(const char* name, int otherwise) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : otherwise;
@@ -334,8 +334,8 @@ absl::Status DistributedRun::CheckSameRun(nlohmann::json config,
     config.erase(own);
   }
   config["OPENBLAS_NUM_THREADS"] = blas_threads;
-  // Rank 0 alone writes the files: an output asked of another rank only
-  // would be silently dropped, so which outputs were asked must agree.
+  // Rank 0 alone writes the files: an output asked of another rank with a
+  // value rank 0 was not given would be silently dropped (CheckOutputs).
   config[kOutputsKey] = AskedOutputs();
   const std::string mine = config.dump();
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all,
