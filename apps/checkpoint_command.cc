@@ -137,6 +137,16 @@ std::string RunCheckpoints::WhatIsThere(const std::string& dir,
              "without --resume";
     }
   }
+  int rank = 0, of = 0;
+  std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &of);
+  for (const train::RankDir& r : ranks) {
+    if (r.ranks != of) continue;
+    return absl::StrFormat(
+        "the other ranks' directories of this %d-rank run are there, this "
+        "rank's is not (moved or deleted?): put %s back, or start again "
+        "without --resume",
+        of, rank_dir);
+  }
   if (!ranks.empty()) {
     return absl::StrFormat(
         "it holds a %d-rank run's directories; resume it with mpirun -np %d",

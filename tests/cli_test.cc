@@ -864,6 +864,19 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
       three.err.find("a 2-rank run's directories; resume it with mpirun -np 2"),
       std::string::npos)
       << three.err;
+  // Rank 1's directory gone from a 2-rank run's save dir: named as missing.
+  const std::string lonely = dir.path() + "/lonely";
+  std::filesystem::create_directory(lonely);
+  std::filesystem::copy(save + "/rank-0-of-2", lonely + "/rank-0-of-2",
+                        std::filesystem::copy_options::recursive);
+  const Result missing =
+      Strata({"train", "--model=mlp", "--distributed", "--resume=" + lonely},
+             "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1");
+  EXPECT_EQ(missing.rc, 2) << missing.err;
+  EXPECT_NE(missing.err.find("this rank's is not (moved or deleted?): put "
+                             "rank-1-of-2 back"),
+            std::string::npos)
+      << missing.err;
   const Result step =
       Strata({"train", "--model=mlp", "--distributed",
               "--resume=" + save + "/rank-0-of-2/step-00000003"});
