@@ -86,10 +86,14 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
 absl::Status RunCheckpoints::CheckFlagValues() {
   const int64_t every = absl::GetFlag(FLAGS_save_every);
   const int64_t keep = absl::GetFlag(FLAGS_keep);
-  if (every < 0 || keep < 1) {
+  if (every < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--save-every=%d --keep=%d: need save-every >= 0 and keep >= 1", every,
-        keep));
+        "--save-every=%d: give the steps between saves, >= 0 (0: none)",
+        every));
+  }
+  if (keep < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--keep=%d: give how many checkpoints to keep, >= 1", keep));
   }
   if (every > 0 && absl::GetFlag(FLAGS_save_dir).empty()) {
     return absl::InvalidArgumentError(

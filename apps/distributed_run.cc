@@ -110,7 +110,9 @@ void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal) {
   // rank 0 waits in MPI_Init for at most --collective-timeout: say it
   // before then, so the refusal is seen and the exit code is 2.
   const double timeout = absl::GetFlag(FLAGS_collective_timeout);
-  absl::SleepFor(absl::Seconds(timeout > 0 ? std::min(10.0, timeout / 2) : 1));
+  // A bad --collective-timeout is itself the refusal, rank 0's too.
+  absl::SleepFor(
+      absl::Seconds(timeout > 0 ? std::min(10.0, timeout / 2) : 10.0));
 }
 
 int DistributedRun::CudaDevice() {

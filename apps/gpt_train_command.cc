@@ -545,12 +545,13 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
     absl::PrintF(
         "strata train: --distributed: %s over %s, %s of the parameters, "
         "gradients and AdamW states (the state above is one rank's) and "
-        "training --batch x --accumulate of every step's %d sequences\n",
+        "training %d (--batch x --accumulate) of every step's %d "
+        "sequences\n",
         ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
         dist->model_transport(),
         ranks == 1 ? "holding all"
                    : absl::StrFormat("each holding 1/%d", ranks),
-        gpt.step_sequences());
+        gpt.step_sequences() / ranks, gpt.step_sequences());
   }
   std::fflush(stdout);
   absl::StatusOr<train::LmBatcher> batches = train::LmBatcher::Create(

@@ -490,12 +490,13 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   if (dist) {
     absl::PrintF(
         "strata train: --distributed: %s over %s, %s of the parameters, "
-        "gradients and Adam states and training --batch x --accumulate of "
-        "every step's %d samples\n",
+        "gradients and Adam states (the state above is one rank's) and "
+        "training %d (--batch x --accumulate) of every step's %d samples\n",
         ranks == 1 ? "1 rank" : absl::StrFormat("%d ranks", ranks),
         dist->model_transport(),
         ranks == 1 ? "holding all"
                    : absl::StrFormat("each holding 1/%d", ranks),
+        t.model.batch * t.model.accumulate,
         t.model.batch * t.model.accumulate * ranks);
   }
   std::fflush(stdout);

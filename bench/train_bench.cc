@@ -99,6 +99,10 @@ struct ModeResult {
   // CPU seconds (user + system, every thread of the process) per timed
   // step: compute, copies, checksums and I/O completions together.
   double cpu_seconds_per_step = 0;
+  // Each link's bytes and transfers over the timed steps (the warm-up's,
+  // while the scheduler learns the step, left out).
+  std::array<LinkStats, kNumLinks> timed_links{};
+  int64_t timed_steps = 0;
 };
 
 // User + system CPU seconds of the whole process so far.
@@ -111,18 +115,34 @@ double ProcessCpuSeconds() {
   return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
-// The process's CPU time over the timed steps: Mark() after the warm-up
-// steps and after the last one.
-class CpuClock {
+// The timed steps' window: Mark() after the warm-up steps and after the
+// last one; the process's CPU time and the store's link counters between.
+class TimedWindow {
  public:
-  void Mark() { marks_.push_back(ProcessCpuSeconds()); }
-  double PerStep(int64_t timed_steps) const {
-    if (marks_.size() < 2 || timed_steps <= 0) return 0;
-    return (marks_.back() - marks_.front()) / static_cast<double>(timed_steps);
+  explicit TimedWindow(const Store& store) : store_(store) {}
+  void Mark() {
+    cpu_.push_back(ProcessCpuSeconds());
+    links_.push_back(store_.GetStats().links);
+  }
+  double CpuPerStep(int64_t timed_steps) const {
+    if (cpu_.size() < 2 || timed_steps <= 0) return 0;
+    return (cpu_.back() - cpu_.front()) / static_cast<double>(timed_steps);
+  }
+  // Each link's bytes and transfers over the window.
+  std::array<LinkStats, kNumLinks> Links() const {
+    std::array<LinkStats, kNumLinks> d{};
+    if (links_.size() < 2) return d;
+    for (int l = 0; l < kNumLinks; ++l) {
+      d[l].bytes = links_.back()[l].bytes - links_.front()[l].bytes;
+      d[l].transfers = links_.back()[l].transfers - links_.front()[l].transfers;
+    }
+    return d;
   }
 
  private:
-  std::vector<double> marks_;
+  const Store& store_;
+  std::vector<double> cpu_;
+  std::vector<std::array<LinkStats, kNumLinks>> links_;
 };
 
 // The NVMe tier's sequential bandwidth here, measured in this run as
@@ -171,7 +191,8 @@ absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
 absl::StatusOr<ModeResult> Summarize(const Mode& mode,
                                      const std::vector<double>& step_seconds,
                                      const std::vector<double>& losses,
-                                     const Store& store, const CpuClock& cpu) {
+                                     const Store& store,
+                                     const TimedWindow& window) {
   const auto warmup = static_cast<size_t>(absl::GetFlag(FLAGS_warmup));
   if (step_seconds.size() <= warmup) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -186,7 +207,9 @@ absl::StatusOr<ModeResult> Summarize(const Mode& mode,
   for (double s : step_seconds) m.train_seconds += s;
   m.stats = store.GetStats();
   m.hit_rate = PrefetchHitRate(m.stats);
-  m.cpu_seconds_per_step = cpu.PerStep(static_cast<int64_t>(timed.size()));
+  m.timed_steps = static_cast<int64_t>(timed.size());
+  m.cpu_seconds_per_step = window.CpuPerStep(m.timed_steps);
+  m.timed_links = window.Links();
   return m;
 }
 
@@ -208,14 +231,15 @@ GptConfig BenchGpt(uint64_t device_budget) {
 // loss per token.
 absl::Status RunGptSteps(Gpt& gpt, int64_t timed_steps,
                          std::vector<double>& seconds,
-                         std::vector<double>& losses, CpuClock* cpu = nullptr) {
+                         std::vector<double>& losses,
+                         TimedWindow* window = nullptr) {
   const GptConfig& c = gpt.config();
   const int64_t sequences = c.step_sequences();
   std::vector<int32_t> tokens(sequences * c.context + 1);
   uint64_t state = 1;
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
   for (int64_t step = 0; step < warmup + timed_steps; ++step) {
-    if (cpu != nullptr && step == warmup) cpu->Mark();
+    if (window != nullptr && step == warmup) window->Mark();
     for (int32_t& t : tokens)
       t = static_cast<int32_t>(SplitMix64Next(state) % c.vocab);
     const auto start = std::chrono::steady_clock::now();
@@ -227,7 +251,7 @@ absl::Status RunGptSteps(Gpt& gpt, int64_t timed_steps,
             .count());
     losses.push_back(loss / (tokens.size() - 1));
   }
-  if (cpu != nullptr) cpu->Mark();
+  if (window != nullptr) window->Mark();
   return absl::OkStatus();
 }
 
@@ -237,10 +261,10 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeGptResident(c, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<GptSetup> setup, OpenGptSetup(s, c));
   std::vector<double> seconds, losses;
-  CpuClock cpu;
+  TimedWindow window(*setup->store);
   STRATA_RETURN_IF_ERROR(RunGptSteps(*setup->model, absl::GetFlag(FLAGS_steps),
-                                     seconds, losses, &cpu));
-  return Summarize(mode, seconds, losses, *setup->store, cpu);
+                                     seconds, losses, &window));
+  return Summarize(mode, seconds, losses, *setup->store, window);
 }
 
 // The MLP of the flags, for --warmup + `timed_steps` steps, no evaluation.
@@ -261,15 +285,15 @@ absl::StatusOr<ModeResult> RunMode(const Mode& mode, const FashionMnist& data) {
   if (mode.resident) STRATA_RETURN_IF_ERROR(MakeResident(t, s));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainSetup> setup,
                           OpenTrainSetup(s, t));
-  CpuClock cpu;
+  TimedWindow window(*setup->store);
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
-  t.after_step = [&cpu, warmup, last = t.max_steps](const StepDone& done) {
-    if (done.step == warmup || done.step == last) cpu.Mark();
+  t.after_step = [&window, warmup, last = t.max_steps](const StepDone& done) {
+    if (done.step == warmup || done.step == last) window.Mark();
     return absl::OkStatus();
   };
   STRATA_ASSIGN_OR_RETURN(TrainResult r,
                           Train(*setup->model, data.train, data.test, t));
-  return Summarize(mode, r.step_seconds, r.losses, *setup->store, cpu);
+  return Summarize(mode, r.step_seconds, r.losses, *setup->store, window);
 }
 
 // One cell of the precision x checkpoint x accumulate table (MLP,
@@ -483,8 +507,6 @@ int Main() {
     results.push_back(*std::move(r));
   }
   const double base = results[0].step_ms;
-  const int64_t steps =
-      absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
   bool identical = true;
   for (const ModeResult& r : results)
     identical &= r.losses == results[0].losses;
@@ -512,14 +534,21 @@ int Main() {
   // is done on the cores it may use (compute, and on a machine without a
   // GPU the simulated device's copies, checksums and I/O completions too).
   const int cores = HostThreads();
-  absl::PrintF("%-10s %9s %9s %10s %10s %10s %8s %8s %9s %9s %9s %9s %9s\n",
-               "mode", "step_ms", "ratio", "h2d_GB/st", "nvme_r/st",
-               "nvme_w/st", "hit", "stall", "nvme_r_GB/s", "nvme_w_GB/s",
-               "io_bound", "cpu_ms/st", "cpu_bound");
+  // Per step: over the timed steps (the warm-up's left out), as step_ms.
+  absl::PrintF(
+      "%-10s %9s %9s %10s %12s %12s %8s %10s %11s %11s %11s %9s %12s\n", "mode",
+      "step_ms", "ratio", "h2d_GB/st", "nvme_r_GB/st", "nvme_w_GB/st", "hit",
+      "stall_frac", "nvme_r_GB/s", "nvme_w_GB/s", "io_bound_ms", "cpu_ms/st",
+      "cpu_bound_ms");
   nlohmann::json json = nlohmann::json::array();
   for (const ModeResult& r : results) {
     const auto per_step = [&](Link l) {
-      return static_cast<double>(r.stats.links[int(l)].bytes) / steps;
+      return static_cast<double>(r.timed_links[int(l)].bytes) /
+             static_cast<double>(r.timed_steps);
+    };
+    const auto requests_per_step = [&](Link l) {
+      return static_cast<double>(r.timed_links[int(l)].transfers) /
+             static_cast<double>(r.timed_steps);
     };
     const auto gbps = [&](Link l) { return r.stats.links[int(l)].gbps(); };
     const double read = per_step(Link::kNvmeRead);
@@ -529,8 +558,8 @@ int Main() {
         r.train_seconds > 0 ? r.stats.stall_seconds / r.train_seconds : 0;
     const double cpu_bound = r.cpu_seconds_per_step / cores;
     absl::PrintF(
-        "%-10s %9.1f %9.3f %10.3f %10.3f %10.3f %8.3f %8.3f %11.2f %11.2f "
-        "%9.1f %9.1f %9.1f\n",
+        "%-10s %9.1f %9.3f %10.3f %12.3f %12.3f %8.3f %10.3f %11.2f %11.2f "
+        "%11.1f %9.1f %12.1f\n",
         r.name, r.step_ms, r.step_ms / base, per_step(Link::kH2D) / 1e9,
         read / 1e9, write / 1e9, r.hit_rate, stall_fraction,
         gbps(Link::kNvmeRead), gbps(Link::kNvmeWrite), io_bound * 1e3,
@@ -553,12 +582,8 @@ int Main() {
                     static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes)
               : 0.0},
          {"nvme_write_bytes_per_step", write},
-         {"nvme_read_requests_per_step",
-          static_cast<double>(r.stats.links[int(Link::kNvmeRead)].transfers) /
-              steps},
-         {"nvme_write_requests_per_step",
-          static_cast<double>(r.stats.links[int(Link::kNvmeWrite)].transfers) /
-              steps},
+         {"nvme_read_requests_per_step", requests_per_step(Link::kNvmeRead)},
+         {"nvme_write_requests_per_step", requests_per_step(Link::kNvmeWrite)},
          {"nvme_read_gbps", gbps(Link::kNvmeRead)},
          {"nvme_write_gbps", gbps(Link::kNvmeWrite)},
          {"io_bound_seconds", io_bound},
@@ -575,7 +600,8 @@ int Main() {
         static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes);
     if (floor == 0) continue;
     const double read =
-        static_cast<double>(r.stats.links[int(Link::kNvmeRead)].bytes) / steps;
+        static_cast<double>(r.timed_links[int(Link::kNvmeRead)].bytes) /
+        static_cast<double>(r.timed_steps);
     absl::PrintF(
         "%-10s NVMe read per step %.3f GB, %.2fx the floor of %.3f GB\n",
         r.name, read / 1e9, read / floor, floor / 1e9);
