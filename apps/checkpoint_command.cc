@@ -123,7 +123,7 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
   if (!train::ResolveCheckpoint(resume_).ok()) {
     return absl::NotFoundError(absl::StrFormat(
         "--resume=%s holds no checkpoint of this rank (%s): %s", resume_flag_,
-        resume_, WhatIsThere(resume_flag_, rank_dir)));
+        resume_, WhatIsThere(resume_flag_, rank_dir, ranks)));
   }
   // Another run's directories beside this one's: export would refuse it.
   return CheckNoOtherRun(resume_flag_, ranks, "--resume");
@@ -132,7 +132,8 @@ absl::Status RunCheckpoints::UseRankDirs(const std::string& rank_dir) {
 // Why a save dir holds nothing for rank directory `rank_dir`: what it does
 // hold, and what would resume it.
 std::string RunCheckpoints::WhatIsThere(const std::string& dir,
-                                        const std::string& rank_dir) {
+                                        const std::string& rank_dir,
+                                        int ranks_here) {
   const std::vector<train::RankDir> ranks = train::ListRankDirs(dir);
   for (const train::RankDir& r : ranks) {
     if (train::RankDirName(r.rank, r.ranks) == rank_dir) {
@@ -141,15 +142,13 @@ std::string RunCheckpoints::WhatIsThere(const std::string& dir,
              "without --resume";
     }
   }
-  int rank = 0, of = 0;
-  std::sscanf(rank_dir.c_str(), "rank-%d-of-%d", &rank, &of);
   for (const train::RankDir& r : ranks) {
-    if (r.ranks != of) continue;
+    if (r.ranks != ranks_here) continue;
     return absl::StrFormat(
         "the other ranks' directories of this %d-rank run are there, this "
         "rank's is not (moved or deleted?): put %s back, or start again "
         "without --resume",
-        of, rank_dir);
+        ranks_here, rank_dir);
   }
   if (!ranks.empty()) {
     return absl::StrFormat(

@@ -74,8 +74,9 @@ class RunCheckpoints {
   static absl::Status CheckSaveDirIsOurs(const std::string& dir,
                                          const std::string& flag,
                                          const std::string& resume);
+  // Why `dir` holds nothing for `rank_dir`, one rank of `ranks_here`.
   static std::string WhatIsThere(const std::string& dir,
-                                 const std::string& rank_dir);
+                                 const std::string& rank_dir, int ranks_here);
 
   train::CheckpointSaveOptions save_;
   std::string save_flag_, resume_flag_;  // as given (the rank's dirs below)
