@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/bench_case.h"
 #include "apps/bench_plot.h"
+#include "apps/exit_code.h"
 #include "apps/output_path.h"
 #include "base/byte_size.h"
 #include "strata/profile.h"
@@ -136,7 +137,7 @@ int WriteOutputs(const BenchContext& ctx, const nlohmann::json& report) {
       return 1;
     }
     if (absl::Status s = PlotNvmeSweep(*ctx.sweep, r.plot_path); !s.ok()) {
-      std::fprintf(stderr, "strata bench: --plot: %s\n", s.ToString().c_str());
+      std::fprintf(stderr, "strata bench: --plot: %s\n", ErrorText(s).c_str());
       return 1;
     }
     absl::PrintF("plot written to %s\n", r.plot_path);
@@ -150,7 +151,7 @@ int WriteOutputs(const BenchContext& ctx, const nlohmann::json& report) {
     }
     if (absl::Status s = SaveMachineProfile(ctx.profile, r.profile_path);
         !s.ok()) {
-      std::fprintf(stderr, "strata bench: %s\n", s.ToString().c_str());
+      std::fprintf(stderr, "strata bench: %s\n", ErrorText(s).c_str());
       return 1;
     }
     absl::PrintF("profile written to %s (load it with --machine-profile)\n",
@@ -204,7 +205,7 @@ bool RunCases(BenchContext& ctx, nlohmann::json& report) {
     }
     nlohmann::json result;
     if (absl::Status s = c.run(ctx, result); !s.ok()) {
-      std::fprintf(stderr, "%s: %s\n", c.name, s.ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", c.name, ErrorText(s).c_str());
       report[c.name] = {{"applies", true}, {"error", s.ToString()}};
       ok = false;
       continue;
@@ -222,7 +223,7 @@ int RunBench(const BenchRequest& request) {
   absl::Status checked = CheckOutputs(request);
   if (checked.ok()) checked = CheckNvmeSettings(request);
   if (absl::Status s = checked; !s.ok()) {
-    std::fprintf(stderr, "strata bench: %s\n", s.ToString().c_str());
+    std::fprintf(stderr, "strata bench: %s\n", ErrorText(s).c_str());
     return 2;
   }
   BenchContext ctx{.request = request, .tty = isatty(STDERR_FILENO) == 1};

@@ -368,7 +368,7 @@ int RunExport(const std::string& checkpoint) {
       train::ExportSafetensors(checkpoint, out);
   if (!done.ok()) {
     std::fprintf(stderr, "strata export: %s\n",
-                 done.status().ToString().c_str());
+                 ErrorText(done.status()).c_str());
     return ExitCodeBeforeRun(done.status());
   }
   absl::PrintF("strata export: step %d, %d parameter tensors, %s -> %s\n",

@@ -94,15 +94,23 @@ int DistributedRun::LaunchRank() {
   return LaunchVariable("OMPI_COMM_WORLD_RANK", LaunchVariable("PMI_RANK", 0));
 }
 
-bool DistributedRun::EchoesRankZero() {
+bool DistributedRun::EchoesRankZero() { return EchoesRankZero(Requested()); }
+
+bool DistributedRun::EchoesRankZero(bool given) {
   const char* contexts = std::getenv("OMPI_NUM_APP_CTX");
-  return Requested() && LaunchRank() > 0 && contexts != nullptr &&
+  return given && LaunchRank() > 0 && contexts != nullptr &&
          std::string_view(contexts) == "1";
 }
 
 void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal) {
-  if (started.load() || !EchoesRankZero() ||
-      refusal.code() != absl::StatusCode::kInvalidArgument) {
+  AwaitRankZeroRefusal(refusal, Requested());
+}
+
+void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal,
+                                          bool given) {
+  if (started.load() || !EchoesRankZero(given) ||
+      (refusal.code() != absl::StatusCode::kInvalidArgument &&
+       refusal.code() != absl::StatusCode::kNotFound)) {
     return;
   }
   // mpirun ends this process about a second after rank 0 exits. Should rank

@@ -46,9 +46,13 @@ class DistributedRun {
   // the same flags), a rank other than 0 with --distributed: before MPI
   // starts, what it would say of its flags rank 0 says word for word.
   static bool EchoesRankZero();
+  // The same, for a command line not yet applied to the flags: `given` says
+  // whether it holds --distributed.
+  static bool EchoesRankZero(bool given);
 
   // Before a refusal is printed, before MPI starts: on a rank that echoes
-  // rank 0 (EchoesRankZero) and a refusal of its flags (InvalidArgument),
+  // rank 0 (EchoesRankZero) and a refusal of its flags (InvalidArgument, or
+  // NotFound for a file or directory a flag names),
   // waits for mpirun to end this process, which it does about a second
   // after rank 0 has printed the same refusal and exited, so the run says it
   // once. After 10 s or half of --collective-timeout, whichever is shorter,
@@ -56,6 +60,10 @@ class DistributedRun {
   // all (a file this rank reads differs on its node), and then waits in
   // MPI_Init. Returns at once otherwise, and once Start has run.
   static void AwaitRankZeroRefusal(const absl::Status& refusal);
+  // The same for a refusal of the command line itself (an unknown flag, a
+  // value that does not parse, --config), met before the flags are set:
+  // `given` says whether the command line holds --distributed.
+  static void AwaitRankZeroRefusal(const absl::Status& refusal, bool given);
 
   // The CUDA device of this rank: its local rank on the node
   // (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID), or 0 when

@@ -3,6 +3,8 @@
 #ifndef STRATA_APPS_EXIT_CODE_H_
 #define STRATA_APPS_EXIT_CODE_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace strata {
@@ -27,6 +29,16 @@ inline int ExitCodeBeforeRun(const absl::Status& status) {
     default:
       return kExitFailure;
   }
+}
+
+// The line printed for `status`: bad input (the codes above) reads as its
+// message alone, which says what to change; a failure of the machine or of
+// strata keeps its code's name (DATA_LOSS, UNAVAILABLE, INTERNAL...), which
+// says what broke. The JSON report keeps the code either way.
+inline std::string ErrorText(const absl::Status& status) {
+  return ExitCodeBeforeRun(status) == kExitBadInput
+             ? std::string(status.message())
+             : status.ToString();
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "apps/exit_code.h"
 #include "apps/train_report.h"
 
 namespace strata {
@@ -20,7 +21,7 @@ void ReportFailedRun(const absl::Status& error, const std::string& json_path,
   report.update(checkpoints.ReportJson());
   report.update(extra);
   if (absl::Status w = WriteReportJson(json_path, report); !w.ok()) {
-    std::fprintf(stderr, "strata train: %s\n", w.ToString().c_str());
+    std::fprintf(stderr, "strata train: %s\n", ErrorText(w).c_str());
   }
 }
 

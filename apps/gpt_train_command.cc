@@ -388,12 +388,12 @@ TrainPlotData PlotData(const train::GptConfig& m, const train::LmTrainResult& r,
 // An output refused before the run: bad input, exit code 2.
 int Refuse(const absl::Status& status) {
   DistributedRun::AwaitRankZeroRefusal(status);
-  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "strata train: %s\n", ErrorText(status).c_str());
   return 2;
 }
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "strata train: %s\n", ErrorText(status).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput
                                                              : kExitFailure;
 }
@@ -403,7 +403,7 @@ int Fail(const absl::Status& status) {
 // which rank 0 may not meet: printed at once, not left to rank 0.
 int FailBeforeRun(const absl::Status& status, bool rank_own = false) {
   if (!rank_own) DistributedRun::AwaitRankZeroRefusal(status);
-  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "strata train: %s\n", ErrorText(status).c_str());
   return ExitCodeBeforeRun(status);
 }
 

@@ -85,7 +85,7 @@ int RunInfo(const std::string& json_path) {
   absl::StatusOr<StoreOptions> options = StoreOptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "strata info: %s\n",
-                 options.status().ToString().c_str());
+                 ErrorText(options.status()).c_str());
     return 2;
   }
   // Bad input, refused before the store is opened (exit 2): the round trip
@@ -109,7 +109,7 @@ int RunInfo(const std::string& json_path) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(*options);
   if (!store.ok()) {
     std::fprintf(stderr, "strata info: cannot open the store: %s\n",
-                 store.status().ToString().c_str());
+                 ErrorText(store.status()).c_str());
     return ExitCodeBeforeRun(store.status());
   }
   std::printf("%s", (*store)->DescribeTiers().c_str());
@@ -121,7 +121,7 @@ int RunInfo(const std::string& json_path) {
         *seconds * 1e3);
   } else {
     std::printf("round trip: FAILED: %s\n",
-                seconds.status().ToString().c_str());
+                ErrorText(seconds.status()).c_str());
   }
   if (!json_path.empty()) {
     nlohmann::json report = StatsJson((*store)->GetStats());

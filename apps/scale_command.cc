@@ -206,7 +206,7 @@ nlohmann::json EstimateJson(const ScaleEstimate& e) {
 
 // Bad flags or a profile that cannot be read: exit code 2 (or 1 for I/O).
 int Refuse(const absl::Status& status) {
-  std::fprintf(stderr, "strata scale: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "strata scale: %s\n", ErrorText(status).c_str());
   return ExitCodeBeforeRun(status);
 }
 
@@ -321,7 +321,7 @@ int RunScale(const std::string& json_path) {
         {"zero_infinity", published},
         {"config", EffectiveConfig(*FindCommand("scale"))}};
     if (absl::Status s = WriteReportJson(json_path, report); !s.ok()) {
-      std::fprintf(stderr, "strata scale: %s\n", s.ToString().c_str());
+      std::fprintf(stderr, "strata scale: %s\n", ErrorText(s).c_str());
       return kExitFailure;  // checked writable above: the machine's error
     }
   }

@@ -16,6 +16,7 @@
 #include "apps/command_line.h"
 #include "apps/command_table.h"
 #include "apps/config_file.h"
+#include "apps/distributed_run.h"
 #include "apps/flag_suggest.h"
 #include "apps/info_command.h"
 #include "apps/scale_command.h"
@@ -63,6 +64,23 @@ int BadInput(const std::string& command, const absl::Status& status) {
   std::fprintf(stderr, "strata%s%s: %s\n", command.empty() ? "" : " ",
                command.c_str(), std::string(status.message()).c_str());
   return 2;
+}
+
+// Whether `line` gives --distributed (before the flags are set from it).
+bool GivesDistributed(const CommandLine& line) {
+  bool given = false;
+  for (const FlagArg& f : line.flags) {
+    if (f.name == "distributed") given = f.value != "false" && f.value != "0";
+  }
+  return given;
+}
+
+// BadInput for a refusal of the command line: under mpirun with
+// --distributed every rank was given it, and rank 0 alone says it.
+int BadCommandLine(const std::string& command, const CommandLine& line,
+                   const absl::Status& status) {
+  DistributedRun::AwaitRankZeroRefusal(status, GivesDistributed(line));
+  return BadInput(command, status);
 }
 
 std::vector<std::string> CommandNames() {
@@ -178,17 +196,20 @@ int Main(int argc, char** argv) {
     return 0;
   }
   absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, *line);
-  if (!flags.ok()) return BadInput(name, flags.status());
+  if (!flags.ok()) return BadCommandLine(name, *line, flags.status());
   // export takes the checkpoint as its one argument.
   const size_t arguments = name == "export" ? 2 : 1;
   if (words.size() > arguments) {
-    return BadInput(name, absl::InvalidArgumentError(absl::StrFormat(
+    return BadCommandLine(name, *line,
+                          absl::InvalidArgumentError(absl::StrFormat(
                               "unexpected argument '%s' (flags are "
                               "--name=value)",
                               words[arguments])));
   }
   if (name == "train") ApplyTrainDefaults();
-  if (absl::Status s = ApplyFlags(*flags); !s.ok()) return BadInput(name, s);
+  if (absl::Status s = ApplyFlags(*flags); !s.ok()) {
+    return BadCommandLine(name, *line, s);
+  }
   std::vector<std::string> given;
   for (const FlagArg& f : *flags) given.push_back("--" + f.name);
   RecordGivenFlags(given);

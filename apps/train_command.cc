@@ -329,7 +329,7 @@ int Fail(const absl::Status& status, bool before_run = false,
         "--device-budget / --host-budget / --nvme-budget, or lower "
         "--width/--batch)";
   }
-  std::fprintf(stderr, "strata train: %s%s\n", status.ToString().c_str(),
+  std::fprintf(stderr, "strata train: %s%s\n", ErrorText(status).c_str(),
                hint.c_str());
   if (before_run) return ExitCodeBeforeRun(status);
   return status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput
@@ -344,7 +344,7 @@ int FailBeforeRun(const absl::Status& status) {
 // An output refused before the run: bad input, exit code 2.
 int Refuse(const absl::Status& status) {
   DistributedRun::AwaitRankZeroRefusal(status);
-  std::fprintf(stderr, "strata train: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "strata train: %s\n", ErrorText(status).c_str());
   return 2;
 }
 
