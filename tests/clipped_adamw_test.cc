@@ -267,5 +267,50 @@ TEST_F(ClippedAdamWTest, DeviceTierGivesTheHostTiersBits) {
   }
 }
 
+// A sharded mixed step (ZeRO-3): the rank that summed an fp32 slot's whole
+// gradient passes its non-finite count in WholeGradient, and the ranks'
+// agreement may bring another rank's; either skips the step on every rank,
+// restoring the group updated speculatively. Without either it updates.
+TEST_F(ClippedAdamWTest, AShardedMixedStepSkipsOnAWholeGradientsNonFinite) {
+  struct Case {
+    const char* name;
+    int64_t whole_nonfinite;  // in the last group's WholeGradient
+    int64_t other_rank;       // the agreement adds this
+    bool skipped;
+  };
+  for (const Case& c :
+       {Case{"finite", 0, 0, false}, Case{"this rank's", 1, 0, true},
+        Case{"another rank's", 0, 1, true}}) {
+    SCOPED_TRACE(c.name);
+    for (size_t i = 0; i < host_.size(); ++i) {
+      Put(Slots()[i]->w, host_[i].w), Put(Slots()[i]->m, host_[i].m);
+      Put(Slots()[i]->v, host_[i].v);
+    }
+    ClippedAdamW opt(store_.get(), compute_.get(), Tier::kHost,
+                     {.max_norm = 1e6f, .weight_decay = 0.1f}, nullptr);
+    int64_t agreed_on = -1;
+    opt.SetAgreement([&](double&, int64_t& nonfinite) {
+      agreed_on = nonfinite;
+      nonfinite += c.other_rank;
+      return absl::OkStatus();
+    });
+    WriteGradients();
+    opt.BeginStep(adam_, std::nullopt, MixedStep{});
+    const double a_sum = *compute_->SumOfSquares(host_[0].g.data(), 300) +
+                         *compute_->SumOfSquares(host_[1].g.data(), 7);
+    ASSERT_TRUE(opt.GroupComplete(a_, WholeGradient{a_sum, 0}).ok());
+    const double b_sum = *compute_->SumOfSquares(host_[2].g.data(), 50);
+    absl::StatusOr<std::optional<float>> rerun =
+        opt.EndStep(b_, WholeGradient{c.whole_nonfinite > 0 ? INFINITY : b_sum,
+                                      c.whole_nonfinite});
+    ASSERT_TRUE(rerun.ok()) << rerun.status();
+    EXPECT_FALSE(rerun->has_value());
+    EXPECT_EQ(agreed_on, c.whole_nonfinite);
+    EXPECT_EQ(opt.step_nonfinite(), c.whole_nonfinite + c.other_rank);
+    EXPECT_EQ(opt.stats().steps, c.skipped ? 0 : 1);
+    ExpectState(c.skipped ? host_ : Expected(1.0f, 0.1f));
+  }
+}
+
 }  // namespace
 }  // namespace strata::train
