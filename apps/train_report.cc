@@ -65,6 +65,9 @@ nlohmann::json StoreReportJson(const Stats& st) {
       // Dirty copies written to a slower tier (evictions that had to write).
       {"write_backs", st.write_backs},
       {"stalled_acquires", st.stalled_acquires},
+      // Device acquires whose host -> device copy the lease's stream waited
+      // for, not the CPU (0 on the simulated device).
+      {"queued_loads", st.queued_loads},
       {"stall_seconds", st.stall_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
       // Transient NVMe errors survived: requests run again, and reads whose

@@ -24,6 +24,10 @@ absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
         absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",
                         static_cast<int>(access)));
   }
+  if (auto it = tensors_.find(id);
+      it != tensors_.end() && !it->second->queued_load_error.ok()) {
+    return TakeQueuedLoadError(*it->second);
+  }
   const PredictedUse use = ObserveAndPrefetch(id, tier, access);
   bool stalled = false;
   absl::StatusOr<Lease> lease =
@@ -74,7 +78,10 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     }
     *stalled = true;
     copy.MoveTo(CopyState::kLoading);
-    STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad));
+    // A device copy from the host copy: the lease's stream waits for it.
+    STRATA_RETURN_IF_ERROR(FillCopy(*rec, tier, Fill::kLoad,
+                                    /*protect_within=*/0, /*demand=*/true,
+                                    /*stream_ordered=*/true));
     copy.MoveTo(CopyState::kValid);
     Changed();
   }
@@ -230,11 +237,12 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   if (!copy.leased())
     leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
   Changed();
-  if (grant.tier != Tier::kDevice || closed_) return absl::OkStatus();
-  // Later copies out of this tier wait for the caller's work on `stream`.
-  STRATA_ASSIGN_OR_RETURN(copy.release_event,
-                          tiers_.device->RecordEvent(stream));
-  return absl::OkStatus();
+  if (grant.tier == Tier::kDevice && !closed_) {
+    // Later copies out of this tier wait for the caller's work on `stream`.
+    STRATA_ASSIGN_OR_RETURN(copy.release_event,
+                            tiers_.device->RecordEvent(stream));
+  }
+  return TakeQueuedLoadError(rec);
 }
 
 }  // namespace strata

@@ -122,6 +122,30 @@ absl::Status Mover::Move(const Place& src, const Place& dst, uint64_t bytes,
   return status;
 }
 
+absl::StatusOr<QueuedCopy> Mover::StartHostToDevice(const Place& src,
+                                                    const Place& dst,
+                                                    uint64_t bytes,
+                                                    std::string_view label) {
+  QueuedCopy copy{
+      .start = absl::Now(), .bytes = bytes, .label = std::string(label)};
+  Enter(Tier::kHost, Tier::kDevice, copy.start);
+  absl::StatusOr<std::shared_ptr<DeviceEvent>> event =
+      device_->CopyAsync(CopyKind::kH2D, Pointer(dst), Pointer(src), bytes);
+  if (!event.ok()) {
+    EndQueued(copy, /*ok=*/false);
+    return event.status();
+  }
+  copy.event = *std::move(event);
+  return copy;
+}
+
+void Mover::EndQueued(const QueuedCopy& copy, bool ok) {
+  Span(copy.label, "host -> device", copy.start, ok);
+  const absl::Time end = absl::Now();
+  Count(Link::kH2D, copy.bytes, absl::ToDoubleSeconds(end - copy.start), ok);
+  Leave(Tier::kHost, Tier::kDevice, end);
+}
+
 absl::Status Mover::CopyLeased(CopyKind kind, void* dst, const void* src,
                                uint64_t bytes, DeviceEvent* after,
                                std::string_view label) {

@@ -62,6 +62,15 @@ struct MoveRequest {
   std::string label;
 };
 
+// A host -> device copy queued on the device's copy stream
+// (Mover::StartHostToDevice) that may not have happened yet.
+struct QueuedCopy {
+  std::shared_ptr<DeviceEvent> event;  // happens once the bytes are there
+  absl::Time start;
+  uint64_t bytes = 0;
+  std::string label;
+};
+
 class Mover {
  public:
   // All pointers must outlive the Mover; `nvme` and `bounce` may be null when
@@ -111,6 +120,18 @@ class Mover {
   absl::Status CopyLeased(CopyKind kind, void* dst, const void* src,
                           uint64_t bytes, DeviceEvent* after,
                           std::string_view label);
+
+  // Queues `bytes` from host `src` to device `dst` on the device's copy
+  // stream and returns without waiting (DeviceBackend::CopyAsync): `src`
+  // must stay unchanged, and `dst` be read only after the event, until the
+  // event has happened; then call EndQueued. An error: nothing is queued
+  // (counted as a failed H2D).
+  absl::StatusOr<QueuedCopy> StartHostToDevice(const Place& src,
+                                               const Place& dst, uint64_t bytes,
+                                               std::string_view label);
+  // Counts a copy StartHostToDevice queued, once its event has happened
+  // (`ok`: without an error), and draws it on the timeline.
+  void EndQueued(const QueuedCopy& copy, bool ok);
 
   // Fills `bytes` at `place` (device or host) with zeros.
   absl::Status Zero(const Place& place, uint64_t bytes);

@@ -41,7 +41,8 @@ std::string_view BudgetFlag(Tier tier) {
 }  // namespace
 
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                                 uint64_t protect_within, bool demand) {
+                                 uint64_t protect_within, bool demand,
+                                 bool stream_ordered) {
   TierCopy& copy = rec.copy(tier);
   if (unified() && tier == Tier::kDevice) {
     STRATA_RETURN_IF_ERROR(
@@ -60,7 +61,7 @@ absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
   }
   absl::Status status;
   if (fill == Fill::kLoad) {
-    status = LoadFromNearest(rec, tier);
+    status = LoadFromNearest(rec, tier, stream_ordered);
   } else if (fill == Fill::kZero) {
     const Place place{tier, *copy.extent};
     MutexUnlock unlocked(&mu_);
@@ -74,7 +75,8 @@ absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
   return absl::OkStatus();
 }
 
-absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
+absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier,
+                                        bool stream_ordered) {
   while (true) {
     if (std::optional<Tier> src = PickSource(rec, tier)) {
       if (StageOnHost(rec, tier, *src)) {
@@ -91,6 +93,10 @@ absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
           return staged;
         }
       }
+      if (stream_ordered && tier == Tier::kDevice && *src == Tier::kHost &&
+          !unified()) {
+        return LoadQueued(rec);
+      }
       return Transfer(rec, *src, tier);
     }
     bool evicting = false;
@@ -104,6 +110,75 @@ absl::Status StoreCore::LoadFromNearest(TensorRecord& rec, Tier tier) {
     }
     changed_.Wait(&mu_);  // a write-back is moving the only copy; read it after
   }
+}
+
+absl::Status StoreCore::LoadQueued(TensorRecord& rec) {
+  TierCopy& host = rec.copy(Tier::kHost);
+  TierCopy& device = rec.copy(Tier::kDevice);
+  const Place src{Tier::kHost, *host.extent};
+  const Place dst{Tier::kDevice, *device.extent};
+  ++host.transfer_pins;
+  absl::StatusOr<QueuedCopy> queued;
+  {
+    // On the simulated device the copy itself runs here: not under mu_.
+    MutexUnlock unlocked(&mu_);
+    queued =
+        mover_->StartHostToDevice(src, dst, rec.spec.size_bytes, rec.spec.name);
+  }
+  if (queued.ok() && queued->event->Done()) {  // already there: no reaper
+    const absl::Status copied = queued->event->Synchronize();
+    mover_->EndQueued(*queued, copied.ok());
+    if (!copied.ok()) queued = copied;
+  }
+  if (!queued.ok() || queued->event->Done()) {
+    return EndTransfer(rec, Tier::kHost, Tier::kDevice, queued.status(), 0);
+  }
+  device.release_event = queued->event;
+  device.queued_load = queued->event;
+  ++queued_loads_;
+  ++queued_loads_total_;
+  if (reaper_ == nullptr) reaper_ = std::make_unique<EventReaper>();
+  reaper_->Add(queued->event,
+               [this, id = rec.id, copy = *queued](absl::Status status) {
+                 MutexLock lock(&mu_);
+                 EndQueuedLoad(id, copy, status);
+               });
+  return absl::OkStatus();
+}
+
+void StoreCore::EndQueuedLoad(TensorId id, const QueuedCopy& copy,
+                              const absl::Status& status) {
+  mover_->EndQueued(copy, status.ok());
+  --queued_loads_;
+  Changed();
+  // The pinned host copy kept the record (Destroy waits for idle copies).
+  TensorRecord& rec = *tensors_.at(id);
+  --rec.copy(Tier::kHost).transfer_pins;
+  TierCopy& device = rec.copy(Tier::kDevice);
+  const bool still_there = device.queued_load == copy.event;  // not dropped
+  if (still_there) device.queued_load.reset();
+  if (status.ok()) return;
+  rec.queued_load_error = absl::Status(
+      status.code(),
+      absl::StrFormat("the host -> device copy of tensor '%s' for a "
+                      "stream-ordered acquire failed after the acquire "
+                      "returned (its lease's device bytes were undefined; "
+                      "the host copy is intact): %s",
+                      rec.spec.name, status.message()));
+  if (still_there && !device.leased()) {
+    DropCopy(rec, Tier::kDevice, /*eviction=*/false);
+  }
+}
+
+absl::Status StoreCore::TakeQueuedLoadError(TensorRecord& rec) {
+  absl::Status error = std::move(rec.queued_load_error);
+  rec.queued_load_error = absl::OkStatus();
+  TierCopy& device = rec.copy(Tier::kDevice);
+  if (!error.ok() && device.state() == CopyState::kValid && !device.leased() &&
+      device.queued_load == nullptr) {
+    DropCopy(rec, Tier::kDevice, /*eviction=*/false);
+  }
+  return error;
 }
 
 bool StoreCore::StageOnHost(const TensorRecord& rec, Tier tier,
@@ -414,6 +489,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
     c.extent.reset();
   }
   c.release_event.reset();
+  c.queued_load.reset();
   Changed();
 }
 

@@ -87,7 +87,9 @@ StoreCore::~StoreCore() {
   Shutdown();
   // The transfer threads end before mu_ and the records go: a transfer's
   // continuation (ContinueHere) may still be releasing mu_ when the waits in
-  // Shutdown see its job finished.
+  // Shutdown see its job finished. The reaper has nothing left to wait for
+  // (Shutdown waited for the queued loads); its thread ends first.
+  reaper_.reset();
   mover_.reset();
 }
 
@@ -99,9 +101,9 @@ void StoreCore::Shutdown() {
     Changed();
     // Queued jobs end at their first step (the store is closed); started
     // ones once their transfer in flight completes, as do write-backs
-    // started to make room together.
+    // started to make room together and stream-ordered loads.
     while (prefetch_jobs_ > 0 || !prefetch_queue_.empty() ||
-           companions_in_flight_ > 0) {
+           companions_in_flight_ > 0 || queued_loads_ > 0) {
       changed_.Wait(&mu_);
     }
   }

@@ -36,6 +36,7 @@
 #include "scheduler/prefetch_planner.h"
 #include "scheduler/snapshot.h"
 #include "src/bounce_pool.h"
+#include "src/event_reaper.h"
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
 #include "src/mover.h"
@@ -182,10 +183,35 @@ class StoreCore : public internal::LeaseReleaser,
   // many accesses are not evicted for it (a prefetch must not push out what
   // is needed before the tensor it fetches); 0 protects nothing.
   // `demand`: an acquire waits for it (not a prefetch).
+  // `stream_ordered`: a device copy loaded from the host copy is only queued
+  // on the copy stream (LoadQueued); the caller's lease waits for it on its
+  // stream, not on the CPU.
   absl::Status FillCopy(TensorRecord& rec, Tier tier, Fill fill,
-                        uint64_t protect_within = 0, bool demand = true)
+                        uint64_t protect_within = 0, bool demand = true,
+                        bool stream_ordered = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status LoadFromNearest(TensorRecord& rec, Tier tier)
+  absl::Status LoadFromNearest(TensorRecord& rec, Tier tier,
+                               bool stream_ordered = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stream-ordered device acquire (DESIGN; issue 14 item 6): queues rec's
+  // host copy -> its device copy (reserved) and returns without waiting. The
+  // copy's event becomes the device copy's release_event, so leases' streams
+  // wait for it (Grant), copies out of it start after it, and freeing it
+  // waits for it (AwaitDeviceReaders); the host copy stays pinned (a
+  // transfer reads it) until the event has happened, when the reaper runs
+  // EndQueuedLoad. An error queuing it: nothing queued, the host copy as it
+  // was.
+  absl::Status LoadQueued(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A queued load's event has happened (`status`: its Synchronize): unpins
+  // the host copy. A failed copy's device copy is dropped once unleased, and
+  // the error goes to the next release or acquire of the tensor
+  // (TakeQueuedLoadError): the host copy is intact.
+  void EndQueuedLoad(TensorId id, const QueuedCopy& copy,
+                     const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error of rec's failed queued load, once: then cleared, and the
+  // device copy it filled dropped if no lease holds it.
+  absl::Status TakeQueuedLoadError(TensorRecord& rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Undoes a kLoading copy: frees a cache extent, marks it absent.
   void AbandonCopy(TensorRecord& rec, Tier tier)
@@ -503,6 +529,9 @@ class StoreCore : public internal::LeaseReleaser,
   // may still be returning when its handler has run).
   std::unique_ptr<boost::asio::thread_pool> executor_;
   std::unique_ptr<Mover> mover_;
+  // Waits for queued loads' events (LoadQueued) and runs EndQueuedLoad.
+  // Reset after Shutdown and before mover_: its completions use both.
+  std::unique_ptr<EventReaper> reaper_;
 
   mutable Mutex mu_;
   CondVar changed_;  // signalled on every copy or lease state change
@@ -513,6 +542,9 @@ class StoreCore : public internal::LeaseReleaser,
   std::deque<JobPtr> prefetch_queue_ ABSL_GUARDED_BY(mu_);  // not started
   int prefetch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // started, not finished
   uint64_t prefetch_bytes_running_ ABSL_GUARDED_BY(mu_) = 0;  // their bytes
+  // LoadQueued's copies whose EndQueuedLoad has not run, and all of them.
+  int queued_loads_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t queued_loads_total_ ABSL_GUARDED_BY(mu_) = 0;
   // WriteBackMore's write-backs not finished yet.
   int companions_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // The automatic mode's window: one NVMe block (1 MiB without NVMe).

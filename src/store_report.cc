@@ -99,6 +99,8 @@ Stats StoreCore::GetStats() const {
   s.stall_seconds = stall_seconds_;
   s.stalled_acquires = stalled_acquires_;
   s.device_reader_waits = device_reader_waits_;
+  s.queued_loads = queued_loads_total_;
+  s.queued_loads_in_flight = static_cast<uint64_t>(queued_loads_);
   s.tensors = tensors_.size();
   s.unified = unified_;
   s.device_backend = tiers_.device->name();

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "scheduler/predictor.h"
 #include "scheduler/snapshot.h"
@@ -58,7 +59,10 @@ class TierCopy {
   bool prefetch_pending = false;
   // Device tier: the point in the user's stream where the last lease ended;
   // copies out of this tier wait for it (stream-ordered, not CPU-blocking).
+  // Until the first lease ends, a copy loaded stream-ordered holds its copy's
+  // event here, as `queued_load` does until the reaper has seen it happen.
   std::shared_ptr<DeviceEvent> release_event;
+  std::shared_ptr<DeviceEvent> queued_load;
 
   bool leased() const { return read_leases > 0 || write_lease; }
   bool busy() const {
@@ -100,6 +104,9 @@ struct TensorRecord {
   // and prefetches wait or skip, so the preparation never waits on them.
   bool exclusive_pending = false;
   uint64_t nvme_checksum = 0;  // XXH3-64 of the bytes last written to NVMe
+  // A stream-ordered load of the device copy that failed after its acquire
+  // returned (StoreCore::EndQueuedLoad): said at the next release or acquire.
+  absl::Status queued_load_error;
   // Unified memory: write leases granted inside the current step (between
   // BeginStep and EndStep), whether the last whole step wrote the tensor
   // (unknown counts as written), and whether its range is advised

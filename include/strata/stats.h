@@ -98,6 +98,12 @@ struct Stats {
   // kernels of their last lease could still be running (its release event
   // had not happened): the store waited for them before reusing the memory.
   uint64_t device_reader_waits = 0;
+  // Device acquires that returned before their host -> device copy had
+  // happened (stream-ordered: the lease's stream waits for the copy, the
+  // CPU does not), and of those, the copies still in flight now. On the
+  // simulated device copies are CPU work, done before the acquire returns.
+  uint64_t queued_loads = 0;
+  uint64_t queued_loads_in_flight = 0;
   // NVMe reads whose checksum did not match, after the one re-read below.
   uint64_t checksum_failures = 0;
   // NVMe reads whose checksum did not match and that were read once more

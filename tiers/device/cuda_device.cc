@@ -262,6 +262,34 @@ absl::Status CudaDevice::Copy(CopyKind kind, void* dst, const void* src,
   return status;
 }
 
+absl::StatusOr<std::shared_ptr<DeviceEvent>> CudaDevice::CopyAsync(
+    CopyKind kind, void* dst, const void* src, uint64_t bytes,
+    DeviceEvent* after) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) {
+    return absl::InvalidArgumentError("null pointer passed to CopyAsync");
+  }
+  STRATA_RETURN_IF_ERROR(SetDevice());
+  cudaStream_t stream = kind == CopyKind::kD2H ? d2h_stream_ : h2d_stream_;
+  STRATA_RETURN_IF_ERROR(StreamAfter(stream, after));
+  const cudaMemcpyKind memcpy_kind = MemcpyKind(kind);
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  // Chunks keep the engine's stream interleaving with other copies queued
+  // behind them no worse than Copy's.
+  for (uint64_t offset = 0; offset < bytes;) {
+    const uint64_t n = std::min(options_.copy_chunk_bytes, bytes - offset);
+    const cudaError_t err =
+        cudaMemcpyAsync(d + offset, s + offset, n, memcpy_kind, stream);
+    if (err != cudaSuccess) {
+      // Chunks already queued may still read the source: let them end.
+      cudaStreamSynchronize(stream);
+      return CudaStatus(err, "cudaMemcpyAsync");
+    }
+    offset += n;
+  }
+  return RecordEvent(stream);
+}
+
 absl::StatusOr<double> CudaDevice::TimeCopies(CopyKind kind, void* dst,
                                               const void* src, uint64_t bytes,
                                               uint64_t repeats) {

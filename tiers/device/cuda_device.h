@@ -75,6 +75,11 @@ class CudaDevice : public DeviceBackend {
   // not).
   absl::Status Copy(CopyKind kind, void* dst, const void* src, uint64_t bytes,
                     DeviceEvent* after = nullptr) override;
+  // The whole copy queued on its engine's stream (in copy_chunk_bytes
+  // chunks, none waited for), then an event recorded behind it.
+  absl::StatusOr<std::shared_ptr<DeviceEvent>> CopyAsync(
+      CopyKind kind, void* dst, const void* src, uint64_t bytes,
+      DeviceEvent* after = nullptr) override;
   // CUDA events around `repeats` whole-buffer copies on the copy stream.
   absl::StatusOr<double> TimeCopies(CopyKind kind, void* dst, const void* src,
                                     uint64_t bytes, uint64_t repeats) override;

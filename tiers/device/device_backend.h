@@ -95,6 +95,18 @@ class DeviceBackend {
   virtual absl::Status Copy(CopyKind kind, void* dst, const void* src,
                             uint64_t bytes, DeviceEvent* after = nullptr) = 0;
 
+  // Copy, stream-ordered: queues the copy on its engine's stream (after
+  // `after`, when set) and returns at once with an event that happens once
+  // the bytes are there; the CPU does not wait. Until then the source must
+  // stay unchanged and the destination unread except by work ordered after
+  // the event (StreamWait). A copy that cannot be queued returns its error
+  // (the destination undefined, the source untouched); one that fails later
+  // reports it from the event's Synchronize. Default (the simulated device,
+  // whose copies are CPU work): Copy, then an event that has happened.
+  virtual absl::StatusOr<std::shared_ptr<DeviceEvent>> CopyAsync(
+      CopyKind kind, void* dst, const void* src, uint64_t bytes,
+      DeviceEvent* after = nullptr);
+
   // Seconds `repeats` back-to-back copies of `bytes` take, for bandwidth
   // benchmarks. On a GPU: whole-buffer cudaMemcpyAsync calls on the copy
   // stream timed with CUDA events (the nvbandwidth method); the default

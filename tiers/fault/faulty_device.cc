@@ -102,6 +102,59 @@ absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
                    " of ", bytes, " bytes (first ", prefix, " bytes copied)"));
 }
 
+namespace {
+
+// A copy that failed after it was queued: happened, with an error.
+class FailedEvent : public DeviceEvent {
+ public:
+  explicit FailedEvent(absl::Status error) : error_(std::move(error)) {}
+  absl::Status Synchronize() override { return error_; }
+  bool Done() override { return true; }
+
+ private:
+  const absl::Status error_;
+};
+
+}  // namespace
+
+void FaultyDevice::set_late_copy_faults(bool late) {
+  MutexLock lock(&mu_);
+  late_copy_faults_ = late;
+}
+
+absl::StatusOr<std::shared_ptr<DeviceEvent>> FaultyDevice::CopyAsync(
+    CopyKind kind, void* dst, const void* src, uint64_t bytes,
+    DeviceEvent* after) {
+  if (kind != CopyKind::kD2D) {
+    gate_.Pass(kind == CopyKind::kH2D ? GateOp::kH2D : GateOp::kD2H);
+  }
+  uint64_t ordinal = 0;
+  bool torn = false;
+  std::shared_ptr<DeviceEvent> event;
+  if (!ShouldFail(kind, &ordinal, &torn)) {
+    STRATA_ASSIGN_OR_RETURN(
+        event, inner_->CopyAsync(kind, dst, src, bytes, Inner(after)));
+  } else {
+    const uint64_t prefix = torn ? bytes / 2 : 0;
+    if (prefix > 0) {
+      STRATA_RETURN_IF_ERROR(
+          inner_->Copy(kind, dst, src, prefix, Inner(after)));
+    }
+    absl::Status error = absl::InternalError(absl::StrCat(
+        "injected copy fault: ", KindName(kind), " copy #", ordinal, " of ",
+        bytes, " bytes (first ", prefix, " bytes copied)"));
+    bool late = false;
+    {
+      MutexLock lock(&mu_);
+      late = late_copy_faults_;
+    }
+    if (!late) return error;
+    event = std::make_shared<FailedEvent>(std::move(error));
+  }
+  return std::shared_ptr<DeviceEvent>(
+      std::make_shared<GatedEvent>(std::move(event), &gate_));
+}
+
 absl::StatusOr<std::byte*> FaultyDevice::ReserveArena(uint64_t bytes) {
   return inner_->ReserveArena(bytes);
 }

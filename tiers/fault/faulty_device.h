@@ -17,7 +17,8 @@
 // ServeFault passes the gate as its GateOp (gate.h). Events it records wrap
 // the wrapped backend's: their Synchronize passes the gate as kEventWait,
 // and while kEventWait is armed they are not Done(), as if kernels on the
-// recording stream were still running.
+// recording stream were still running. CopyAsync's events are gated the
+// same way: a copy still on its stream.
 //
 // Thread safety: every method may be called concurrently, set_spec included.
 #ifndef STRATA_TIERS_FAULT_FAULTY_DEVICE_H_
@@ -65,6 +66,16 @@ class FaultyDevice : public DeviceBackend {
   absl::StatusOr<std::byte*> ReserveArena(uint64_t bytes) override;
   absl::Status Copy(CopyKind kind, void* dst, const void* src, uint64_t bytes,
                     DeviceEvent* after = nullptr) override;
+  // Passes the gate and draws a fault as Copy does. Not failing: the wrapped
+  // backend's CopyAsync, its event gated as RecordEvent's are. Failing: its
+  // error at once, or with set_late_copy_faults(true) an event (gated the
+  // same way) whose Synchronize returns it, a copy that failed after it was
+  // queued (a torn one copied half its bytes first).
+  absl::StatusOr<std::shared_ptr<DeviceEvent>> CopyAsync(
+      CopyKind kind, void* dst, const void* src, uint64_t bytes,
+      DeviceEvent* after = nullptr) override;
+  // Whether CopyAsync's injected faults surface at the event (see above).
+  void set_late_copy_faults(bool late);
   absl::StatusOr<std::shared_ptr<DeviceEvent>> RecordEvent(
       void* stream) override;
   absl::Status StreamWait(void* stream, DeviceEvent& event) override;
@@ -102,6 +113,7 @@ class FaultyDevice : public DeviceBackend {
   FaultSpec spec_ ABSL_GUARDED_BY(mu_);
   FaultDraws draws_ ABSL_GUARDED_BY(mu_);
   uint64_t injected_ ABSL_GUARDED_BY(mu_) = 0;
+  bool late_copy_faults_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace strata
