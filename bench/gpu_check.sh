@@ -30,7 +30,7 @@ bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_
       tests/transformer_gpu_test tests/compute_test tests/precision_gpu_test
       tests/half_cast_test tests/mixed_adam_test bench/device_link_bench
       bench/train_bench bench/cpu_adam_bench tests/nccl_gpu_test
-      tests/device_reader_wait_test)
+      tests/device_reader_wait_test tests/stream_ordered_acquire_test)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -101,6 +101,9 @@ run_step device_backend_test "$(bin tests/device_backend_test)"
 run_step host_arena_test "$(bin tests/host_arena_test)"
 # Eviction waits for the kernels of a copy's last lease (CUDA events).
 run_step device_reader_wait_test "$(bin tests/device_reader_wait_test)"
+# A device acquire from the host copy queues its copy and returns; the
+# lease's stream waits for it (CUDA events behind the gate).
+run_step stream_ordered_acquire_test "$(bin tests/stream_ordered_acquire_test)"
 run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
   --host-budget=2GiB --json="$out/info.json"
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
@@ -210,7 +213,8 @@ echo
 echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
-    host_arena_test device_reader_wait_test nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
+    host_arena_test device_reader_wait_test stream_ordered_acquire_test \
+    nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
     half_cast_paths mixed_adam_paths cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \
@@ -222,6 +226,9 @@ for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
   printf '%-22s %s\n' "$k" "${result[$k]}"
 done
 grep -E '^(h2d|d2h) ' "$out/link_bench.log" | awk '{printf "link %-17s raw %s GB/s, store %s GB/s, ratio %s\n", $1, $2, $3, $4}'
+# Device acquires whose copy the GPU waited for, not the CPU (stream-ordered).
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('train queued_loads', r.get('queued_loads'), 'of', r.get('acquires'), 'acquires')" \
+  "$out/train.json" 2>/dev/null
 grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench.log" 2>/dev/null
 grep -E '^(resident|scheduler|on-demand) ' "$out/train_bench_gpt.log" 2>/dev/null |
   sed 's/^/gpt /' 

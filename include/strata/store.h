@@ -74,9 +74,15 @@ class Store {
   // Brings the tensor to `tier` (unless `access` is kOverwrite) and pins it
   // there until the lease is released. A kWrite or kOverwrite lease makes all
   // other copies stale. Leases follow reader/writer rules across tiers: many
-  // readers or one writer. Blocks until the data is on `tier`. `stream` is the
-  // caller's cudaStream_t on a real GPU (null: the legacy default stream);
-  // work on it is ordered after the previous lease's release.
+  // readers or one writer. Blocks until the data is on `tier`, except a
+  // kRead on the device served from the host copy, which is stream-ordered:
+  // the H2D copy is queued and the acquire returns; `stream` waits for it on
+  // the GPU (the host copy stays pinned until it has happened; on the
+  // simulated device it has by the return). `stream` is the caller's
+  // cudaStream_t on a real GPU (null: the legacy default stream); work on it
+  // is ordered after the copy and the previous lease's release. A copy that
+  // fails after the acquire returned is reported by the lease's Release, or
+  // else the tensor's next Acquire (Internal; the host copy is intact).
   // Errors: NotFound; InvalidArgument (a tier below the tensor's home);
   // FailedPrecondition (conflicting lease held, or kRead of a tensor with no
   // contents); ResourceExhausted (the tier is full of leased copies, and the
