@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "strata/stats.h"
 
 namespace strata {
 namespace {
@@ -36,6 +37,8 @@ Window WindowLoads(absl::Span<const AccessEvent> upcoming,
   // Tensors a predicted access writes before the one being considered, and
   // on which tier.
   absl::flat_hash_map<TensorId, Tier> written;
+  // Tensors a predicted device access uses before the one being considered.
+  absl::flat_hash_set<TensorId> on_device_first;
   absl::flat_hash_set<std::pair<uint64_t, Tier>> seen;
   for (size_t i = 0; i < upcoming.size(); ++i) {
     const AccessEvent& next = upcoming[i];
@@ -43,6 +46,8 @@ Window WindowLoads(absl::Span<const AccessEvent> upcoming,
     const auto earlier_write = written.find(next.id);
     const bool stale_by_use =
         earlier_write != written.end() && earlier_write->second != next.tier;
+    const bool device_first = on_device_first.contains(next.id);
+    if (next.tier == Tier::kDevice) on_device_first.insert(next.id);
     if (next.access != Access::kRead) written[next.id] = next.tier;
     if (next.tier == Tier::kNvme || full[t]) continue;
     const std::optional<PrefetchFacts> facts = lookup(next.id, next.tier);
@@ -55,6 +60,8 @@ Window WindowLoads(absl::Span<const AccessEvent> upcoming,
     const bool plan =
         next.access != Access::kOverwrite && facts->has_contents &&
         !stale_by_use &&
+        !(device_first && next.tier == Tier::kHost &&
+          facts->link == static_cast<int>(Link::kNvmeRead)) &&
         static_cast<int>(next.tier) <= static_cast<int>(facts->home) &&
         facts->loadable;
     if (!(plan || facts->in_flight) ||

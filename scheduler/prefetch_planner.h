@@ -11,8 +11,14 @@
 // overwrite (it needs no contents), the tensor has no contents, a predicted
 // write on another tier comes before it (the copy would be stale by its
 // use, e.g. next step's weights before the optimizer updates them), the tier
-// is slower than the tensor's home (no such copy exists), or the copy is
-// already there or coming. NVMe accesses are never prefetched (home copies).
+// is slower than the tensor's home (no such copy exists), the copy is
+// already there or coming, or it is a host copy that would come from NVMe
+// while a predicted device access of the tensor comes first: that access
+// brings a device copy, which then feeds the host over D2H instead of a
+// second NVMe read (the weight a host optimizer updates right after the
+// backward pass read it on the device: the MLP's prefetch then loaded it
+// twice from NVMe, to the host and to the device). NVMe accesses are never
+// prefetched (home copies).
 //
 // Timing: with the predicted seconds until each access, a load in the window
 // is planned only once it cannot wait: loads on one link run one after

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "strata/options.h"
+#include "strata/stats.h"
 
 namespace strata {
 namespace {
@@ -49,17 +50,26 @@ class Facts {
   }
   // Tensor `id` is already on (or coming to) `tier`.
   void Present(uint64_t id, Tier tier) { present_[{id, tier}] = true; }
+  // A load of `id` to `tier` would come over `link`.
+  void LinkOn(uint64_t id, Tier tier, Link link) {
+    (*this)[id];
+    links_[{id, tier}] = static_cast<int>(link);
+  }
   std::optional<PrefetchFacts> Lookup(TensorId id, Tier tier) const {
     auto it = facts_.find(id.value);
     if (it == facts_.end()) return std::nullopt;
     PrefetchFacts f = it->second;
     if (present_.contains({id.value, tier})) f.loadable = false;
+    if (auto l = links_.find({id.value, tier}); l != links_.end()) {
+      f.link = l->second;
+    }
     return f;
   }
 
  private:
   absl::flat_hash_map<uint64_t, PrefetchFacts> facts_;
   absl::flat_hash_map<std::pair<uint64_t, Tier>, bool> present_;
+  absl::flat_hash_map<std::pair<uint64_t, Tier>, int> links_;
 };
 
 std::vector<PrefetchRequest> Plan(const std::vector<AccessEvent>& upcoming,
@@ -176,6 +186,26 @@ TEST(PrefetchPlannerTest, EarlierWriteOnAnotherTierMakesALoadStale) {
   // The latest write decides: written on the host, then on the device.
   EXPECT_EQ(Plan({Write(2, Tier::kHost), Write(2), Read(2)}, f, 64 * kMiB),
             (std::vector<PrefetchRequest>{Load(2, Tier::kHost), Load(2)}));
+}
+
+// A host copy that would come from NVMe waits while a device access of the
+// tensor comes first: that access brings a device copy, which then feeds the
+// host over D2H (a host optimizer's weight, read on the device by the
+// backward pass just before) instead of a second NVMe read.
+TEST(PrefetchPlannerTest, AHostLoadWaitsForTheDeviceCopyAnEarlierAccessBrings) {
+  Facts f;
+  f.LinkOn(1, Tier::kDevice, Link::kNvmeRead);
+  f.LinkOn(1, Tier::kHost, Link::kNvmeRead);
+  EXPECT_EQ(Plan({Read(1), Write(1, Tier::kHost)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1)}));
+  // No device access before it: from NVMe, as any load.
+  EXPECT_EQ(Plan({Write(1, Tier::kHost), Read(1, Tier::kHost)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1, Tier::kHost)}));
+  // The device copy is there: the host copy comes over D2H, planned now.
+  f.Present(1, Tier::kDevice);
+  f.LinkOn(1, Tier::kHost, Link::kD2H);
+  EXPECT_EQ(Plan({Read(1), Write(1, Tier::kHost)}, f, 64 * kMiB),
+            (std::vector<PrefetchRequest>{Load(1, Tier::kHost)}));
 }
 
 // Writes are remembered even for accesses the window no longer plans.
