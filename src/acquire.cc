@@ -17,16 +17,24 @@ namespace strata {
 
 absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
                                          void* stream) {
+  {
+    MutexLock lock(&mu_);
+    if (auto it = tensors_.find(id);
+        it != tensors_.end() && !it->second->queued_load_error.ok()) {
+      return TakeQueuedLoadError(*it->second);
+    }
+  }
+  return AcquireLease(id, tier, access, stream);
+}
+
+absl::StatusOr<Lease> StoreCore::AcquireLease(TensorId id, Tier tier,
+                                              Access access, void* stream) {
   const absl::Time start = absl::Now();
   MutexLock lock(&mu_);
   if (static_cast<int>(access) > static_cast<int>(Access::kOverwrite)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",
                         static_cast<int>(access)));
-  }
-  if (auto it = tensors_.find(id);
-      it != tensors_.end() && !it->second->queued_load_error.ok()) {
-    return TakeQueuedLoadError(*it->second);
   }
   const PredictedUse use = ObserveAndPrefetch(id, tier, access);
   bool stalled = false;
@@ -67,7 +75,10 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
       EvictUnified(*rec);  // the CPU reads its pages where they are
       continue;
     }
-    if (copy.state() == CopyState::kValid && !rec->exclusive_pending) {
+    // A copy whose stream-ordered load failed waits for its last lease to
+    // drop it; then the load runs again.
+    if (copy.state() == CopyState::kValid && !rec->exclusive_pending &&
+        copy.load_error.ok()) {
       return Grant(*rec, tier, Access::kRead, stream, use);
     }
     CountLatePrefetch(copy);
@@ -237,12 +248,15 @@ absl::Status StoreCore::ReleaseLease(TensorId id, uint64_t token,
   if (!copy.leased())
     leased_bytes_[static_cast<int>(grant.tier)] -= copy.extent->bytes;
   Changed();
-  if (grant.tier == Tier::kDevice && !closed_) {
-    // Later copies out of this tier wait for the caller's work on `stream`.
-    STRATA_ASSIGN_OR_RETURN(copy.release_event,
-                            tiers_.device->RecordEvent(stream));
-  }
-  return TakeQueuedLoadError(rec);
+  if (grant.tier != Tier::kDevice || closed_) return absl::OkStatus();
+  // Later copies out of this tier wait for the caller's work on `stream`.
+  STRATA_ASSIGN_OR_RETURN(copy.release_event,
+                          tiers_.device->RecordEvent(stream));
+  if (copy.load_error.ok()) return absl::OkStatus();
+  // This lease read a copy whose stream-ordered load failed.
+  absl::Status error = copy.load_error;
+  if (!copy.leased()) DropCopy(rec, Tier::kDevice, /*eviction=*/false);
+  return error;
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 // the copies involved are marked loading/evicting (and sources pinned)
 // meanwhile, which keeps the record alive and its bytes stable.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -158,26 +159,30 @@ void StoreCore::EndQueuedLoad(TensorId id, const QueuedCopy& copy,
   const bool still_there = device.queued_load == copy.event;  // not dropped
   if (still_there) device.queued_load.reset();
   if (status.ok()) return;
+  const std::string what = absl::StrFormat(
+      "the host -> device copy of tensor '%s' for a stream-ordered acquire "
+      "failed after the acquire returned",
+      rec.spec.name);
+  if (still_there && device.leased()) {
+    // Its leases learn it at their releases; the last one drops it.
+    device.load_error =
+        absl::Status(status.code(),
+                     absl::StrFormat("%s (this lease's device bytes were "
+                                     "undefined; the host copy is intact): %s",
+                                     what, status.message()));
+    return;
+  }
+  if (still_there) DropCopy(rec, Tier::kDevice, /*eviction=*/false);
   rec.queued_load_error = absl::Status(
       status.code(),
-      absl::StrFormat("the host -> device copy of tensor '%s' for a "
-                      "stream-ordered acquire failed after the acquire "
-                      "returned (its lease's device bytes were undefined; "
+      absl::StrFormat("%s (the device bytes its leases read were undefined; "
                       "the host copy is intact): %s",
-                      rec.spec.name, status.message()));
-  if (still_there && !device.leased()) {
-    DropCopy(rec, Tier::kDevice, /*eviction=*/false);
-  }
+                      what, status.message()));
 }
 
 absl::Status StoreCore::TakeQueuedLoadError(TensorRecord& rec) {
   absl::Status error = std::move(rec.queued_load_error);
   rec.queued_load_error = absl::OkStatus();
-  TierCopy& device = rec.copy(Tier::kDevice);
-  if (!error.ok() && device.state() == CopyState::kValid && !device.leased() &&
-      device.queued_load == nullptr) {
-    DropCopy(rec, Tier::kDevice, /*eviction=*/false);
-  }
   return error;
 }
 
@@ -198,6 +203,8 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
   for (Tier src : kOrder[static_cast<int>(tier)]) {
     // Unified memory: the device copy is the host copy, never a source.
     if (unified() && src == Tier::kDevice) continue;
+    // A device copy whose stream-ordered load failed holds undefined bytes.
+    if (!rec.copy(src).load_error.ok()) continue;
     if (rec.copy(src).state() == CopyState::kValid) return src;
   }
   return std::nullopt;
@@ -490,6 +497,7 @@ void StoreCore::DropCopy(TensorRecord& rec, Tier tier, bool eviction) {
   }
   c.release_event.reset();
   c.queued_load.reset();
+  c.load_error = absl::OkStatus();
   Changed();
 }
 

@@ -283,6 +283,8 @@ absl::Status StoreCore::Discard(TensorId id) {
       }
     }
     rec->has_contents = false;
+    // A failed stream-ordered load's report was about these contents.
+    rec->queued_load_error = absl::OkStatus();
     return absl::OkStatus();
   }
 }

@@ -80,8 +80,13 @@ class StoreCore : public internal::LeaseReleaser,
   absl::StatusOr<TensorId> Create(const TensorSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Destroy(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Store::Acquire: reports a failed stream-ordered load whose leases had
+  // all ended (TakeQueuedLoadError), else AcquireLease.
   absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
                                 void* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Acquire without that report (the store's own reads).
+  absl::StatusOr<Lease> AcquireLease(TensorId id, Tier tier, Access access,
+                                     void* stream) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Prefetch(TensorId id, Tier tier) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Evict(TensorId id, Tier to_tier) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Discard(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -203,14 +208,16 @@ class StoreCore : public internal::LeaseReleaser,
   // was.
   absl::Status LoadQueued(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A queued load's event has happened (`status`: its Synchronize): unpins
-  // the host copy. A failed copy's device copy is dropped once unleased, and
-  // the error goes to the next release or acquire of the tensor
-  // (TakeQueuedLoadError): the host copy is intact.
+  // the host copy. A failed copy still leased keeps its error (load_error):
+  // it serves no new lease, each of its leases' releases returns the error
+  // and the last one drops it. One no longer leased is dropped and the
+  // error goes to the tensor's next Acquire (TakeQueuedLoadError). The host
+  // copy is intact either way.
   void EndQueuedLoad(TensorId id, const QueuedCopy& copy,
                      const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The error of rec's failed queued load, once: then cleared, and the
-  // device copy it filled dropped if no lease holds it.
+  // The error of rec's failed queued load whose leases had all ended, once
+  // (then cleared; Discard clears it too).
   absl::Status TakeQueuedLoadError(TensorRecord& rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Undoes a kLoading copy: frees a cache extent, marks it absent.

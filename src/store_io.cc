@@ -66,7 +66,7 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
                                nullptr, &stalled, &fill);
       if (lease.ok()) CountAcquire(id, tier, start, stalled);
     } else {
-      lease = Acquire(id, tier, Access::kRead, nullptr);
+      lease = AcquireLease(id, tier, Access::kRead, nullptr);
     }
   }
   STRATA_RETURN_IF_ERROR(lease.status());

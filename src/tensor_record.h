@@ -63,6 +63,10 @@ class TierCopy {
   // event here, as `queued_load` does until the reaper has seen it happen.
   std::shared_ptr<DeviceEvent> release_event;
   std::shared_ptr<DeviceEvent> queued_load;
+  // Device tier: this copy's stream-ordered load failed after leases were
+  // granted on it. It serves no new lease; each of its leases' releases
+  // returns this, and the last one drops it.
+  absl::Status load_error;
 
   bool leased() const { return read_leases > 0 || write_lease; }
   bool busy() const {
@@ -104,8 +108,8 @@ struct TensorRecord {
   // and prefetches wait or skip, so the preparation never waits on them.
   bool exclusive_pending = false;
   uint64_t nvme_checksum = 0;  // XXH3-64 of the bytes last written to NVMe
-  // A stream-ordered load of the device copy that failed after its acquire
-  // returned (StoreCore::EndQueuedLoad): said at the next release or acquire.
+  // A stream-ordered load of the device copy that failed once every lease
+  // of it had ended (StoreCore::EndQueuedLoad): the next Acquire says it.
   absl::Status queued_load_error;
   // Unified memory: write leases granted inside the current step (between
   // BeginStep and EndStep), whether the last whole step wrote the tensor

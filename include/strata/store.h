@@ -81,8 +81,10 @@ class Store {
   // simulated device it has by the return). `stream` is the caller's
   // cudaStream_t on a real GPU (null: the legacy default stream); work on it
   // is ordered after the copy and the previous lease's release. A copy that
-  // fails after the acquire returned is reported by the lease's Release, or
-  // else the tensor's next Acquire (Internal; the host copy is intact).
+  // fails after the acquire returned is reported (Internal; the host copy is
+  // intact) by the Release of every lease of it (it serves no new lease and
+  // goes with the last), or by the tensor's next Acquire if they had all
+  // ended (Discard forgets it).
   // Errors: NotFound; InvalidArgument (a tier below the tensor's home);
   // FailedPrecondition (conflicting lease held, or kRead of a tensor with no
   // contents); ResourceExhausted (the tier is full of leased copies, and the
