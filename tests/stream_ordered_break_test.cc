@@ -126,6 +126,51 @@ class StreamOrderedBreakTest : public ::testing::Test {
     return lease.ok() ? *std::move(lease) : Lease();
   }
 
+  // A late-failing copy of a released device lease held in flight; an
+  // exclusive device acquire (`access`) waits for it, is granted after the
+  // failed copy was dropped, and the caller writes pattern 99 through it. Its
+  // Release must not take the old error nor drop its device copy (by then
+  // the only one).
+  void AWriteThatWaitedKeepsItsBytes(Access access) {
+    Open(2, 1);
+    LateFaultNextH2D();
+    device_->gate().Arm(GateOp::kEventWait);
+    absl::StatusOr<Lease> lease = absl::UnknownError("not granted");
+    ASSERT_TRUE(WaitsForTheQueuedCopy([&] {
+                  lease = store_->Acquire(ids_[0], Tier::kDevice, access);
+                  return lease.status();
+                }).ok())
+        << lease.status();
+    if (access == Access::kWrite) {
+      EXPECT_TRUE(LeaseMatches(*lease, 7));
+    }
+    ASSERT_TRUE(lease->CopyIn(0, Pattern(kSize, 99).data(), kSize).ok());
+    const absl::Status released = lease->Release();
+    EXPECT_TRUE(released.ok()) << released;
+    EXPECT_NE(DeviceState(), State::kAbsent);
+    absl::StatusOr<std::vector<std::byte>> got = ReadAll();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(MatchesPattern(got->data(), kSize, 99)) << "the write was lost";
+  }
+
+  // With the copy of a released device lease of t0 held in flight (queued
+  // by QueuedDeviceRead), runs `op` on another thread: it must still wait
+  // when checked, and end once the gate lets the copy happen. Returns what
+  // `op` returned.
+  template <typename Op>
+  absl::Status WaitsForTheQueuedCopy(Op op) {
+    Lease a = QueuedDeviceRead();
+    EXPECT_TRUE(a.Release().ok());
+    auto done = std::async(std::launch::async, std::move(op));
+    EXPECT_EQ(done.wait_for(kBlocked), std::future_status::timeout)
+        << "it did not wait for the copy reading the host copy";
+    device_->gate().Release(GateOp::kEventWait);
+    if (done.wait_for(kBound) != std::future_status::ready) {
+      return absl::DeadlineExceededError("never ended");
+    }
+    return done.get();
+  }
+
   ::strata::testing::TempDir dir_;
   FaultyDevice* device_ = nullptr;
   std::unique_ptr<Store> store_;
@@ -190,7 +235,7 @@ TEST_F(StreamOrderedBreakTest, AHostReadBesideAFailedDeviceLeaseIsServedWhole) {
 
 // Then a device kWrite lease: it must load from the (intact) host copy, not
 // be granted the failed device copy (which would drop the host copy).
-TEST_F(StreamOrderedBreakTest, DeviceWriteOverAFailedCopyLosesTheHostBytes) {
+TEST_F(StreamOrderedBreakTest, ADeviceWriteAfterAFailedCopyKeepsTheHostBytes) {
   Open(2, 1);
   LateFaultNextH2D();
   device_->gate().Arm(GateOp::kEventWait);
@@ -212,57 +257,12 @@ TEST_F(StreamOrderedBreakTest, DeviceWriteOverAFailedCopyLosesTheHostBytes) {
       << "the tensor's bytes were lost (host copy dropped for a failed copy)";
 }
 
-// An exclusive device acquire that waited for the queued copy (the host copy
-// is pinned) is granted after the copy failed and the failed device copy was
-// dropped; it loads afresh and the caller overwrites the tensor. Its Release
-// must not take the old error nor drop its device copy, now the only one.
-TEST_F(StreamOrderedBreakTest, AWaitingOverwriteIsDroppedByItsOwnRelease) {
-  Open(2, 1);
-  LateFaultNextH2D();
-  device_->gate().Arm(GateOp::kEventWait);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());  // before the copy is known to fail
-  auto w = std::async(std::launch::async, [&] {
-    return store_->Acquire(ids_[0], Tier::kDevice, Access::kOverwrite);
-  });
-  ASSERT_EQ(w.wait_for(kBlocked), std::future_status::timeout)
-      << "the overwrite did not wait for the pinned host copy";
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(w.wait_for(kBound), std::future_status::ready);
-  absl::StatusOr<Lease> lease = w.get();
-  ASSERT_TRUE(lease.ok()) << lease.status();  // passed Acquire's check before
-  ASSERT_TRUE(lease->CopyIn(0, Pattern(kSize, 99).data(), kSize).ok());
-  const absl::Status released = lease->Release();
-  EXPECT_TRUE(released.ok()) << released;
-  EXPECT_NE(DeviceState(), State::kAbsent)
-      << "the overwritten (only) device copy was dropped by its own release";
-  absl::StatusOr<std::vector<std::byte>> got = ReadAll();
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_TRUE(MatchesPattern(got->data(), kSize, 99)) << "overwrite lost";
+// Exclusive device acquires that waited for a copy that then failed.
+TEST_F(StreamOrderedBreakTest, AnOverwriteThatWaitedKeepsItsBytes) {
+  AWriteThatWaitedKeepsItsBytes(Access::kOverwrite);
 }
-
-// Same with a kWrite (read-modify-write) acquire that waited.
-TEST_F(StreamOrderedBreakTest, AWaitingDeviceWriteIsDroppedByItsOwnRelease) {
-  Open(2, 1);
-  LateFaultNextH2D();
-  device_->gate().Arm(GateOp::kEventWait);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto w = std::async(std::launch::async, [&] {
-    return store_->Acquire(ids_[0], Tier::kDevice, Access::kWrite);
-  });
-  ASSERT_EQ(w.wait_for(kBlocked), std::future_status::timeout);
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(w.wait_for(kBound), std::future_status::ready);
-  absl::StatusOr<Lease> lease = w.get();
-  ASSERT_TRUE(lease.ok()) << lease.status();
-  EXPECT_TRUE(LeaseMatches(*lease, 7));
-  ASSERT_TRUE(lease->CopyIn(0, Pattern(kSize, 99).data(), kSize).ok());
-  const absl::Status released = lease->Release();
-  EXPECT_TRUE(released.ok()) << released;
-  absl::StatusOr<std::vector<std::byte>> got = ReadAll();
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_TRUE(MatchesPattern(got->data(), kSize, 99)) << "write lost";
+TEST_F(StreamOrderedBreakTest, ADeviceWriteThatWaitedKeepsItsBytes) {
+  AWriteThatWaitedKeepsItsBytes(Access::kWrite);
 }
 
 // Store::Write after a late failure whose lease had ended: it succeeds and
@@ -309,7 +309,7 @@ TEST_F(StreamOrderedBreakTest, ALeaseDestroyedWithoutReleaseDropsItsError) {
 
 // A late failure's report pending when the tensor is discarded: the
 // contents it was about are gone, and so is the report.
-TEST_F(StreamOrderedBreakTest, ALateErrorOutlivesDiscard) {
+TEST_F(StreamOrderedBreakTest, DiscardForgetsALateFailuresReport) {
   Open(2, 1);
   LateFaultNextH2D();
   device_->gate().Arm(GateOp::kEventWait);
@@ -330,15 +330,8 @@ TEST_F(StreamOrderedBreakTest, ALateErrorOutlivesDiscard) {
 TEST_F(StreamOrderedBreakTest, DestroyWaitsForTheQueuedCopy) {
   Open(2, 1);
   device_->gate().Arm(GateOp::kEventWait, 100);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto d =
-      std::async(std::launch::async, [&] { return store_->Destroy(ids_[0]); });
-  EXPECT_EQ(d.wait_for(kBlocked), std::future_status::timeout)
-      << "Destroy freed a host copy the queued copy still reads";
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(d.wait_for(kBound), std::future_status::ready);
-  EXPECT_TRUE(d.get().ok());
+  EXPECT_TRUE(
+      WaitsForTheQueuedCopy([&] { return store_->Destroy(ids_[0]); }).ok());
   const Stats s = store_->GetStats();
   EXPECT_EQ(s.queued_loads_in_flight, 0u);
   EXPECT_EQ(s.tensors, 0u);
@@ -348,14 +341,8 @@ TEST_F(StreamOrderedBreakTest, DestroyAfterALateFailure) {
   Open(2, 1);
   LateFaultNextH2D();
   device_->gate().Arm(GateOp::kEventWait, 100);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto d =
-      std::async(std::launch::async, [&] { return store_->Destroy(ids_[0]); });
-  EXPECT_EQ(d.wait_for(kBlocked), std::future_status::timeout);
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(d.wait_for(kBound), std::future_status::ready);
-  EXPECT_TRUE(d.get().ok());
+  EXPECT_TRUE(
+      WaitsForTheQueuedCopy([&] { return store_->Destroy(ids_[0]); }).ok());
   EXPECT_EQ(store_->GetStats().queued_loads_in_flight, 0u);
   // Space comes back: a new tensor fits on the device.
   TensorId id = *store_->Create({.name = "n", .size_bytes = kSize});
@@ -368,14 +355,8 @@ TEST_F(StreamOrderedBreakTest, DestroyAfterALateFailure) {
 TEST_F(StreamOrderedBreakTest, DiscardWaitsForTheQueuedCopy) {
   Open(2, 1);
   device_->gate().Arm(GateOp::kEventWait, 100);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto d =
-      std::async(std::launch::async, [&] { return store_->Discard(ids_[0]); });
-  EXPECT_EQ(d.wait_for(kBlocked), std::future_status::timeout);
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(d.wait_for(kBound), std::future_status::ready);
-  EXPECT_TRUE(d.get().ok());
+  EXPECT_TRUE(
+      WaitsForTheQueuedCopy([&] { return store_->Discard(ids_[0]); }).ok());
   EXPECT_EQ(DeviceState(), State::kAbsent);
   ASSERT_TRUE(store_->Write(ids_[0], Pattern(kSize, 3).data(), kSize).ok());
   EXPECT_TRUE(ReadMatches(0, 3));
@@ -384,14 +365,9 @@ TEST_F(StreamOrderedBreakTest, DiscardWaitsForTheQueuedCopy) {
 TEST_F(StreamOrderedBreakTest, EvictWaitsForTheQueuedCopy) {
   Open(2, 1);
   device_->gate().Arm(GateOp::kEventWait, 100);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto e = std::async(std::launch::async,
-                      [&] { return store_->Evict(ids_[0], Tier::kHost); });
-  EXPECT_EQ(e.wait_for(kBlocked), std::future_status::timeout);
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(e.wait_for(kBound), std::future_status::ready);
-  EXPECT_TRUE(e.get().ok());
+  EXPECT_TRUE(WaitsForTheQueuedCopy([&] {
+                return store_->Evict(ids_[0], Tier::kHost);
+              }).ok());
   EXPECT_EQ(DeviceState(), State::kAbsent);
   EXPECT_EQ(store_->GetStats().queued_loads_in_flight, 0u);
   EXPECT_TRUE(ReadMatches(0, 7));
@@ -400,14 +376,8 @@ TEST_F(StreamOrderedBreakTest, EvictWaitsForTheQueuedCopy) {
 TEST_F(StreamOrderedBreakTest, EvictToNvmeWhileQueued) {
   Open(2, 1);
   device_->gate().Arm(GateOp::kEventWait, 100);
-  Lease a = QueuedDeviceRead();
-  ASSERT_TRUE(a.Release().ok());
-  auto e = std::async(std::launch::async,
-                      [&] { return store_->Evict(ids_[0], Tier::kNvme); });
-  EXPECT_EQ(e.wait_for(kBlocked), std::future_status::timeout);
-  device_->gate().Release(GateOp::kEventWait);
-  ASSERT_EQ(e.wait_for(kBound), std::future_status::ready);
-  const absl::Status evicted = e.get();
+  const absl::Status evicted = WaitsForTheQueuedCopy(
+      [&] { return store_->Evict(ids_[0], Tier::kNvme); });
   // Home is host: refused, but without harm.
   EXPECT_TRUE(evicted.ok() ||
               evicted.code() == absl::StatusCode::kInvalidArgument)
