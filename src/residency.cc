@@ -126,13 +126,13 @@ absl::Status StoreCore::LoadQueued(TensorRecord& rec) {
     queued =
         mover_->StartHostToDevice(src, dst, rec.spec.size_bytes, rec.spec.name);
   }
-  if (queued.ok() && queued->event->Done()) {  // already there: no reaper
+  if (!queued.ok()) {
+    return EndTransfer(rec, Tier::kHost, Tier::kDevice, queued.status(), 0);
+  }
+  if (queued->event->Done()) {  // already there (asked once): no reaper
     const absl::Status copied = queued->event->Synchronize();
     mover_->EndQueued(*queued, copied.ok());
-    if (!copied.ok()) queued = copied;
-  }
-  if (!queued.ok() || queued->event->Done()) {
-    return EndTransfer(rec, Tier::kHost, Tier::kDevice, queued.status(), 0);
+    return EndTransfer(rec, Tier::kHost, Tier::kDevice, copied, 0);
   }
   device.release_event = queued->event;
   device.queued_load = queued->event;
