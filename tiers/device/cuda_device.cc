@@ -287,7 +287,10 @@ absl::StatusOr<std::shared_ptr<DeviceEvent>> CudaDevice::CopyAsync(
     }
     offset += n;
   }
-  return RecordEvent(stream);
+  absl::StatusOr<std::shared_ptr<DeviceEvent>> event = RecordEvent(stream);
+  // Without an event nobody could wait for the copy: end it before saying so.
+  if (!event.ok()) cudaStreamSynchronize(stream);
+  return event;
 }
 
 absl::StatusOr<double> CudaDevice::TimeCopies(CopyKind kind, void* dst,
