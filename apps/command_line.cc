@@ -2,7 +2,9 @@
 #include "apps/command_line.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
+#include <string>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -179,6 +181,26 @@ absl::Status CheckFlagOf(const CommandSpec* command, std::string_view name,
       command->name, placed->name, help));
 }
 
+namespace {
+
+// What a flag of `flag`'s type takes, for a value that did not parse ("" for
+// the types whose own parse errors say it: sizes, enums).
+std::string ExpectedValue(const absl::CommandLineFlag& flag) {
+  const std::string example = absl::StrFormat(
+      ", e.g. --%s=%s", Dashed(std::string(flag.Name())), flag.DefaultValue());
+  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>() ||
+      flag.IsOfType<uint64_t>() || flag.IsOfType<uint32_t>()) {
+    return " (give a whole number" + example + ")";
+  }
+  if (flag.IsOfType<double>() || flag.IsOfType<float>()) {
+    return " (give a number" + example + ")";
+  }
+  if (flag.IsOfType<bool>()) return " (give true or false)";
+  return "";
+}
+
+}  // namespace
+
 absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
   for (const FlagArg& f : flags) {
     absl::CommandLineFlag* flag = FindStrataFlag(f.name);
@@ -188,8 +210,8 @@ absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
     }
     std::string error;
     if (!flag->ParseFrom(f.value, &error)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s=%s: %s", f.origin, f.value, error));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s=%s: %s%s", f.origin, f.value, error, ExpectedValue(*flag)));
     }
   }
   return absl::OkStatus();

@@ -206,6 +206,13 @@ TEST(CliErrorTest, BadValuesExit2) {
   const Result r = Strata({"train", "--width=abc"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--width=abc"), std::string::npos) << r.err;
+  // It says what the flag takes.
+  EXPECT_NE(r.err.find("give a whole number, e.g. --width="), std::string::npos)
+      << r.err;
+  const Result lr = Strata({"train", "--lr=fast"});
+  EXPECT_EQ(lr.rc, 2);
+  EXPECT_NE(lr.err.find("give a number, e.g. --lr="), std::string::npos)
+      << lr.err;
   EXPECT_EQ(Strata({"train", "--max-steps"}).rc, 2);  // no value
   EXPECT_EQ(Strata({"train", "--noprefetch=1"}).rc, 2);
   EXPECT_EQ(Strata({"info", "extra"}).rc, 2);
