@@ -4,7 +4,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -57,9 +56,6 @@ ABSL_FLAG(double, collective_timeout, 300,
 namespace strata {
 namespace {
 
-// Start has run: refusals from here on are the run's, not the flags'.
-std::atomic<bool> started{false};
-
 // The launcher's environment variable `name` as a number, or `otherwise`.
 int LaunchVariable(const char* name, int otherwise) {
   const char* v = std::getenv(name);
@@ -108,15 +104,20 @@ void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal) {
 
 void DistributedRun::AwaitRankZeroRefusal(const absl::Status& refusal,
                                           bool given) {
-  if (started.load() || !EchoesRankZero(given) ||
-      (refusal.code() != absl::StatusCode::kInvalidArgument &&
-       refusal.code() != absl::StatusCode::kNotFound)) {
+  // Every caller refuses before training begins, also after Start (a
+  // missing --nvme-dir or --data-dir, budgets the model does not fit).
+  const absl::StatusCode code = refusal.code();
+  if (!EchoesRankZero(given) ||
+      (code != absl::StatusCode::kInvalidArgument &&
+       code != absl::StatusCode::kNotFound &&
+       code != absl::StatusCode::kResourceExhausted)) {
     return;
   }
-  // mpirun ends this process about a second after rank 0 exits. Should rank
-  // 0 not refuse after all (a file this rank reads differs on its node),
-  // rank 0 waits in MPI_Init for at most --collective-timeout: say it
-  // before then, so the refusal is seen and the exit code is 2.
+  // mpirun ends this process about a second after rank 0 exits (at once
+  // once MPI started: rank 0 aborts the job). Should rank 0 not refuse after
+  // all (a file this rank reads differs on its node), rank 0 waits in
+  // MPI_Init or its first collective for at most --collective-timeout: say
+  // it before then, so the refusal is seen and the exit code is 2.
   const double timeout = absl::GetFlag(FLAGS_collective_timeout);
   // A bad --collective-timeout is itself the refusal, rank 0's too.
   absl::SleepFor(
@@ -284,7 +285,6 @@ absl::Status DistributedRun::Barrier(const std::string& what) const {
 }
 
 absl::StatusOr<DistributedRun> DistributedRun::Start() {
-  started.store(true);
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<train::Collectives> c,
       train::MakeMpiCollectives(absl::GetFlag(FLAGS_collective_timeout)));

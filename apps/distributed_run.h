@@ -50,15 +50,17 @@ class DistributedRun {
   // whether it holds --distributed.
   static bool EchoesRankZero(bool given);
 
-  // Before a refusal is printed, before MPI starts: on a rank that echoes
-  // rank 0 (EchoesRankZero) and a refusal of its flags (InvalidArgument, or
-  // NotFound for a file or directory a flag names),
-  // waits for mpirun to end this process, which it does about a second
-  // after rank 0 has printed the same refusal and exited, so the run says it
-  // once. After 10 s or half of --collective-timeout, whichever is shorter,
-  // it returns so the caller prints it: rank 0 may not have refused after
-  // all (a file this rank reads differs on its node), and then waits in
-  // MPI_Init. Returns at once otherwise, and once Start has run.
+  // Before a refusal is printed, before training begins (before or after
+  // MPI starts): on a rank that echoes rank 0 (EchoesRankZero) and a
+  // refusal of its input (InvalidArgument; NotFound for a file or directory
+  // a flag names; ResourceExhausted for budgets the model does not fit),
+  // waits for mpirun to end this process, which it does once rank 0 has
+  // printed the same refusal and exited or aborted the job, so the run says
+  // it once. After 10 s or half of --collective-timeout, whichever is
+  // shorter, it returns so the caller prints it: rank 0 may not have refused
+  // after all (a file this rank reads differs on its node), and then waits
+  // in MPI_Init or its first collective. Returns at once otherwise. Errors
+  // of a rank's own files (its checkpoint directory) are not passed here.
   static void AwaitRankZeroRefusal(const absl::Status& refusal);
   // The same for a refusal of the command line itself (an unknown flag, a
   // value that does not parse, --config), met before the flags are set:

@@ -952,7 +952,8 @@ TEST(CliDistributedTest, ARefusalOfEveryRanksFlagsIsPrintedOnce) {
   if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
   // The refusal's flag, as the message names it: strata's checks, the
   // command line's own (an unknown flag, a value that does not parse,
-  // before the flags are set) and a file a flag names that is not there.
+  // before the flags are set), a file a flag names that is not there, and
+  // refusals met after MPI started.
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--model=mlp", "--resident"}, "--resident"},
       {{"--model=gpt", "--resident"}, "--resident"},
@@ -960,6 +961,11 @@ TEST(CliDistributedTest, ARefusalOfEveryRanksFlagsIsPrintedOnce) {
       {{"--model=mlp", "--width=abc"}, "--width=abc"},
       {{"--model=mlp", "--machine-profile=/nonexistent/p.json"},
        "/nonexistent/p.json"},
+      // Met after MPI started, before training: the store's directory,
+      // the data, budgets the model does not fit.
+      {{"--model=mlp", "--nvme-dir=/nonexistent/swap"}, "/nonexistent/swap"},
+      {{"--model=mlp", "--data-dir=/nonexistent/data"}, "/nonexistent/data"},
+      {{"--model=mlp", "--device-budget=1MiB"}, "device budget 1 MiB"},
   };
   for (const auto& [flags, named] : cases) {
     std::vector<std::string> args = {"-np", "2", STRATA_CLI, "train",
