@@ -17,20 +17,18 @@ namespace strata {
 
 absl::StatusOr<Lease> StoreCore::Acquire(TensorId id, Tier tier, Access access,
                                          void* stream) {
-  {
-    MutexLock lock(&mu_);
-    if (auto it = tensors_.find(id);
-        it != tensors_.end() && !it->second->queued_load_error.ok()) {
-      return TakeQueuedLoadError(*it->second);
-    }
-  }
-  return AcquireLease(id, tier, access, stream);
+  return AcquireLease(id, tier, access, stream, /*report_failed_load=*/true);
 }
 
 absl::StatusOr<Lease> StoreCore::AcquireLease(TensorId id, Tier tier,
-                                              Access access, void* stream) {
+                                              Access access, void* stream,
+                                              bool report_failed_load) {
   const absl::Time start = absl::Now();
   MutexLock lock(&mu_);
+  if (auto it = tensors_.find(id); report_failed_load && it != tensors_.end() &&
+                                   !it->second->queued_load_error.ok()) {
+    return TakeQueuedLoadError(*it->second);
+  }
   if (static_cast<int>(access) > static_cast<int>(Access::kOverwrite)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("access %d is not kRead, kWrite or kOverwrite",

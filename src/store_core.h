@@ -80,13 +80,15 @@ class StoreCore : public internal::LeaseReleaser,
   absl::StatusOr<TensorId> Create(const TensorSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Destroy(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);
-  // Store::Acquire: reports a failed stream-ordered load whose leases had
-  // all ended (TakeQueuedLoadError), else AcquireLease.
+  // Store::Acquire: AcquireLease reporting a failed stream-ordered load
+  // whose leases had all ended (TakeQueuedLoadError).
   absl::StatusOr<Lease> Acquire(TensorId id, Tier tier, Access access,
                                 void* stream) ABSL_LOCKS_EXCLUDED(mu_);
-  // Acquire without that report (the store's own reads).
+  // `report_failed_load` false: the store's own reads, which leave that
+  // report to the next Acquire.
   absl::StatusOr<Lease> AcquireLease(TensorId id, Tier tier, Access access,
-                                     void* stream) ABSL_LOCKS_EXCLUDED(mu_);
+                                     void* stream, bool report_failed_load)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Prefetch(TensorId id, Tier tier) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Evict(TensorId id, Tier to_tier) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Discard(TensorId id) ABSL_LOCKS_EXCLUDED(mu_);

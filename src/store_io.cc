@@ -66,7 +66,8 @@ absl::Status StoreCore::CopyThroughLease(TensorId id, void* user,
                                nullptr, &stalled, &fill);
       if (lease.ok()) CountAcquire(id, tier, start, stalled);
     } else {
-      lease = AcquireLease(id, tier, Access::kRead, nullptr);
+      lease = AcquireLease(id, tier, Access::kRead, nullptr,
+                           /*report_failed_load=*/false);
     }
   }
   STRATA_RETURN_IF_ERROR(lease.status());

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/faulty_device_seams.h"
 #include "tests/test_util.h"
 #include "tiers/fault/faulty_device.h"
 
@@ -37,7 +38,8 @@ class DeviceReaderWaitTest : public ::testing::Test {
     StoreOptions options = ::strata::testing::SmallStoreOptions(
         dir_.path(), kSize, 8 * kSize, 16 * kSize);
     options.scheduler.prefetch = false;
-    auto store = OpenStore(options, Seams());
+    auto store =
+        OpenStore(options, ::strata::testing::FaultyDeviceSeams(&device_));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     for (int i = 0; i < 2; ++i) {
@@ -47,16 +49,6 @@ class DeviceReaderWaitTest : public ::testing::Test {
       ASSERT_TRUE(
           store_->Write(ids_[i], Pattern(kSize, 10 + i).data(), kSize).ok());
     }
-  }
-  // The store's device wrapped in a FaultyDevice, kept in device_.
-  StoreSeams Seams() {
-    StoreSeams seams;
-    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
-      auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
-      device_ = faulty.get();
-      return faulty;
-    };
-    return seams;
   }
   void TearDown() override {
     if (device_ != nullptr) device_->gate().ReleaseAll();
@@ -141,7 +133,8 @@ TEST_F(DeviceReaderWaitTest, AWriteBesideTheOnlyCopyWaitsForItsReaders) {
       dir_.path(), 4 * kSize, 8 * kSize, 16 * kSize);
   options.scheduler.prefetch = false;
   store_.reset();
-  auto store = OpenStore(options, Seams());
+  auto store =
+      OpenStore(options, ::strata::testing::FaultyDeviceSeams(&device_));
   ASSERT_TRUE(store.ok()) << store.status();
   store_ = std::move(*store);
   const TensorId id = *store_->Create(

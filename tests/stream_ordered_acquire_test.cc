@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/faulty_device_seams.h"
 #include "tests/test_util.h"
 #include "tiers/fault/faulty_device.h"
 
@@ -37,21 +38,13 @@ class StreamOrderedAcquireTest : public ::testing::Test {
     StoreOptions options = ::strata::testing::SmallStoreOptions(
         dir_.path(), 2 * kSize, 8 * kSize, 16 * kSize);
     options.scheduler.prefetch = false;
-    auto store = OpenStore(options, Seams());
+    auto store =
+        OpenStore(options, ::strata::testing::FaultyDeviceSeams(&device_));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     id_ = *store_->Create(
         {.name = "a", .size_bytes = kSize, .home = Tier::kHost});
     ASSERT_TRUE(store_->Write(id_, Pattern(kSize, 7).data(), kSize).ok());
-  }
-  StoreSeams Seams() {
-    StoreSeams seams;
-    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
-      auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
-      device_ = faulty.get();
-      return faulty;
-    };
-    return seams;
   }
   void TearDown() override {
     if (device_ != nullptr) device_->gate().ReleaseAll();
@@ -70,6 +63,19 @@ class StreamOrderedAcquireTest : public ::testing::Test {
     }
     return true;
   }
+  // Arms the gate and acquires the tensor on the device: its copy is queued
+  // and stays on its stream; waits until the reaper parks on its event.
+  absl::StatusOr<Lease> QueuedRead() {
+    device_->gate().Arm(GateOp::kEventWait);
+    absl::StatusOr<Lease> lease =
+        store_->Acquire(id_, Tier::kDevice, Access::kRead);
+    // Returned without waiting: the reaper waits for the copy, not the caller.
+    if (lease.ok()) {
+      EXPECT_TRUE(device_->gate().WaitUntilHeld(GateOp::kEventWait, 1,
+                                                absl::Seconds(20)));
+    }
+    return lease;
+  }
   std::vector<std::byte> HostBytes() {
     std::vector<std::byte> out(kSize);
     EXPECT_TRUE(store_->Read(id_, out.data(), kSize).ok());
@@ -83,13 +89,8 @@ class StreamOrderedAcquireTest : public ::testing::Test {
 };
 
 TEST_F(StreamOrderedAcquireTest, TheAcquireReturnsBeforeItsCopyHasHappened) {
-  device_->gate().Arm(GateOp::kEventWait);  // the copy stays on its stream
-  absl::StatusOr<Lease> lease =
-      store_->Acquire(id_, Tier::kDevice, Access::kRead);
+  absl::StatusOr<Lease> lease = QueuedRead();
   ASSERT_TRUE(lease.ok()) << lease.status();
-  // Returned without waiting: the reaper waits for the copy, not the caller.
-  ASSERT_TRUE(
-      device_->gate().WaitUntilHeld(GateOp::kEventWait, 1, absl::Seconds(20)));
   const Stats during = store_->GetStats();
   EXPECT_EQ(during.queued_loads, 1u);
   EXPECT_EQ(during.queued_loads_in_flight, 1u);
@@ -111,13 +112,9 @@ TEST_F(StreamOrderedAcquireTest, TheAcquireReturnsBeforeItsCopyHasHappened) {
 }
 
 TEST_F(StreamOrderedAcquireTest, TheHostSourceStaysPinnedUntilTheCopyHappened) {
-  device_->gate().Arm(GateOp::kEventWait);
-  absl::StatusOr<Lease> lease =
-      store_->Acquire(id_, Tier::kDevice, Access::kRead);
+  absl::StatusOr<Lease> lease = QueuedRead();
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_TRUE(lease->Release().ok());
-  ASSERT_TRUE(
-      device_->gate().WaitUntilHeld(GateOp::kEventWait, 1, absl::Seconds(20)));
   // A host write would change the bytes the copy still reads: it waits.
   std::future<absl::StatusOr<Lease>> write = std::async(
       std::launch::async,
@@ -139,12 +136,8 @@ TEST_F(StreamOrderedAcquireTest, TheHostSourceStaysPinnedUntilTheCopyHappened) {
 TEST_F(StreamOrderedAcquireTest, ACopyThatFailsLaterCostsNoDataAndIsReported) {
   device_->set_late_copy_faults(true);
   device_->set_spec({.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kEio});
-  device_->gate().Arm(GateOp::kEventWait);
-  absl::StatusOr<Lease> lease =
-      store_->Acquire(id_, Tier::kDevice, Access::kRead);
+  absl::StatusOr<Lease> lease = QueuedRead();
   ASSERT_TRUE(lease.ok()) << lease.status();  // queued: the error comes later
-  ASSERT_TRUE(
-      device_->gate().WaitUntilHeld(GateOp::kEventWait, 1, absl::Seconds(20)));
   device_->gate().Release(GateOp::kEventWait);
   ASSERT_TRUE(QueuedLoadsEnd());
   const absl::Status released = lease->Release();
@@ -170,13 +163,9 @@ TEST_F(StreamOrderedAcquireTest,
        ALateFailureAfterTheLeaseEndedGoesToTheNextAcquire) {
   device_->set_late_copy_faults(true);
   device_->set_spec({.nth = 1, .ops = FaultOps::kH2D, .kind = FaultKind::kEio});
-  device_->gate().Arm(GateOp::kEventWait);
-  absl::StatusOr<Lease> lease =
-      store_->Acquire(id_, Tier::kDevice, Access::kRead);
+  absl::StatusOr<Lease> lease = QueuedRead();
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_TRUE(lease->Release().ok());  // before the copy is known to fail
-  ASSERT_TRUE(
-      device_->gate().WaitUntilHeld(GateOp::kEventWait, 1, absl::Seconds(20)));
   device_->gate().Release(GateOp::kEventWait);
   ASSERT_TRUE(QueuedLoadsEnd());
   EXPECT_EQ(TierState(Tier::kDevice), State::kAbsent);
@@ -199,13 +188,9 @@ TEST_F(StreamOrderedAcquireTest, AFailureToQueueFailsTheAcquireAndCostsNoData) {
 }
 
 TEST_F(StreamOrderedAcquireTest, ClosingTheStoreWaitsForACopyInFlight) {
-  device_->gate().Arm(GateOp::kEventWait);
-  absl::StatusOr<Lease> lease =
-      store_->Acquire(id_, Tier::kDevice, Access::kRead);
+  absl::StatusOr<Lease> lease = QueuedRead();
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_TRUE(lease->Release().ok());
-  ASSERT_TRUE(
-      device_->gate().WaitUntilHeld(GateOp::kEventWait, 1, absl::Seconds(20)));
   std::future<void> closed =
       std::async(std::launch::async, [&] { store_.reset(); });
   EXPECT_EQ(closed.wait_for(std::chrono::milliseconds(100)),

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/faulty_device_seams.h"
 #include "tests/test_util.h"
 #include "tiers/fault/faulty_device.h"
 
@@ -40,13 +41,8 @@ class StreamOrderedBreakTest : public ::testing::Test {
     StoreOptions options = ::strata::testing::SmallStoreOptions(
         dir_.path(), device_tensors * kSize, 16 * kSize, 32 * kSize);
     options.scheduler.prefetch = prefetch;
-    StoreSeams seams;
-    seams.wrap_device = [this](std::unique_ptr<DeviceBackend> inner) {
-      auto faulty = std::make_unique<FaultyDevice>(std::move(inner));
-      device_ = faulty.get();
-      return faulty;
-    };
-    auto store = OpenStore(options, seams);
+    auto store =
+        OpenStore(options, ::strata::testing::FaultyDeviceSeams(&device_));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     for (int i = 0; i < tensors; ++i) {

@@ -2,6 +2,7 @@
 // device backend (policy in faulty_device.h).
 #include "tiers/fault/faulty_device.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -83,16 +84,16 @@ DeviceEvent* FaultyDevice::Inner(DeviceEvent* event) {
   return gated == nullptr ? event : gated->inner();
 }
 
-absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
-                                uint64_t bytes, DeviceEvent* after) {
+std::optional<absl::Status> FaultyDevice::CopyFault(CopyKind kind, void* dst,
+                                                    const void* src,
+                                                    uint64_t bytes,
+                                                    DeviceEvent* after) {
   if (kind != CopyKind::kD2D) {
     gate_.Pass(kind == CopyKind::kH2D ? GateOp::kH2D : GateOp::kD2H);
   }
   uint64_t ordinal = 0;
   bool torn = false;
-  if (!ShouldFail(kind, &ordinal, &torn)) {
-    return inner_->Copy(kind, dst, src, bytes, Inner(after));
-  }
+  if (!ShouldFail(kind, &ordinal, &torn)) return std::nullopt;
   const uint64_t prefix = torn ? bytes / 2 : 0;
   if (prefix > 0) {
     STRATA_RETURN_IF_ERROR(inner_->Copy(kind, dst, src, prefix, Inner(after)));
@@ -100,6 +101,15 @@ absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
   return absl::InternalError(
       absl::StrCat("injected copy fault: ", KindName(kind), " copy #", ordinal,
                    " of ", bytes, " bytes (first ", prefix, " bytes copied)"));
+}
+
+absl::Status FaultyDevice::Copy(CopyKind kind, void* dst, const void* src,
+                                uint64_t bytes, DeviceEvent* after) {
+  if (std::optional<absl::Status> fault =
+          CopyFault(kind, dst, src, bytes, after)) {
+    return *fault;
+  }
+  return inner_->Copy(kind, dst, src, bytes, Inner(after));
 }
 
 namespace {
@@ -125,31 +135,19 @@ void FaultyDevice::set_late_copy_faults(bool late) {
 absl::StatusOr<std::shared_ptr<DeviceEvent>> FaultyDevice::CopyAsync(
     CopyKind kind, void* dst, const void* src, uint64_t bytes,
     DeviceEvent* after) {
-  if (kind != CopyKind::kD2D) {
-    gate_.Pass(kind == CopyKind::kH2D ? GateOp::kH2D : GateOp::kD2H);
-  }
-  uint64_t ordinal = 0;
-  bool torn = false;
   std::shared_ptr<DeviceEvent> event;
-  if (!ShouldFail(kind, &ordinal, &torn)) {
-    STRATA_ASSIGN_OR_RETURN(
-        event, inner_->CopyAsync(kind, dst, src, bytes, Inner(after)));
-  } else {
-    const uint64_t prefix = torn ? bytes / 2 : 0;
-    if (prefix > 0) {
-      STRATA_RETURN_IF_ERROR(
-          inner_->Copy(kind, dst, src, prefix, Inner(after)));
-    }
-    absl::Status error = absl::InternalError(absl::StrCat(
-        "injected copy fault: ", KindName(kind), " copy #", ordinal, " of ",
-        bytes, " bytes (first ", prefix, " bytes copied)"));
+  if (std::optional<absl::Status> fault =
+          CopyFault(kind, dst, src, bytes, after)) {
     bool late = false;
     {
       MutexLock lock(&mu_);
       late = late_copy_faults_;
     }
-    if (!late) return error;
-    event = std::make_shared<FailedEvent>(std::move(error));
+    if (!late) return *fault;
+    event = std::make_shared<FailedEvent>(*std::move(fault));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(
+        event, inner_->CopyAsync(kind, dst, src, bytes, Inner(after)));
   }
   return std::shared_ptr<DeviceEvent>(
       std::make_shared<GatedEvent>(std::move(event), &gate_));

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -100,6 +101,11 @@ class FaultyDevice : public DeviceBackend {
   // Internal("injected copy fault ...") if this hint (toward `to`) is the
   // one to fail, else OK.
   absl::Status MaybeFailHint(MemLocation to, std::string_view what);
+  // Passes the gate for a copy and draws its fault: the injected error
+  // (after copying half the bytes of a torn one), or nullopt to copy.
+  std::optional<absl::Status> CopyFault(CopyKind kind, void* dst,
+                                        const void* src, uint64_t bytes,
+                                        DeviceEvent* after);
   // Whether a transfer toward the device (kH2D) or the host (kD2H) fails;
   // if so, its ordinal among matching transfers and whether it tears.
   bool ShouldFail(CopyKind kind, uint64_t* ordinal, bool* torn);
