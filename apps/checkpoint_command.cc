@@ -59,17 +59,18 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   // are done: one more kept means a crash during one round still leaves a
   // step every rank holds.
   if (!rank_dir.empty()) ++r.save_.keep;
+  // A --resume with nothing to resume from is refused before any work (the
+  // corpus, the model) and before the save dir is created or locked.
+  if (!r.resume_.empty()) {
+    STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
+  }
+  // Said once the checkpoint is known to exist: a refusal comes alone.
   if (!r.resume_flag_.empty() && r.save_.dir.empty() &&
       DistributedRun::LaunchRank() == 0) {
     std::fprintf(stderr,
                  "strata train: --resume without --save-dir: this run saves "
                  "no checkpoints (add --save-dir=%s to go on saving there)\n",
                  r.resume_flag_.c_str());
-  }
-  // A --resume with nothing to resume from is refused before any work (the
-  // corpus, the model) and before the save dir is created or locked.
-  if (!r.resume_.empty()) {
-    STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
   }
   if (!r.save_.dir.empty()) {
     if (rank_dir.empty()) {

@@ -113,8 +113,7 @@ absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
 
 }  // namespace
 
-absl::StatusOr<CommandLine> SplitCommandLine(
-    const std::vector<std::string>& args) {
+CommandLine SplitCommandLine(const std::vector<std::string>& args) {
   CommandLine out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -130,12 +129,19 @@ absl::StatusOr<CommandLine> SplitCommandLine(
       out.version = true;
     } else if (arg == "-t" || arg.rfind("-t=", 0) == 0) {  // bench -t NAME
       if (arg == "-t" && i + 1 == args.size()) {
-        return absl::InvalidArgumentError("-t needs a case name: -t NAME");
+        if (out.error.ok()) {
+          out.error =
+              absl::InvalidArgumentError("-t needs a case name: -t NAME");
+        }
+        continue;
       }
       out.flags.push_back(
           {"bench_case", arg == "-t" ? args[++i] : arg.substr(3), "-t"});
     } else if (arg.size() > 1 && arg[0] == '-') {
-      STRATA_RETURN_IF_ERROR(AddFlag(args, &i, &out));
+      if (absl::Status added = AddFlag(args, &i, &out);
+          !added.ok() && out.error.ok()) {
+        out.error = added;
+      }
     } else {
       out.positionals.push_back(arg);
     }

@@ -29,12 +29,14 @@ struct CommandLine {
   std::vector<FlagArg> flags;            // in command-line order
   bool help = false;                     // --help, -h
   bool version = false;                  // --version
+  // The first word that could not be split (InvalidArgument: a flag that
+  // needs a value and has none, a bool given one with --noname); the words
+  // after it are split all the same, so the refusal can name the command.
+  absl::Status error;
 };
 
-// Splits `args` (argv without the program name). InvalidArgument for a flag
-// that needs a value and has none, or a bool given one with --noname.
-absl::StatusOr<CommandLine> SplitCommandLine(
-    const std::vector<std::string>& args);
+// Splits `args` (argv without the program name).
+CommandLine SplitCommandLine(const std::vector<std::string>& args);
 
 // True for a flag defined by strata (not one of absl's own); `name` in
 // underscore spelling.

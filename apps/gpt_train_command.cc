@@ -493,6 +493,9 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       return end(FailBeforeRun(ready));
     }
   }
+  if (absl::Status found = train::CheckLmCorpusFile(run->corpus); !found.ok()) {
+    return end(FailBeforeRun(found));
+  }
   absl::PrintF(
       "strata train: preparing the corpus (split, tokenizer and shards "
       "are built once and reused from the cache)...\n");

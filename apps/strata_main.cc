@@ -163,22 +163,22 @@ int Run(const std::string& command) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<CommandLine> line =
+  const CommandLine line =
       SplitCommandLine(std::vector<std::string>(argv + 1, argv + argc));
-  if (!line.ok()) return BadInput("", line.status());
-  if (line->version) {
+  if (line.version) {
     std::fputs(VersionText().c_str(), stdout);
     return 0;
   }
-  const std::vector<std::string>& words = line->positionals;
+  const std::vector<std::string>& words = line.positionals;
   const std::string name = words.empty() ? "" : words[0];
-  if (name == "help" || line->help) {
+  if (name == "help" || line.help) {
     const std::string topic =
         name == "help" ? (words.size() > 1 ? words[1] : "") : name;
     return Help(topic);
   }
   if (name.empty()) {
-    for (const FlagArg& f : line->flags) {
+    if (!line.error.ok()) return BadInput("", line.error);
+    for (const FlagArg& f : line.flags) {
       absl::Status s = CheckFlagOf(nullptr, f.name, f.origin);
       if (!s.ok()) return BadInput("", s);
     }
@@ -187,6 +187,7 @@ int Main(int argc, char** argv) {
   }
   const CommandSpec* command = FindCommand(name);
   if (command == nullptr) return BadInput("", UnknownCommand(name));
+  if (!line.error.ok()) return BadCommandLine(name, line, line.error);
   if (name == "completion") {
     if (words.size() > 2 || (words.size() == 2 && words[1] != "bash")) {
       return BadInput(name, absl::InvalidArgumentError(
@@ -195,12 +196,12 @@ int Main(int argc, char** argv) {
     std::fputs(BashCompletionScript().c_str(), stdout);
     return 0;
   }
-  absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, *line);
-  if (!flags.ok()) return BadCommandLine(name, *line, flags.status());
+  absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, line);
+  if (!flags.ok()) return BadCommandLine(name, line, flags.status());
   // export takes the checkpoint as its one argument.
   const size_t arguments = name == "export" ? 2 : 1;
   if (words.size() > arguments) {
-    return BadCommandLine(name, *line,
+    return BadCommandLine(name, line,
                           absl::InvalidArgumentError(absl::StrFormat(
                               "unexpected argument '%s' (flags are "
                               "--name=value)",
@@ -208,7 +209,7 @@ int Main(int argc, char** argv) {
   }
   if (name == "train") ApplyTrainDefaults();
   if (absl::Status s = ApplyFlags(*flags); !s.ok()) {
-    return BadCommandLine(name, *line, s);
+    return BadCommandLine(name, line, s);
   }
   std::vector<std::string> given;
   for (const FlagArg& f : *flags) given.push_back("--" + f.name);

@@ -523,10 +523,18 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
       },
       [&](const train::EpochSummary& e) {
         progress.Clear();
+        // A run that stopped (or resumed) inside the epoch says how much
+        // of it the figures cover.
+        const std::string part =
+            e.steps < e.steps_per_epoch
+                ? absl::StrFormat(" (%d of its %d steps)", e.steps,
+                                  e.steps_per_epoch)
+                : "";
         std::printf(
-            "epoch %d: loss %.4f  test accuracy %.4f  %.2f steps/s  %.1f s\n",
-            e.epoch, e.mean_loss, e.test_accuracy, e.steps_per_second,
-            e.seconds);
+            "epoch %d%s: loss %.4f  test accuracy %.4f  %.2f steps/s  %.1f "
+            "s\n",
+            e.epoch, part.c_str(), e.mean_loss, e.test_accuracy,
+            e.steps_per_second, e.seconds);
         std::fflush(stdout);
       });
   progress.Clear();

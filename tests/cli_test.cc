@@ -213,7 +213,12 @@ TEST(CliErrorTest, BadValuesExit2) {
   EXPECT_EQ(lr.rc, 2);
   EXPECT_NE(lr.err.find("give a number, e.g. --lr="), std::string::npos)
       << lr.err;
-  EXPECT_EQ(Strata({"train", "--max-steps"}).rc, 2);  // no value
+  // A flag with no value at the end of the line: the refusal still names
+  // the command.
+  const Result bare = Strata({"train", "--max-steps"});
+  EXPECT_EQ(bare.rc, 2);
+  EXPECT_EQ(bare.err.rfind("strata train: --max-steps needs a value", 0), 0u)
+      << bare.err;
   EXPECT_EQ(Strata({"train", "--noprefetch=1"}).rc, 2);
   EXPECT_EQ(Strata({"info", "extra"}).rc, 2);
   // A budget the round trip cannot use is refused before the store opens.
@@ -511,6 +516,36 @@ TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
   EXPECT_NE(r.err.find("no complete checkpoint"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_FALSE(std::filesystem::exists(save));
+  // Without --save-dir the refusal comes alone: no notice about saving
+  // before it.
+  const Result alone = Strata({"train", "--resume=" + dir.path() + "/missing"});
+  EXPECT_EQ(alone.rc, 2);
+  EXPECT_EQ(alone.err.rfind("strata train: no complete checkpoint", 0), 0u)
+      << alone.err;
+}
+
+// A --corpus that is not there is refused before the corpus is announced.
+TEST(CliTrainTest, AMissingCorpusIsRefusedAlone) {
+  ::strata::testing::TempDir dir;
+  const Result r = Strata(
+      {"train", "--corpus=" + dir.path() + "/missing.txt", "--max-steps=1"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("missing.txt does not exist"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("preparing the corpus"), std::string::npos) << r.out;
+}
+
+// A run that stops inside an epoch says how much of it the epoch's line
+// covers.
+TEST(CliTrainTest, APartialEpochSaysHowManyOfItsSteps) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  ::strata::testing::TempDir dir;
+  const Result r = Strata(TinyTrain(dir.path()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 60000 images in batches of 64: 937 steps an epoch, 3 of them run.
+  EXPECT_NE(r.out.find("epoch 1 (3 of its 937 steps): loss "),
+            std::string::npos)
+      << r.out;
 }
 
 // `strata scale`: the ZeRO-3 model on paper prints a row per shape and rank

@@ -53,12 +53,8 @@ absl::StatusOr<Source> LoadSource(const std::string& corpus_path) {
     STRATA_ASSIGN_OR_RETURN(source.text, ReadKjv());
     return source;
   }
-  if (!fs::is_regular_file(corpus_path)) {
-    return absl::NotFoundError(absl::StrFormat(
-        "corpus file %s does not exist or is not a regular file; check "
-        "--corpus",
-        corpus_path));
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckLmCorpusFile(LmCorpusOptions{.corpus_path = corpus_path}));
   source.name = SafeName(fs::path(corpus_path).stem().string());
   source.path = corpus_path;
   return source;
@@ -152,6 +148,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
   STRATA_ASSIGN_OR_RETURN(const int bpe_vocab, ParseTokenizer(tokenizer));
   if (bpe_vocab == 0) return MakeByteTokenizer();
   return LoadOrTrainBpe(corpus_dir + "/train.txt", corpus_dir, bpe_vocab, seed);
+}
+
+absl::Status CheckLmCorpusFile(const LmCorpusOptions& options) {
+  const std::string& path = options.corpus_path;
+  if (path.empty() || fs::is_regular_file(path)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrFormat(
+      "corpus file %s does not exist or is not a regular file; check "
+      "--corpus",
+      path));
 }
 
 absl::StatusOr<LmCorpus> PrepareLmCorpus(const LmCorpusOptions& options) {

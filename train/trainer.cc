@@ -107,7 +107,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
   for (int epoch = first_epoch; epoch <= options.epochs && !stop; ++epoch) {
     const std::vector<int64_t> order =
         EpochOrder(train.count, options.shuffle_seed, epoch);
-    EpochSummary summary{.epoch = epoch};
+    EpochSummary summary{.epoch = epoch, .steps_per_epoch = steps_per_epoch};
     const int64_t first_step =
         epoch == first_epoch ? step % steps_per_epoch : 0;
     double loss_sum = first_step > 0 ? options.start_epoch_loss_sum : 0;

@@ -51,8 +51,11 @@ float ScheduledLearningRate(const TrainOptions& options, int64_t step,
                             int64_t total);
 
 struct EpochSummary {
-  int epoch = 0;             // from 1
-  int64_t steps = 0;         // steps in this epoch
+  int epoch = 0;      // from 1
+  int64_t steps = 0;  // steps run in this epoch
+  // Steps a whole epoch has: more than `steps` when the run stopped (or
+  // resumed) inside it.
+  int64_t steps_per_epoch = 0;
   double mean_loss = 0;      // mean training loss over the epoch's samples
   double test_accuracy = 0;  // fraction of test samples right (if evaluated)
   double test_loss = 0;      // mean test loss (if evaluated)
