@@ -69,6 +69,7 @@ nlohmann::json StoreReportJson(const Stats& st) {
       // for, not the CPU (0 on the simulated device).
       {"queued_loads", st.queued_loads},
       {"stall_seconds", st.stall_seconds},
+      {"room_seconds", st.room_seconds},
       {"lease_group_retries", train::LeaseGroup::retries()},
       // Transient NVMe errors survived: requests run again, and reads whose
       // checksum did not match that were read once more.
@@ -148,7 +149,14 @@ void PrintStoreRows(const Stats& st, uint64_t state_bytes) {
                "moved (GB)", gb(Link::kH2D), gb(Link::kD2H),
                gb(Link::kNvmeRead), gb(Link::kNvmeWrite));
   absl::PrintF("%-22s %.3f\n", "prefetch hit rate", train::PrefetchHitRate(st));
-  absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  // Of the stall, the part that making room cost (a victim written back
+  // while the acquire waited), not the acquire's own load.
+  if (st.room_seconds > 0) {
+    absl::PrintF("%-22s %.2f s (%.2f s making room: evictions written back)\n",
+                 "stall", st.stall_seconds, st.room_seconds);
+  } else {
+    absl::PrintF("%-22s %.2f s\n", "stall", st.stall_seconds);
+  }
   if (st.io_retries > 0 || st.checksum_rereads > 0) {
     absl::PrintF(
         "%-22s %d NVMe requests retried, %d reads re-read after a "

@@ -592,6 +592,7 @@ int Main() {
          {"cores", cores},
          {"prefetch_hit_rate", r.hit_rate},
          {"stall_seconds", r.stats.stall_seconds},
+         {"room_seconds", r.stats.room_seconds},
          {"stall_fraction", stall_fraction}});
   }
   // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "base/byte_size.h"
 #include "src/store_core.h"
 #include "strata/status.h"
@@ -289,13 +290,28 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
 absl::StatusOr<Extent> StoreCore::AllocateOn(Tier tier, uint64_t bytes,
                                              const TensorSpec& spec,
                                              uint64_t protect_within) {
+  const absl::Time start = absl::Now();
+  bool made_room = false;
+  absl::StatusOr<Extent> extent =
+      AllocateMakingRoom(tier, bytes, spec, protect_within, &made_room);
+  if (made_room) room_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  return extent;
+}
+
+absl::StatusOr<Extent> StoreCore::AllocateMakingRoom(Tier tier, uint64_t bytes,
+                                                     const TensorSpec& spec,
+                                                     uint64_t protect_within,
+                                                     bool* made_room) {
   while (true) {
     Room room = MakeRoom(tier, bytes, spec, protect_within);
+    // A clean victim dropped inside MakeRoom costs nothing to wait for.
+    if (room.kind == Room::kReserved) return room.extent;
+    if (room.kind == Room::kFailed) return room.status;
+    *made_room = true;
     switch (room.kind) {
       case Room::kReserved:
-        return room.extent;
       case Room::kFailed:
-        return room.status;
+        break;
       case Room::kEvictUnified:
         EvictUnified(*room.victim);
         break;

@@ -235,10 +235,17 @@ class StoreCore : public internal::LeaseReleaser,
   // instead of paying an NVMe request's latency again.
   bool StageOnHost(const TensorRecord& rec, Tier tier, Tier src) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reserves `bytes` on `tier`, evicting copies (PickVictim) as needed.
+  // Reserves `bytes` on `tier`, evicting copies (PickVictim) as needed;
+  // the time it spent making room counts in room_seconds_.
   absl::StatusOr<Extent> AllocateOn(Tier tier, uint64_t bytes,
                                     const TensorSpec& for_spec,
                                     uint64_t protect_within = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AllocateOn's loop; *made_room: it evicted, wrote back or waited.
+  absl::StatusOr<Extent> AllocateMakingRoom(Tier tier, uint64_t bytes,
+                                            const TensorSpec& for_spec,
+                                            uint64_t protect_within,
+                                            bool* made_room)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One attempt of AllocateOn that never waits: reserves the space, drops
   // clean victims on the way, or says what must happen first.
@@ -571,6 +578,7 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double room_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // Stats::room_seconds
   uint64_t stalled_acquires_ ABSL_GUARDED_BY(mu_) = 0;
   // Frees of a device extent that waited for its last lease's kernels.
   uint64_t device_reader_waits_ ABSL_GUARDED_BY(mu_) = 0;

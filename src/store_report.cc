@@ -97,6 +97,7 @@ Stats StoreCore::GetStats() const {
   s.acquires = acquires_;
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;
+  s.room_seconds = room_seconds_;
   s.stalled_acquires = stalled_acquires_;
   s.device_reader_waits = device_reader_waits_;
   s.queued_loads = queued_loads_total_;

@@ -138,6 +138,7 @@ TEST_F(StoreTest, LruEvictionWritesBackDirtyCopies) {
     FillPattern(lease->data(), kMiB, id.value);
   }
   { auto touch = store_->Acquire(a, Tier::kDevice, Access::kRead); }
+  EXPECT_EQ(store_->GetStats().room_seconds, 0);  // all fit so far
   {  // b is now least recently used.
     auto lease = store_->Acquire(d, Tier::kDevice, Access::kOverwrite);
     ASSERT_TRUE(lease.ok()) << lease.status();
@@ -148,9 +149,34 @@ TEST_F(StoreTest, LruEvictionWritesBackDirtyCopies) {
   Stats stats = store_->GetStats();
   EXPECT_EQ(stats.write_backs, 1u);
   EXPECT_EQ(stats.tiers[0].evictions, 1u);
+  // d's acquire waited for b's write-back: time spent making room, within
+  // the acquire's stall.
+  EXPECT_GT(stats.room_seconds, 0);
+  EXPECT_LE(stats.room_seconds, stats.stall_seconds);
   std::vector<std::byte> out(kMiB);
   ASSERT_TRUE(store_->Read(b, out.data(), kMiB).ok());
   EXPECT_TRUE(MatchesPattern(out.data(), kMiB, b.value));
+}
+
+// Dropping a clean victim costs no time making room: room_seconds counts
+// only waits for write-backs (and for space in flight).
+TEST_F(StoreTest, ACleanVictimCostsNoRoomTime) {
+  Open(2 * kMiB, 8 * kMiB, 64 * kMiB);
+  std::vector<TensorId> ids;
+  for (const char* name : {"x", "y", "z"}) {
+    ids.push_back(MustCreate(kMiB, Tier::kNvme, name));
+    const auto in = Pattern(kMiB, ids.back().value);
+    ASSERT_TRUE(store_->Write(ids.back(), in.data(), kMiB).ok());
+  }
+  for (TensorId id : ids) {  // the third evicts a clean device copy
+    auto lease = store_->Acquire(id, Tier::kDevice, Access::kRead);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(MatchesPattern(lease->data(), kMiB, id.value));
+  }
+  const Stats stats = store_->GetStats();
+  EXPECT_EQ(stats.tiers[0].evictions, 1u);
+  EXPECT_EQ(stats.write_backs, 0u);
+  EXPECT_EQ(stats.room_seconds, 0);
 }
 
 // A tensor larger than the whole host tier still reaches the device and NVMe

@@ -91,6 +91,12 @@ struct Stats {
   uint64_t acquires = 0;
   uint64_t write_backs = 0;  // dirty copies written to a lower tier
   double stall_seconds = 0;  // time Acquire calls waited for data
+  // Time store calls spent making room on a full tier: writing a dirty
+  // victim back (to NVMe, or device -> host), waiting for write-backs or
+  // loads in flight to free space (unified memory: ending a residency).
+  // On an acquire's path it is part of stall_seconds: the stall a copy's
+  // eviction cost rather than its own load.
+  double room_seconds = 0;
   // Acquires that waited for or made a transfer; the rest found their data
   // in place (acquires - stalled_acquires = hits, prefetched or resident).
   uint64_t stalled_acquires = 0;
