@@ -64,14 +64,6 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   if (!r.resume_.empty()) {
     STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
   }
-  // Said once the checkpoint is known to exist: a refusal comes alone.
-  if (!r.resume_flag_.empty() && r.save_.dir.empty() &&
-      DistributedRun::LaunchRank() == 0) {
-    std::fprintf(stderr,
-                 "strata train: --resume without --save-dir: this run saves "
-                 "no checkpoints (add --save-dir=%s to go on saving there)\n",
-                 r.resume_flag_.c_str());
-  }
   if (!r.save_.dir.empty()) {
     if (rank_dir.empty()) {
       STRATA_RETURN_IF_ERROR(CheckNoOtherRun(r.save_.dir, 0, "--save-dir"));
@@ -291,6 +283,13 @@ void RunCheckpoints::Resumed(const train::Resumed& resumed) {
   resumed_step_ = resumed.step;
   absl::PrintF("strata train: resuming from %s (step %d)\n", resumed.path,
                resumed.step);
+  // Said once the run resumes: a refusal of the flags comes alone.
+  if (save_.dir.empty() && DistributedRun::LaunchRank() == 0) {
+    std::fprintf(stderr,
+                 "strata train: --resume without --save-dir: this run saves "
+                 "no checkpoints (add --save-dir=%s to go on saving there)\n",
+                 resume_flag_.c_str());
+  }
   for (const std::string& w : resumed.warnings) {
     std::fprintf(stderr,
                  "strata train: warning: %s (the resumed run will not match "

@@ -81,6 +81,15 @@ bool IsStrataFlag(std::string_view name) {
 
 namespace {
 
+// A word that is a flag (or --help, --, -t), not a value: a value-taking
+// flag followed by one has no value (`--json --help` asks for help; it
+// does not write the report to a file named --help). Single-dash numbers
+// (--lr -1e-3) are values.
+bool LooksLikeAFlag(const std::string& word) {
+  return word.rfind("--", 0) == 0 || word == "-t" || word == "-h" ||
+         word == "-help";
+}
+
 // Appends the flag at args[*i] (--name, --name=value, --name value,
 // --noname), advancing *i past a value it takes from the next word.
 absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
@@ -91,7 +100,8 @@ absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
       !base.empty() && !IsStrataFlag(s.name)) {
     if (s.has_value) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s takes no value (write --%s=%s)", arg, Dashed(base), s.value));
+          "%s takes no value (write --no%s, or --%s=true|false)",
+          arg.substr(0, arg.find('=')), Dashed(base), Dashed(base)));
     }
     out->flags.push_back({base, "false", "--no" + Dashed(base)});
     return absl::OkStatus();
@@ -100,9 +110,12 @@ absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
   if (!s.has_value && IsStrataFlag(s.name)) {
     if (IsBoolFlag(s.name)) {
       s.value = "true";
-    } else if (*i + 1 < args.size()) {
+    } else if (*i + 1 < args.size() && !LooksLikeAFlag(args[*i + 1])) {
       s.value = args[++*i];
     } else {
+      // Still listed (with no value), so that a flag the command does not
+      // take is refused as such first.
+      out->flags.push_back({s.name, "", "--" + Dashed(s.name)});
       return absl::InvalidArgumentError(absl::StrFormat(
           "--%s needs a value: --%s=VALUE", Dashed(s.name), Dashed(s.name)));
     }
@@ -128,7 +141,9 @@ CommandLine SplitCommandLine(const std::vector<std::string>& args) {
     } else if (arg == "--version") {
       out.version = true;
     } else if (arg == "-t" || arg.rfind("-t=", 0) == 0) {  // bench -t NAME
-      if (arg == "-t" && i + 1 == args.size()) {
+      if (arg == "-t" &&
+          (i + 1 == args.size() || LooksLikeAFlag(args[i + 1]))) {
+        out.flags.push_back({"bench_case", "", "-t"});  // see AddFlag
         if (out.error.ok()) {
           out.error =
               absl::InvalidArgumentError("-t needs a case name: -t NAME");

@@ -436,13 +436,8 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   if (absl::Status c = RunCheckpoints::CheckFlagValues(); !c.ok()) {
     return Refuse(c);
   }
-  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
-      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
   if (!run.ok()) return FailBeforeRun(run.status());
   if (!sopt.ok()) return FailBeforeRun(sopt.status());
-  if (!checkpoints.ok()) {
-    return FailBeforeRun(checkpoints.status(), /*rank_own=*/true);
-  }
   {  // A bad shape is refused before the corpus is prepared.
     train::GptConfig probe = run->model;
     probe.classifier_rows = 1;
@@ -459,6 +454,13 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
     return Refuse(p);
+  }
+  // After the refusals of the flags: a refused run leaves no --save-dir
+  // created or locked.
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
+      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
+  if (!checkpoints.ok()) {
+    return FailBeforeRun(checkpoints.status(), /*rank_own=*/true);
   }
   // --distributed: from here on, a rank's error ends every rank (end).
   std::optional<DistributedRun> dist;

@@ -177,18 +177,27 @@ int Main(int argc, char** argv) {
     return Help(topic);
   }
   if (name.empty()) {
-    if (!line.error.ok()) return BadInput("", line.error);
     for (const FlagArg& f : line.flags) {
       absl::Status s = CheckFlagOf(nullptr, f.name, f.origin);
       if (!s.ok()) return BadInput("", s);
+    }
+    if (!line.error.ok()) return BadInput("", line.error);
+    if (!line.flags.empty()) {
+      return BadInput("", absl::InvalidArgumentError(absl::StrFormat(
+                              "%s: no command; flags go after one (strata "
+                              "COMMAND %s), `strata --help` lists them",
+                              line.flags[0].origin, line.flags[0].origin)));
     }
     std::fputs(MainHelp().c_str(), stderr);
     return 2;
   }
   const CommandSpec* command = FindCommand(name);
   if (command == nullptr) return BadInput("", UnknownCommand(name));
-  if (!line.error.ok()) return BadCommandLine(name, line, line.error);
   if (name == "completion") {
+    if (!line.flags.empty() || !line.error.ok()) {
+      return BadInput(name, absl::InvalidArgumentError(
+                                "takes no flags: strata completion bash"));
+    }
     if (words.size() > 2 || (words.size() == 2 && words[1] != "bash")) {
       return BadInput(name, absl::InvalidArgumentError(
                                 "only bash: strata completion bash"));
@@ -196,8 +205,11 @@ int Main(int argc, char** argv) {
     std::fputs(BashCompletionScript().c_str(), stdout);
     return 0;
   }
+  // A flag the command does not take is refused before a word that did
+  // not split (a missing value): giving the value would not help it.
   absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, line);
   if (!flags.ok()) return BadCommandLine(name, line, flags.status());
+  if (!line.error.ok()) return BadCommandLine(name, line, line.error);
   // export takes the checkpoint as its one argument.
   const size_t arguments = name == "export" ? 2 : 1;
   if (words.size() > arguments) {

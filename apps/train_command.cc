@@ -38,6 +38,7 @@
 #include "train/activation_checkpointing.h"
 #include "train/compute.h"
 #include "train/dataset.h"
+#include "train/footprint.h"
 #include "train/host_pool.h"
 #include "train/lease_group.h"
 #include "train/metrics.h"
@@ -395,15 +396,15 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   if (absl::Status c = RunCheckpoints::CheckFlagValues(); !c.ok()) {
     return Refuse(c);
   }
-  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
-      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
-  if (!checkpoints.ok()) {
-    return Fail(checkpoints.status(), /*before_run=*/true, /*rank_own=*/true);
-  }
   if (!topt.ok() || !sopt.ok()) {
     return Refuse(topt.ok() ? sopt.status() : topt.status());
   }
   train::TrainOptions& t = *topt;
+  // A bad shape (--width=0) is refused with the flags, before MPI starts.
+  if (absl::Status shape = train::ComputeFootprint(t.model).status();
+      !shape.ok()) {
+    return Refuse(shape);
+  }
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
   // Fail before a long run, not after it.
@@ -413,6 +414,13 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
   }
   if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
     return Refuse(p);
+  }
+  // After the refusals of the flags: a refused run leaves no --save-dir
+  // created or locked.
+  absl::StatusOr<RunCheckpoints> checkpoints = RunCheckpoints::FromFlags(
+      DistributedRun::Requested() ? DistributedRun::RankDirName() : "");
+  if (!checkpoints.ok()) {
+    return Fail(checkpoints.status(), /*before_run=*/true, /*rank_own=*/true);
   }
   if (absl::GetFlag(FLAGS_resident)) {
     if (absl::Status st = train::MakeResident(t, s); !st.ok())

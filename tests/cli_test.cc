@@ -228,6 +228,34 @@ TEST(CliErrorTest, BadValuesExit2) {
   EXPECT_EQ(small.out.find("round trip"), std::string::npos) << small.out;
 }
 
+// A value-taking flag never takes the next flag as its value; the refusal
+// a user can act on comes first; stray flags are not ignored.
+TEST(CliErrorTest, AFlagNeverEatsTheNextFlagAsItsValue) {
+  const Result help = Strata({"train", "--json", "--help"});
+  EXPECT_EQ(help.rc, 0) << help.err;  // help, not a run writing "--help"
+  EXPECT_NE((help.out + help.err).find("Usage: strata train"),
+            std::string::npos);
+  const Result save = Strata({"train", "--save-dir", "--max-steps=2"});
+  EXPECT_EQ(save.rc, 2);
+  EXPECT_EQ(save.err.rfind("strata train: --save-dir needs a value", 0), 0u)
+      << save.err;
+  // Another command's flag is refused as such, with or without its value.
+  const Result other = Strata({"info", "--max-steps"});
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_NE(other.err.find("is not a flag of `strata info`"), std::string::npos)
+      << other.err;
+  const Result no_command = Strata({"--max-steps=3"});
+  EXPECT_EQ(no_command.rc, 2);
+  EXPECT_NE(no_command.err.find("no command"), std::string::npos)
+      << no_command.err;
+  EXPECT_EQ(Strata({"completion", "bash", "--bogus"}).rc, 2);
+  const Result negated = Strata({"train", "--noprefetch=1"});
+  EXPECT_EQ(negated.rc, 2);
+  EXPECT_NE(negated.err.find("--prefetch=true|false"), std::string::npos)
+      << negated.err;
+  EXPECT_EQ(negated.err.find("--prefetch=1"), std::string::npos) << negated.err;
+}
+
 TEST(CliVersionTest, SaysWhatWasBuiltIn) {
   const Result r = Strata({"--version"});
   ASSERT_EQ(r.rc, 0);
@@ -522,6 +550,34 @@ TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
   EXPECT_EQ(alone.rc, 2);
   EXPECT_EQ(alone.err.rfind("strata train: no complete checkpoint", 0), 0u)
       << alone.err;
+}
+
+// A run refused for its flags creates no --save-dir; a resumed run without
+// --save-dir says it saves nothing once it resumes, not before a refusal.
+TEST(CliCheckpointTest, ARefusedRunLeavesNoSaveDirAndNoResumeNotice) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  ::strata::testing::TempDir dir;
+  const std::string save = dir.path() + "/ck";
+  std::vector<std::string> bad = TinyTrain(dir.path());
+  bad.insert(bad.end(), {"--save-dir=" + save, "--width=0"});
+  EXPECT_EQ(Strata(bad).rc, 2);
+  EXPECT_FALSE(std::filesystem::exists(save));
+  std::vector<std::string> first = TinyTrain(dir.path());
+  first.push_back("--save-dir=" + save);
+  ASSERT_EQ(Strata(first).rc, 0);
+  std::vector<std::string> refused = TinyTrain(dir.path());
+  refused.insert(refused.end(), {"--resume=" + save, "--width=0"});
+  const Result r = Strata(refused);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err.rfind("strata train: --width=0", 0), 0u) << r.err;
+  std::vector<std::string> resumed = TinyTrain(dir.path());
+  std::replace(resumed.begin(), resumed.end(), std::string("--max-steps=3"),
+               std::string("--max-steps=4"));
+  resumed.push_back("--resume=" + save);
+  const Result ok = Strata(resumed);
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_NE(ok.err.find("--resume without --save-dir"), std::string::npos)
+      << ok.err;
 }
 
 // A --corpus that is not there is refused before the corpus is announced.
