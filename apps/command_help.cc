@@ -19,7 +19,8 @@ constexpr size_t kWidth = 79;
 constexpr size_t kHelpColumn = 28;
 
 constexpr char kConventions[] =
-    "Flags accept --name=value or --name value; dashes and underscores are "
+    "Flags accept --name=value or --name value (a value that starts with "
+    "-- only as --name=value); dashes and underscores are "
     "the same (--device-budget = --device_budget); a bool flag is --name or "
     "--noname. SIZE takes units: 4096, 64KiB, 256MiB, 2GiB, 1.5GB. "
     "--config=FILE.json sets flags from a JSON object (or a report's "
