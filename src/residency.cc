@@ -304,14 +304,16 @@ absl::StatusOr<Extent> StoreCore::AllocateMakingRoom(Tier tier, uint64_t bytes,
                                                      bool* made_room) {
   while (true) {
     Room room = MakeRoom(tier, bytes, spec, protect_within);
-    // A clean victim dropped inside MakeRoom costs nothing to wait for.
-    if (room.kind == Room::kReserved) return room.extent;
-    if (room.kind == Room::kFailed) return room.status;
-    *made_room = true;
+    // Clean victims MakeRoom dropped cost no wait: only the other kinds
+    // count as making room.
+    if (room.kind != Room::kReserved && room.kind != Room::kFailed) {
+      *made_room = true;
+    }
     switch (room.kind) {
       case Room::kReserved:
+        return room.extent;
       case Room::kFailed:
-        break;
+        return room.status;
       case Room::kEvictUnified:
         EvictUnified(*room.victim);
         break;
