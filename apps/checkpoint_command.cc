@@ -278,6 +278,19 @@ absl::Status RunCheckpoints::PrepareSaveDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// The run directory a --resume names: a step directory's parent (saving
+// into a step directory would nest checkpoints in a checkpoint).
+std::string RunCheckpoints::SaveDirOf(const std::string& resume) {
+  const std::filesystem::path path(resume);
+  const std::filesystem::path leaf =
+      path.has_filename() ? path.filename() : path.parent_path().filename();
+  if (leaf.string().rfind("step-", 0) != 0) return resume;
+  const std::filesystem::path run = path.has_filename()
+                                        ? path.parent_path()
+                                        : path.parent_path().parent_path();
+  return run.empty() ? std::string(".") : run.string();
+}
+
 void RunCheckpoints::Resumed(const train::Resumed& resumed) {
   resumed_from_ = resumed.path;
   resumed_step_ = resumed.step;
@@ -288,7 +301,7 @@ void RunCheckpoints::Resumed(const train::Resumed& resumed) {
     std::fprintf(stderr,
                  "strata train: --resume without --save-dir: this run saves "
                  "no checkpoints (add --save-dir=%s to go on saving there)\n",
-                 resume_flag_.c_str());
+                 SaveDirOf(resume_flag_).c_str());
   }
   for (const std::string& w : resumed.warnings) {
     std::fprintf(stderr,

@@ -43,6 +43,9 @@ class RunCheckpoints {
   absl::Status ResumeFrom(const train::CheckpointRef& ref);
   // Records (and prints) what a resume found.
   void Resumed(const train::Resumed& resumed);
+  // The run directory a --resume value names: a step-NNNNNNNN directory's
+  // parent, else the value itself ("." for a bare step directory).
+  static std::string SaveDirOf(const std::string& resume);
 
   // After step `step` of `total`: saves `content()` every --save-every steps
   // and after the last, when --save-dir is set. Prints one line per save.

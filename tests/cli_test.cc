@@ -578,6 +578,14 @@ TEST(CliCheckpointTest, ARefusedRunLeavesNoSaveDirAndNoResumeNotice) {
   EXPECT_EQ(ok.rc, 0) << ok.err;
   EXPECT_NE(ok.err.find("--resume without --save-dir"), std::string::npos)
       << ok.err;
+  // Resumed from a step directory, the notice names the run directory
+  // above it, not a checkpoint to save into.
+  resumed.back() = "--resume=" + save + "/step-00000003";
+  const Result step = Strata(resumed);
+  EXPECT_EQ(step.rc, 0) << step.err;
+  EXPECT_NE(step.err.find("add --save-dir=" + save + " to go on"),
+            std::string::npos)
+      << step.err;
 }
 
 // A --corpus that is not there is refused before the corpus is announced.
