@@ -531,11 +531,11 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
       },
       [&](const train::EpochSummary& e) {
         progress.Clear();
-        // A run that stopped (or resumed) inside the epoch says how much
-        // of it the figures cover.
+        // A run that stopped inside the epoch says how much of it the loss
+        // covers (a resumed run's steps before the resume too).
         const std::string part =
-            e.steps < e.steps_per_epoch
-                ? absl::StrFormat(" (%d of its %d steps)", e.steps,
+            e.steps_done < e.steps_per_epoch
+                ? absl::StrFormat(" (%d of its %d steps)", e.steps_done,
                                   e.steps_per_epoch)
                 : "";
         std::printf(

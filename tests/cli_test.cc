@@ -578,6 +578,10 @@ TEST(CliCheckpointTest, ARefusedRunLeavesNoSaveDirAndNoResumeNotice) {
   EXPECT_EQ(ok.rc, 0) << ok.err;
   EXPECT_NE(ok.err.find("--resume without --save-dir"), std::string::npos)
       << ok.err;
+  // The epoch's line counts the steps before the resume: its loss does.
+  EXPECT_NE(ok.out.find("epoch 1 (4 of its 937 steps): loss "),
+            std::string::npos)
+      << ok.out;
   // Resumed from a step directory, the notice names the run directory
   // above it, not a checkpoint to save into.
   resumed.back() = "--resume=" + save + "/step-00000003";

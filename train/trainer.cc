@@ -151,6 +151,7 @@ absl::StatusOr<TrainResult> Train(Mlp& model, const Dataset& train,
     }
     summary.seconds = Since(epoch_start);
     result.train_seconds += summary.seconds;
+    summary.steps_done = epoch_steps;
     summary.mean_loss = loss_sum / (epoch_steps * batch);
     summary.steps_per_second = summary.steps / summary.seconds;
     if (options.evaluate) {

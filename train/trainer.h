@@ -52,9 +52,10 @@ float ScheduledLearningRate(const TrainOptions& options, int64_t step,
 
 struct EpochSummary {
   int epoch = 0;      // from 1
-  int64_t steps = 0;  // steps run in this epoch
-  // Steps a whole epoch has: more than `steps` when the run stopped (or
-  // resumed) inside it.
+  int64_t steps = 0;  // steps run in this epoch (by this run)
+  // Steps of the epoch done, before a resume too (what mean_loss covers),
+  // and the steps a whole epoch has: fewer when the run stopped inside it.
+  int64_t steps_done = 0;
   int64_t steps_per_epoch = 0;
   double mean_loss = 0;      // mean training loss over the epoch's samples
   double test_accuracy = 0;  // fraction of test samples right (if evaluated)
