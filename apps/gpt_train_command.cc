@@ -495,7 +495,8 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
       return end(FailBeforeRun(ready));
     }
   }
-  if (absl::Status found = train::CheckLmCorpusFile(run->corpus); !found.ok()) {
+  if (absl::Status found = train::CheckLmCorpusFile(run->corpus.corpus_path);
+      !found.ok()) {
     return end(FailBeforeRun(found));
   }
   absl::PrintF(

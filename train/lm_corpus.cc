@@ -53,8 +53,7 @@ absl::StatusOr<Source> LoadSource(const std::string& corpus_path) {
     STRATA_ASSIGN_OR_RETURN(source.text, ReadKjv());
     return source;
   }
-  STRATA_RETURN_IF_ERROR(
-      CheckLmCorpusFile(LmCorpusOptions{.corpus_path = corpus_path}));
+  STRATA_RETURN_IF_ERROR(CheckLmCorpusFile(corpus_path));
   source.name = SafeName(fs::path(corpus_path).stem().string());
   source.path = corpus_path;
   return source;
@@ -150,8 +149,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
   return LoadOrTrainBpe(corpus_dir + "/train.txt", corpus_dir, bpe_vocab, seed);
 }
 
-absl::Status CheckLmCorpusFile(const LmCorpusOptions& options) {
-  const std::string& path = options.corpus_path;
+absl::Status CheckLmCorpusFile(const std::string& path) {
   if (path.empty() || fs::is_regular_file(path)) return absl::OkStatus();
   return absl::NotFoundError(absl::StrFormat(
       "corpus file %s does not exist or is not a regular file; check "

@@ -70,10 +70,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
 // concurrent processes are safe (the last rename wins, with equal bytes).
 absl::StatusOr<LmCorpus> PrepareLmCorpus(const LmCorpusOptions& options);
 
-// NotFound, as PrepareLmCorpus says it, when `options` names a corpus file
-// that is not a regular file: a caller checks before it announces the
-// (slow) preparation, so that a refusal comes alone.
-absl::Status CheckLmCorpusFile(const LmCorpusOptions& options);
+// NotFound, as PrepareLmCorpus says it, when `corpus_path` (the options'
+// field; "" is the KJV) is not a regular file: a caller checks before it
+// announces the (slow) preparation, so that a refusal comes alone.
+absl::Status CheckLmCorpusFile(const std::string& corpus_path);
 
 }  // namespace strata::train
 
