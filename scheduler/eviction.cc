@@ -19,7 +19,7 @@ std::tuple<bool, uint64_t, bool, uint64_t> VictimKey(
 
 bool IsEvictable(const CopyView& copy, const EvictionQuery& query) {
   if (copy.tier != query.tier || copy.state != CopyState::kValid ||
-      copy.leased || copy.transfer_pinned || copy.is_home) {
+      copy.leased || copy.awaited || copy.transfer_pinned || copy.is_home) {
     return false;
   }
   // A dirty copy needs its home copy free to take a write-back; if a

@@ -41,6 +41,10 @@ struct CopyView {
   CopyState state = CopyState::kAbsent;
   bool leased = false;           // a read or write lease holds it
   bool transfer_pinned = false;  // a transfer is reading it
+  // An acquire is waiting for it (for its load to end, say): it is used now,
+  // whatever its predicted next use says (the predictor counted the access
+  // when the acquire began).
+  bool awaited = false;
   // Valid with no valid copy on a slower tier: dropping it would lose the
   // contents, so it must be written back first.
   bool dirty = false;

@@ -82,7 +82,7 @@ absl::StatusOr<Lease> StoreCore::AcquireShared(TensorId id, Tier tier,
     CountLatePrefetch(copy);
     if (copy.state() != CopyState::kAbsent || rec->exclusive_pending) {
       *stalled = true;
-      changed_.Wait(&mu_);
+      WaitForCopy(id, tier);
       continue;
     }
     *stalled = true;
@@ -107,7 +107,7 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     STRATA_RETURN_IF_ERROR(CheckConflict(*rec, tier, access));
     if (rec->any_busy() || rec->exclusive_pending) {
       *stalled = true;
-      changed_.Wait(&mu_);
+      WaitForCopy(id, tier);
       continue;
     }
     if (tier == Tier::kHost && ShouldEvictForHost(*rec)) {
@@ -140,6 +140,17 @@ absl::StatusOr<Lease> StoreCore::AcquireExclusive(TensorId id, Tier tier,
     STRATA_RETURN_IF_ERROR(prepared);
     copy.MoveTo(CopyState::kValid);
     return Grant(*rec, tier, access, stream, use);
+  }
+}
+
+void StoreCore::WaitForCopy(TensorId id, Tier tier) {
+  // Looked up again after the wait: the tensor may be destroyed meanwhile.
+  if (auto it = tensors_.find(id); it != tensors_.end()) {
+    ++it->second->copy(tier).acquires_waiting;
+  }
+  changed_.Wait(&mu_);
+  if (auto it = tensors_.find(id); it != tensors_.end()) {
+    --it->second->copy(tier).acquires_waiting;
   }
 }
 

@@ -136,6 +136,12 @@ class StoreCore : public internal::LeaseReleaser,
   absl::StatusOr<Lease> AcquireShared(TensorId id, Tier tier, void* stream,
                                       bool* stalled, const PredictedUse& use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the next Changed() on behalf of an acquire of `id` on `tier`
+  // that found its copy busy (a prefetch's load in flight, say). While it
+  // waits the copy is awaited: eviction leaves it, so the load it waits for
+  // is not dropped before the acquire can take it (the predictor counted the
+  // access when the acquire began, so the copy's next use looks a step away).
+  void WaitForCopy(TensorId id, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caller bytes Write() copies into a copy before its lease is granted.
   struct UserBytes {
     const void* src;

@@ -54,6 +54,10 @@ class TierCopy {
   int transfer_pins = 0;    // in-flight transfers reading this copy
   uint64_t last_use = 0;    // LRU tick of the last acquire or load
   bool prefetched = false;  // loaded by Prefetch and not yet acquired
+  // Acquires waiting for this copy (a load or another lease in flight): their
+  // access is now, though the predictor has already counted it, so eviction
+  // leaves the copy to them (StoreCore::WaitForCopy).
+  int acquires_waiting = 0;
   // Prefetch asked for this copy and it has not arrived yet; an acquire that
   // finds it so counts the prefetch late.
   bool prefetch_pending = false;

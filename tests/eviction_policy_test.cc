@@ -148,6 +148,9 @@ TEST(EvictionPolicyTest, SkipsCopiesThatCannotBeEvicted) {
   CopyView pinned = c;
   pinned.transfer_pinned = true;
   EXPECT_EQ(pick_with(pinned), 1u) << "a transfer reads it";
+  CopyView awaited = c;  // its next use looks furthest: already observed
+  awaited.awaited = true;
+  EXPECT_EQ(pick_with(awaited), 1u) << "an acquire waits for it";
   CopyView home = c;
   home.is_home = true;
   EXPECT_EQ(pick_with(home), 1u) << "home copy";

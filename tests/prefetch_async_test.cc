@@ -343,5 +343,57 @@ TEST_F(PrefetchAsyncTest, UnifiedFailedMigrationLosesNothing) {
   EXPECT_EQ(st.tiers[1].used_bytes, 0u);
 }
 
+// A prefetched copy an acquire is waiting for stays until that acquire
+// takes it. Step A B C on a device with room for two: in step 3, A is a hit
+// and B's prefetch (held at the gate) is in flight when B's acquire comes
+// and waits for it; the acquire has been observed, so B's next use looks a
+// step away, the furthest of the copies there. C's prefetch, queued behind
+// B's (one prefetch thread), starts the moment B's load ends, in the same
+// hold of the store's lock, and needs room: it must evict A, not the copy
+// the acquire is about to take (which would drop a finished load and make
+// the acquire load B again).
+TEST_F(PrefetchAsyncTest, ACopyAnAcquireWaitsForIsNotEvicted) {
+  Open(2 * kMiB, /*prefetch_threads=*/1);
+  const TensorId a = Make(kMiB, 1, Tier::kHost), b = Make(kMiB, 2, Tier::kHost),
+                 c = Make(kMiB, 3, Tier::kHost);
+  for (int step = 0; step < 2; ++step) {  // the first records the trace
+    store_->BeginStep();
+    ExpectHolds(a, Tier::kDevice, kMiB, 1);
+    ExpectHolds(b, Tier::kDevice, kMiB, 2);
+    ExpectHolds(c, Tier::kDevice, kMiB, 3);
+    store_->EndStep();
+  }
+  // Belady kept A (first next step) and C (last used) on the device.
+  ASSERT_EQ(On(a, Tier::kDevice), State::kClean);
+  ASSERT_EQ(On(b, Tier::kDevice), State::kAbsent);
+  const int h2d = static_cast<int>(Link::kH2D);
+  const uint64_t h2d_before = store_->GetStats().links[h2d].bytes;
+  gate().Arm(GateOp::kH2D);  // B's prefetch
+  store_->BeginStep();
+  ExpectHolds(a, Tier::kDevice, kMiB, 1);
+  ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kH2D));
+  ASSERT_EQ(On(b, Tier::kDevice), State::kLoading);
+  Store* const store = store_.get();
+  const uint64_t observed = AcquiresObserved(*store);
+  bool b_ok = false;
+  std::thread reader([&] {
+    auto lease = store->Acquire(b, Tier::kDevice, Access::kRead);
+    b_ok = lease.ok() && MatchesPattern(lease->data(), kMiB, 2);
+  });
+  // Until the reader is joined, failures are EXPECTs.
+  EXPECT_TRUE(WaitUntil([&] { return AcquiresObserved(*store) > observed; }));
+  EXPECT_TRUE(store_->Prefetch(c, Tier::kDevice).ok());  // behind B's
+  gate().Release(GateOp::kH2D);
+  reader.join();
+  EXPECT_TRUE(b_ok);
+  ASSERT_TRUE(WaitUntil([&] { return On(c, Tier::kDevice) == State::kClean; }));
+  EXPECT_EQ(store_->GetStats().links[h2d].bytes - h2d_before, 2 * kMiB)
+      << "B was loaded twice: its finished load was dropped before the "
+         "acquire waiting for it took it";
+  EXPECT_EQ(On(a, Tier::kDevice), State::kAbsent) << "C's room came from A";
+  ExpectHolds(c, Tier::kDevice, kMiB, 3);
+  store_->EndStep();
+}
+
 }  // namespace
 }  // namespace strata
