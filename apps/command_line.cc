@@ -140,6 +140,13 @@ CommandLine SplitCommandLine(const std::vector<std::string>& args) {
       out.help = true;
     } else if (arg == "--version") {
       out.version = true;
+    } else if (arg.rfind("--help=", 0) == 0 ||
+               arg.rfind("--version=", 0) == 0) {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (out.error.ok()) {
+        out.error = absl::InvalidArgumentError(
+            absl::StrFormat("%s takes no value: write %s", name, name));
+      }
     } else if (arg == "-t" || arg.rfind("-t=", 0) == 0) {  // bench -t NAME
       if (arg == "-t" &&
           (i + 1 == args.size() || LooksLikeAFlag(args[i + 1]))) {
@@ -220,6 +227,15 @@ std::string ExpectedValue(const absl::CommandLineFlag& flag) {
   return "";
 }
 
+// absl words a parse error "Illegal value 'V' specified for flag 'N'; WHY"
+// (WHY only from strata's own types), and the message already starts
+// "--n=V:": keep WHY, or say plainly that the value is not one.
+std::string ParseReason(const std::string& error) {
+  if (error.rfind("Illegal value '", 0) != 0) return error;
+  const size_t why = error.find("'; ");
+  return why == std::string::npos ? "not a valid value" : error.substr(why + 3);
+}
+
 }  // namespace
 
 absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
@@ -231,8 +247,9 @@ absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
     }
     std::string error;
     if (!flag->ParseFrom(f.value, &error)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s=%s: %s%s", f.origin, f.value, error, ExpectedValue(*flag)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s=%s: %s%s", f.origin, f.value, ParseReason(error),
+                          ExpectedValue(*flag)));
     }
   }
   return absl::OkStatus();

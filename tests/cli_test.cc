@@ -221,6 +221,21 @@ TEST(CliErrorTest, BadValuesExit2) {
       << bare.err;
   EXPECT_EQ(Strata({"train", "--noprefetch=1"}).rc, 2);
   EXPECT_EQ(Strata({"info", "extra"}).rc, 2);
+  // A size that does not parse says why once, without absl's own wording.
+  const Result size = Strata({"train", "--device-budget=lots"});
+  EXPECT_EQ(size.rc, 2);
+  EXPECT_EQ(size.err.rfind("strata train: --device-budget=lots: 'lots' is not "
+                           "a byte size",
+                           0),
+            0u)
+      << size.err;
+  EXPECT_EQ(size.err.find("Illegal value"), std::string::npos) << size.err;
+  // --help and --version take no value (not "unknown flag --help").
+  for (const char* word : {"--help=1", "--version=yes"}) {
+    const Result r = Strata({"train", word});
+    EXPECT_EQ(r.rc, 2) << word;
+    EXPECT_NE(r.err.find("takes no value"), std::string::npos) << r.err;
+  }
   // A budget the round trip cannot use is refused before the store opens.
   const Result small = Strata({"info", "--device-budget=4MiB"});
   EXPECT_EQ(small.rc, 2) << small.err;
