@@ -72,7 +72,8 @@ ABSL_FLAG(int64_t, eval_every, 0,
           "the end); 0 = at the end only.");
 ABSL_FLAG(int64_t, eval_tokens, 65536,
           "Validation tokens scored per evaluation "
-          "(from the start of the split); 0 = all of it.");
+          "(from the start of the split, whole windows of --context "
+          "tokens: at least --context); 0 = all of it.");
 ABSL_FLAG(int64_t, warmup_steps, -1,
           "Linear learning-rate warm-up steps; "
           "-1 = a tenth of the run.");
@@ -162,6 +163,14 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   if (t.eval_every < 0 || r.eval_tokens < 0 || r.sample < 0) {
     return absl::InvalidArgumentError(
         "--eval-every, --eval-tokens and --sample must be >= 0");
+  }
+  // Validation scores whole windows of --context tokens (ValidationWindows):
+  // refused here, before the corpus is prepared, rather than after.
+  if (r.eval_tokens > 0 && r.eval_tokens < m.context) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--eval-tokens=%d scores less than one validation window of "
+        "--context=%d tokens: give at least %d, or 0 for the whole split",
+        r.eval_tokens, m.context, m.context));
   }
   const std::string tok = absl::GetFlag(FLAGS_tokenizer);
   int64_t vocab = absl::GetFlag(FLAGS_vocab);

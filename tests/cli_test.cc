@@ -495,6 +495,19 @@ TEST(CliPlotTest, UnwritablePlotIsRefusedBeforeTraining) {
   EXPECT_EQ(r.err.find("preparing the corpus"), std::string::npos) << r.err;
 }
 
+// Validation scores whole windows of --context tokens: fewer tokens than
+// one window is refused up front, not after the corpus is prepared.
+TEST(CliErrorTest, EvalTokensBelowOneWindowIsRefusedBeforeTheCorpus) {
+  const Result r =
+      Strata({"train", "--model=gpt", "--context=64", "--eval-tokens=10"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--eval-tokens=10 scores less than one validation "
+                       "window of --context=64 tokens: give at least 64"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("preparing the corpus"), std::string::npos) << r.err;
+}
+
 TEST(CliPlotTest, MissingGnuplotIsRefusedBeforeTraining) {
   ::strata::testing::TempDir dir;
   const Result r = Strata({"train", "--plot=" + dir.path() + "/run.png"},
