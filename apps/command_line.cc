@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -90,6 +91,27 @@ bool LooksLikeAFlag(const std::string& word) {
          word == "-help";
 }
 
+// Flags naming a file or directory, whose empty default means "none": an
+// empty value given on the command line is a mistake (`--resume="$DIR"`
+// with DIR unset would train from scratch and say nothing), not a request
+// for the default. (--nvme-dir= is a request: no NVMe tier.)
+bool IsPathFlag(const std::string& name) {
+  constexpr std::string_view kPaths[] = {
+      "save_dir",        "resume",  "safetensors", "corpus",   "cache_dir",
+      "machine_profile", "profile", "plot",        "timeline", "json",
+      "config",          "data_dir"};
+  return std::find(std::begin(kPaths), std::end(kPaths), name) !=
+         std::end(kPaths);
+}
+
+// --help=..., --version=... and the other help words given a value.
+bool TakesNoValue(const std::string& arg) {
+  const std::string name = arg.substr(0, arg.find('='));
+  return name.size() < arg.size() &&
+         (name == "--help" || name == "-h" || name == "-help" ||
+          name == "--helpfull" || name == "--helpshort" || name == "--version");
+}
+
 // Appends the flag at args[*i] (--name, --name=value, --name value,
 // --noname), advancing *i past a value it takes from the next word.
 absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
@@ -120,7 +142,15 @@ absl::Status AddFlag(const std::vector<std::string>& args, size_t* i,
           "--%s needs a value: --%s=VALUE", Dashed(s.name), Dashed(s.name)));
     }
   }
-  out->flags.push_back({s.name, s.value, "--" + Dashed(s.name)});
+  // An unknown name is reported as typed (-v, not --v).
+  out->flags.push_back({s.name, s.value,
+                        IsStrataFlag(s.name) ? "--" + Dashed(s.name)
+                                             : arg.substr(0, arg.find('='))});
+  if (s.value.empty() && IsPathFlag(s.name)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s is given an empty value: give a path, or leave the flag out",
+        Dashed(s.name)));
+  }
   return absl::OkStatus();
 }
 
@@ -140,8 +170,7 @@ CommandLine SplitCommandLine(const std::vector<std::string>& args) {
       out.help = true;
     } else if (arg == "--version") {
       out.version = true;
-    } else if (arg.rfind("--help=", 0) == 0 ||
-               arg.rfind("--version=", 0) == 0) {
+    } else if (TakesNoValue(arg)) {
       const std::string name = arg.substr(0, arg.find('='));
       if (out.error.ok()) {
         out.error = absl::InvalidArgumentError(
@@ -191,7 +220,14 @@ absl::Status CheckFlagOf(const CommandSpec* command, std::string_view name,
           : std::string("`strata <command> --help` lists its flags");
   if (!IsStrataFlag(name)) {
     std::vector<std::string> names = FlagNamesOf(command);
-    const std::string near = NearestName(name, names);
+    // -v and -V are how many tools ask for their version; any other
+    // one-letter name is too short to suggest a flag from.
+    std::string near;
+    if (name == "v" || name == "V") {
+      near = "version";
+    } else if (name.size() > 1) {
+      near = NearestName(name, names);
+    }
     if (near.empty()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("unknown flag %s; %s", origin, help));

@@ -34,6 +34,7 @@
 #include "base/splitmix64.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
+#include "strata/store.h"
 #include "train/bigram.h"
 #include "train/gpt.h"
 #include "train/gpt_setup.h"
@@ -457,6 +458,13 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   }
   StoreOptions& s = *sopt;
   s.timeline = !timeline_path.empty();
+  // The store opens after the corpus is prepared (the model's vocabulary
+  // comes from it): what it would refuse of the flags alone, refused now
+  // (--resident replaces the tier flags later).
+  if (absl::Status o = Store::CheckOptions(s);
+      !o.ok() && !absl::GetFlag(FLAGS_resident)) {
+    return FailBeforeRun(o);
+  }
   for (const auto& [path, flag] : {std::pair{json_path, "--json"},
                                    std::pair{timeline_path, "--timeline"}}) {
     if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "apps/config_file.h"
 #include "apps/exit_code.h"
+#include "apps/output_path.h"
 #include "apps/stats_json.h"
 #include "apps/store_flags.h"
 #include "base/byte_size.h"
@@ -88,6 +89,10 @@ int RunInfo(const std::string& json_path) {
                  ErrorText(options.status()).c_str());
     return 2;
   }
+  if (absl::Status w = CheckWritable(json_path, "--json"); !w.ok()) {
+    std::fprintf(stderr, "strata info: %s\n", ErrorText(w).c_str());
+    return 2;
+  }
   // Bad input, refused before the store is opened (exit 2): the round trip
   // needs a tensor's room on every tier it crosses.
   const bool nvme = !options->nvme.directories.empty();
@@ -140,7 +145,13 @@ int RunInfo(const std::string& json_path) {
     report["round_trip"] = {{"ok", seconds.ok()},
                             {"bytes", kRoundTripBytes},
                             {"seconds", seconds.ok() ? *seconds : 0.0}};
-    std::ofstream(json_path) << report.dump(2) << "\n";
+    std::ofstream out(json_path);
+    out << report.dump(2) << "\n";
+    if (!out.flush()) {
+      std::fprintf(stderr, "strata info: writing %s failed\n",
+                   json_path.c_str());
+      return 1;
+    }
   }
   return seconds.ok() ? 0 : 1;
 }

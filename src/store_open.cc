@@ -17,6 +17,7 @@
 #include "strata/status.h"
 #include "tiers/fault/fault_env.h"
 #include "tiers/fault/faulty_block_io.h"
+#include "tiers/nvme/nvme_tier.h"
 #include "tiers/nvme/request_shape.h"
 
 namespace strata {
@@ -170,8 +171,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& o) {
     return absl::InvalidArgumentError(
         n.directories.empty()
             ? "an NVMe budget was set but no NVMe directory: pass --nvme-dir"
-            : "NVMe directories were given but the NVMe budget is 0: set "
-              "--nvme-budget");
+            : "the NVMe budget is 0 but NVMe directories are set (--nvme-dir, "
+              "default /var/tmp): set --nvme-budget, or --nvme-dir= to run "
+              "without an NVMe tier");
   }
   STRATA_RETURN_IF_ERROR(CheckNvmeRequestShape(
       n.block_size_bytes, n.queue_depth, "--block-size", "--queue-depth"));
@@ -240,6 +242,14 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
   }
   auto core = std::make_shared<StoreCore>(rounded, std::move(tiers));
   return std::unique_ptr<Store>(new StoreHandle(std::move(core)));
+}
+
+absl::Status Store::CheckOptions(const StoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(ValidateStoreOptions(options));
+  for (const std::string& dir : options.nvme.directories) {
+    STRATA_RETURN_IF_ERROR(CheckNvmeDirectory(dir));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(

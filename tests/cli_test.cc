@@ -508,6 +508,52 @@ TEST(CliErrorTest, EvalTokensBelowOneWindowIsRefusedBeforeTheCorpus) {
   EXPECT_EQ(r.err.find("preparing the corpus"), std::string::npos) << r.err;
 }
 
+// A breaker's pass: an empty path is a mistake, not "none" (--resume="$DIR"
+// with DIR unset); info checks its --json path as the others do; help words
+// given a value and one-letter flags get messages about what was typed; the
+// GPT refuses a bad NVMe tier before it prepares its corpus.
+TEST(CliErrorTest, EmptyPathsHelpWordsAndEarlyStoreChecks) {
+  for (const char* flag :
+       {"--resume=", "--save-dir=", "--json=", "--config=", "--timeline="}) {
+    const Result r = Strata({"train", "--max-steps=1", flag});
+    EXPECT_EQ(r.rc, 2) << flag;
+    EXPECT_NE(r.err.find("is given an empty value: give a path"),
+              std::string::npos)
+        << r.err;
+  }
+  const Result info = Strata({"info", "--json=/nonexistent/strata/i.json"});
+  EXPECT_EQ(info.rc, 2) << info.err;
+  EXPECT_NE(
+      info.err.find("--json=/nonexistent/strata/i.json cannot be written"),
+      std::string::npos)
+      << info.err;
+  EXPECT_EQ(info.out.find("round trip"), std::string::npos) << info.out;
+  for (const char* word : {"--helpfull=1", "-h=1"}) {
+    const Result r = Strata({"train", word});
+    EXPECT_EQ(r.rc, 2) << word;
+    EXPECT_NE(r.err.find("takes no value"), std::string::npos) << r.err;
+  }
+  const Result v = Strata({"-v"});
+  EXPECT_EQ(v.rc, 2);
+  EXPECT_NE(v.err.find("unknown flag -v; did you mean --version?"),
+            std::string::npos)
+      << v.err;
+  const Result x = Strata({"train", "-x"});
+  EXPECT_EQ(x.rc, 2);
+  EXPECT_NE(x.err.find("unknown flag -x; `strata train --help`"),
+            std::string::npos)
+      << x.err;
+  const Result nvme = Strata({"train", "--model=gpt", "--max-steps=1",
+                              "--nvme-dir=/nonexistent/strata"});
+  EXPECT_EQ(nvme.rc, 2);
+  EXPECT_NE(
+      nvme.err.find("NVMe directory '/nonexistent/strata' does not exist"),
+      std::string::npos)
+      << nvme.err;
+  EXPECT_EQ(nvme.out.find("preparing the corpus"), std::string::npos)
+      << nvme.out;
+}
+
 TEST(CliPlotTest, MissingGnuplotIsRefusedBeforeTraining) {
   ::strata::testing::TempDir dir;
   const Result r = Strata({"train", "--plot=" + dir.path() + "/run.png"},

@@ -54,6 +54,12 @@ class Store {
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const StoreOptions& options);
 
+  // What Open would refuse of `options` without reserving anything: their
+  // consistency (InvalidArgument) and the NVMe directories (NotFound,
+  // PermissionDenied, InvalidArgument for a file). Budgets against the
+  // machine are Open's to check. For a caller with long work before Open.
+  static absl::Status CheckOptions(const StoreOptions& options);
+
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
   // Closes the store and frees every tier. Outstanding leases become inert:

@@ -63,30 +63,6 @@ absl::Status CheckOptions(const NvmeOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status CheckDirectory(const std::string& dir) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(
-          absl::StrCat("NVMe directory '", dir,
-                       "' does not exist: create it or pass another "
-                       "--nvme-dir"));
-    }
-    return absl::ErrnoToStatus(errno, absl::StrCat("stat '", dir, "'"));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("NVMe directory '", dir, "' is not a directory"));
-  }
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "NVMe directory '", dir,
-        "' is not writable by this user: fix its permissions or pass "
-        "another --nvme-dir"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<uint64_t> FreeBytes(const std::string& dir) {
   struct statvfs vfs;
   if (statvfs(dir.c_str(), &vfs) != 0) {
@@ -215,6 +191,30 @@ absl::StatusOr<std::unique_ptr<BlockIo>> OpenEngine(
 
 }  // namespace
 
+absl::Status CheckNvmeDirectory(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("NVMe directory '", dir,
+                       "' does not exist: create it or pass another "
+                       "--nvme-dir"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat '", dir, "'"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NVMe directory '", dir, "' is not a directory"));
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "NVMe directory '", dir,
+        "' is not writable by this user: fix its permissions or pass "
+        "another --nvme-dir"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(
     const NvmeOptions& options, const std::vector<iovec>& buffers,
     BlockIoWrapper wrapper) {
@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(
   const uint64_t per_dir = (options.budget_bytes + n - 1) / n;
   const uint64_t per_file = (per_dir + block - 1) / block * block;
   for (const std::string& dir : options.directories) {
-    STRATA_RETURN_IF_ERROR(CheckDirectory(dir));
+    STRATA_RETURN_IF_ERROR(CheckNvmeDirectory(dir));
     STRATA_RETURN_IF_ERROR(CheckSpace(dir, per_file));
   }
   std::unique_ptr<NvmeTier> tier(new NvmeTier());  // closes fds on error

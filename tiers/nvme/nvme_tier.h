@@ -28,6 +28,12 @@
 
 namespace strata {
 
+// OK when `dir` is an existing directory this user may write: NotFound
+// (missing), InvalidArgument (not a directory) or PermissionDenied
+// otherwise, each naming --nvme-dir. What NvmeTier::Open checks first; a
+// command may check it before long work that comes before opening a store.
+absl::Status CheckNvmeDirectory(const std::string& dir);
+
 class NvmeTier {
  public:
   // Wraps the engine NvmeTier opened (tests put a fault injector here); the
