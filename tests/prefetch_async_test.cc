@@ -60,10 +60,15 @@ class PrefetchAsyncTest : public ::testing::Test {
     if (store_ != nullptr) gate().ReleaseAll();
   }
 
-  void Open(uint64_t device_bytes, int prefetch_threads, bool unified = false) {
+  // `predicted`: the scheduler prefetches what its trace predicts; false
+  // leaves only the test's own Prefetch calls (the trace still orders
+  // eviction).
+  void Open(uint64_t device_bytes, int prefetch_threads, bool unified = false,
+            bool predicted = true) {
     StoreOptions o =
         SmallStoreOptions(dir_.path(), device_bytes, 4 * kMiB, 32 * kMiB);
     o.scheduler.prefetch_threads = prefetch_threads;
+    o.scheduler.prefetch = predicted;
     if (unified) o.device.memory = DeviceMemory::kUnified;
     StoreSeams seams;
     seams.wrap_device = [this](std::unique_ptr<DeviceBackend> d) {
@@ -344,16 +349,19 @@ TEST_F(PrefetchAsyncTest, UnifiedFailedMigrationLosesNothing) {
 }
 
 // A prefetched copy an acquire is waiting for stays until that acquire
-// takes it. Step A B C on a device with room for two: in step 3, A is a hit
-// and B's prefetch (held at the gate) is in flight when B's acquire comes
-// and waits for it; the acquire has been observed, so B's next use looks a
-// step away, the furthest of the copies there. C's prefetch, queued behind
-// B's (one prefetch thread), starts the moment B's load ends, in the same
-// hold of the store's lock, and needs room: it must evict A, not the copy
-// the acquire is about to take (which would drop a finished load and make
-// the acquire load B again).
+// takes it. Step A B C, learned, on a device with room for two (Belady
+// keeps A and C; C is then evicted by hand): in step 3, A is a hit and B's
+// prefetch (held at the gate) is in flight when B's acquire comes and waits
+// for it. The acquire has been observed, so B's next use looks a step away,
+// the furthest of the copies there. C's prefetch, queued behind B's (one
+// prefetch thread), starts the moment B's load ends, in the same hold of the
+// store's lock, and needs room: it must evict A, not the copy the acquire is
+// about to take (which would drop a finished load and make the acquire load
+// B again). The prefetches are the test's own, so that none the trace plans
+// races the setup.
 TEST_F(PrefetchAsyncTest, ACopyAnAcquireWaitsForIsNotEvicted) {
-  Open(2 * kMiB, /*prefetch_threads=*/1);
+  Open(2 * kMiB, /*prefetch_threads=*/1, /*unified=*/false,
+       /*predicted=*/false);
   const TensorId a = Make(kMiB, 1, Tier::kHost), b = Make(kMiB, 2, Tier::kHost),
                  c = Make(kMiB, 3, Tier::kHost);
   for (int step = 0; step < 2; ++step) {  // the first records the trace
@@ -363,14 +371,16 @@ TEST_F(PrefetchAsyncTest, ACopyAnAcquireWaitsForIsNotEvicted) {
     ExpectHolds(c, Tier::kDevice, kMiB, 3);
     store_->EndStep();
   }
-  // Belady kept A (first next step) and C (last used) on the device.
   ASSERT_EQ(On(a, Tier::kDevice), State::kClean);
   ASSERT_EQ(On(b, Tier::kDevice), State::kAbsent);
+  ASSERT_TRUE(store_->Evict(c, Tier::kHost).ok());
+  ASSERT_EQ(On(c, Tier::kDevice), State::kAbsent);
   const int h2d = static_cast<int>(Link::kH2D);
   const uint64_t h2d_before = store_->GetStats().links[h2d].bytes;
-  gate().Arm(GateOp::kH2D);  // B's prefetch
   store_->BeginStep();
   ExpectHolds(a, Tier::kDevice, kMiB, 1);
+  gate().Arm(GateOp::kH2D);
+  ASSERT_TRUE(store_->Prefetch(b, Tier::kDevice).ok());
   ASSERT_TRUE(gate().WaitUntilHeld(GateOp::kH2D));
   ASSERT_EQ(On(b, Tier::kDevice), State::kLoading);
   Store* const store = store_.get();
