@@ -81,7 +81,8 @@ absl::Status RunCheckpoints::CheckFlagValues() {
   const int64_t keep = absl::GetFlag(FLAGS_keep);
   if (every < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--save-every=%d: give the steps between saves, >= 0 (0: none)",
+        "--save-every=%d: give the steps between saves, >= 0 (0: only at the "
+        "end)",
         every));
   }
   if (keep < 1) {

@@ -161,9 +161,13 @@ absl::StatusOr<GptRun> GptRunFromFlags() {
   t.seed = m.seed;
   r.eval_tokens = absl::GetFlag(FLAGS_eval_tokens);
   r.sample = absl::GetFlag(FLAGS_sample);
-  if (t.eval_every < 0 || r.eval_tokens < 0 || r.sample < 0) {
-    return absl::InvalidArgumentError(
-        "--eval-every, --eval-tokens and --sample must be >= 0");
+  for (const auto& [flag, value] : {std::pair{"--eval-every", t.eval_every},
+                                    std::pair{"--eval-tokens", r.eval_tokens},
+                                    std::pair{"--sample", r.sample}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s=%d: give a count >= 0", flag, value));
+    }
   }
   // Validation scores whole windows of --context tokens (ValidationWindows):
   // refused here, before the corpus is prepared, rather than after.

@@ -40,10 +40,20 @@ constexpr double kDefaultLossScale = train::LossScaleOptions{}.initial_scale;
 absl::Status PrecisionFromFlags(train::Precision& precision,
                                 train::Rounding& rounding,
                                 train::LossScaleOptions& loss_scale) {
-  STRATA_ASSIGN_OR_RETURN(
-      precision, train::ParsePrecision(absl::GetFlag(FLAGS_precision)));
-  STRATA_ASSIGN_OR_RETURN(rounding,
-                          train::ParseRounding(absl::GetFlag(FLAGS_rounding)));
+  // Named as the other choice flags are: "--precision=fp8: use ...".
+  auto flag_error = [](const char* flag, const std::string& value,
+                       const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrFormat("--%s=%s: %s", flag, value, s.message()));
+  };
+  const std::string p = absl::GetFlag(FLAGS_precision);
+  absl::StatusOr<train::Precision> parsed = train::ParsePrecision(p);
+  if (!parsed.ok()) return flag_error("precision", p, parsed.status());
+  precision = *parsed;
+  const std::string r = absl::GetFlag(FLAGS_rounding);
+  absl::StatusOr<train::Rounding> round = train::ParseRounding(r);
+  if (!round.ok()) return flag_error("rounding", r, round.status());
+  rounding = *round;
   const double scale = absl::GetFlag(FLAGS_loss_scale);
   if (scale != kDefaultLossScale && precision != train::Precision::kFp16) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -230,6 +230,15 @@ TEST(CliErrorTest, BadValuesExit2) {
             0u)
       << size.err;
   EXPECT_EQ(size.err.find("Illegal value"), std::string::npos) << size.err;
+  // Choice and count flags name the flag and the value given.
+  for (const auto& [flag, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--precision=fp8", "--precision=fp8: 'fp8' is not a precision"},
+           {"--sample=-1", "--sample=-1: give a count >= 0"}}) {
+    const Result r = Strata({"train", flag});
+    EXPECT_EQ(r.rc, 2) << flag;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
   // --help and --version take no value (not "unknown flag --help").
   for (const char* word : {"--help=1", "--version=yes"}) {
     const Result r = Strata({"train", word});

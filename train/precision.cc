@@ -30,7 +30,7 @@ absl::StatusOr<Precision> ParsePrecision(std::string_view name) {
     if (name == PrecisionName(p)) return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("unknown precision '%s': use fp32, bf16 or fp16", name));
+      absl::StrFormat("'%s' is not a precision: use fp32, bf16 or fp16", name));
 }
 
 int PrecisionBytes(Precision precision) {
@@ -61,7 +61,7 @@ absl::StatusOr<Rounding> ParseRounding(std::string_view name) {
     if (name == RoundingName(r)) return r;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown rounding '%s': use nearest or stochastic", name));
+      "'%s' is not a rounding: use nearest or stochastic", name));
 }
 
 DType ParameterDType(Precision precision) {
