@@ -104,12 +104,13 @@ bool IsPathFlag(const std::string& name) {
          std::end(kPaths);
 }
 
-// --help=..., --version=... and the other help words given a value.
-bool TakesNoValue(const std::string& arg) {
+// The help word (--help, --version, ...) that `arg` gives a value, or "".
+std::string HelpWordGivenAValue(const std::string& arg) {
   const std::string name = arg.substr(0, arg.find('='));
-  return name.size() < arg.size() &&
-         (name == "--help" || name == "-h" || name == "-help" ||
-          name == "--helpfull" || name == "--helpshort" || name == "--version");
+  const bool help_word = name == "--help" || name == "-h" || name == "-help" ||
+                         name == "--helpfull" || name == "--helpshort" ||
+                         name == "--version";
+  return help_word && name.size() < arg.size() ? name : "";
 }
 
 // Appends the flag at args[*i] (--name, --name=value, --name value,
@@ -170,8 +171,8 @@ CommandLine SplitCommandLine(const std::vector<std::string>& args) {
       out.help = true;
     } else if (arg == "--version") {
       out.version = true;
-    } else if (TakesNoValue(arg)) {
-      const std::string name = arg.substr(0, arg.find('='));
+    } else if (const std::string name = HelpWordGivenAValue(arg);
+               !name.empty()) {
       if (out.error.ok()) {
         out.error = absl::InvalidArgumentError(
             absl::StrFormat("%s takes no value: write %s", name, name));

@@ -465,9 +465,10 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
   // The store opens after the corpus is prepared (the model's vocabulary
   // comes from it): what it would refuse of the flags alone, refused now
   // (--resident replaces the tier flags later).
-  if (absl::Status o = Store::CheckOptions(s);
-      !o.ok() && !absl::GetFlag(FLAGS_resident)) {
-    return FailBeforeRun(o);
+  if (!absl::GetFlag(FLAGS_resident)) {
+    if (absl::Status o = Store::CheckOptions(s); !o.ok()) {
+      return FailBeforeRun(o);
+    }
   }
   for (const auto& [path, flag] : {std::pair{json_path, "--json"},
                                    std::pair{timeline_path, "--timeline"}}) {
