@@ -14,10 +14,20 @@
 
 #include "absl/strings/str_format.h"
 #include "base/splitmix64.h"
+#include "base/xxh3.h"
 #include "bench/aligned_buffer.h"
 
 namespace strata {
 namespace {
+
+// Looks at `bytes` of `buf` as kReadTouch or kReadXxh3 says; a value the
+// compiler cannot drop.
+uint64_t LookAt(RawOp op, const unsigned char* buf, uint64_t bytes) {
+  if (op == RawOp::kReadXxh3) return XXH3_64bits(buf, bytes);
+  uint64_t sum = 0;
+  for (uint64_t at = 0; at < bytes; at += 64) sum += buf[at];
+  return sum;
+}
 
 // A private O_DIRECT file on a depth-32 ring; liburing used directly.
 class RawUring {
@@ -148,10 +158,15 @@ void BM_Uring(benchmark::State& state, const std::string& dir, uint64_t size,
     state.SkipWithError(error.c_str());
     return;
   }
+  const bool writes = op == RawOp::kWrite || op == RawOp::kWriteRead;
+  const bool looks = op == RawOp::kReadTouch || op == RawOp::kReadXxh3;
   for (auto _ : state) {
-    if (op != RawOp::kRead) error = raw.Run(true, buf.data, size);
+    if (writes) error = raw.Run(true, buf.data, size);
     if (error.empty() && op != RawOp::kWrite) {
       error = raw.Run(false, buf.data, size);
+    }
+    if (error.empty() && looks) {
+      benchmark::DoNotOptimize(LookAt(op, buf.data, size));
     }
     if (!error.empty()) {
       state.SkipWithError(error.c_str());

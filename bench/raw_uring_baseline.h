@@ -1,5 +1,6 @@
 // raw_uring_baseline.h: store_roundtrip_bench's io_uring baselines
-// (uring_write/N, uring_read/N, uring_write_read/N): liburing used directly,
+// (uring_write/N, uring_read/N, uring_write_read/N, and the diagnostic
+// uring_read_touch/N and uring_read_xxh3/N): liburing used directly,
 // not the store's engine, on a private O_DIRECT file, so the store's NVMe
 // cases have a ratio to the raw device path on the same sizes.
 //
@@ -24,8 +25,13 @@ inline constexpr uint64_t kUringRequestBytes = 1 * kMiB;
 inline constexpr unsigned kUringQueueDepth = 32;
 inline constexpr uint64_t kDirectIoBytes = 4096;  // O_DIRECT's size granule
 
-// What one iteration does: write the buffer, read it back, or both.
-enum class RawOp { kWrite, kRead, kWriteRead };
+// What one iteration does: write the buffer, read it back, or both. The
+// diagnostic reads then look at what they read: kReadTouch loads one word
+// per 64-byte cache line (the least a consumer of the bytes can do),
+// kReadXxh3 hashes them with XXH3-64 as the store's verification does. The
+// ratio table divides by uring_read, which never looks at its buffer; these
+// say how much of a store read's gap any reader of the data pays here.
+enum class RawOp { kWrite, kRead, kWriteRead, kReadTouch, kReadXxh3 };
 
 // The size the baseline runs at for `bytes`: rounded up to kDirectIoBytes.
 inline uint64_t UringBaselineSize(uint64_t bytes) {

@@ -23,6 +23,9 @@
 //                       buffer are registered as the store's engine does
 //                       (the label says if it fell back to plain ops).
 //                       write_read writes the buffer, then reads it back.
+//   uring_read_touch/N  uring_read, then one load per 64-byte line of what
+//   uring_read_xxh3/N   was read, or its XXH3-64 (the store's verification):
+//                       diagnostic, not divided by; see "vs verified".
 // Store cases (baseline in brackets):
 //   store_h2d         home host: Acquire(kDevice, kRead), release,
 //                     Evict(kHost) drops the clean device copy.     [memcpy]
@@ -48,7 +51,9 @@
 // size's io_uring baselines run at the size rounded up to 4 KiB (O_DIRECT).
 //
 // At the end a table pairs each store case with its baseline: store GB/s,
-// baseline GB/s and the ratio store/baseline.
+// baseline GB/s and the ratio store/baseline; the reads that verify a
+// checksum also "vs verified", store / uring_read_xxh3 at that size (JSON:
+// verified_baseline_gbps, ratio_to_verified).
 //
 // Files: this one holds the memcpy baselines, the store cases and main;
 // raw_uring_baseline.{h,cc} the io_uring baselines; ratio_report.{h,cc} the
@@ -356,7 +361,9 @@ void RegisterAll() {
   const std::pair<const char*, RawOp> raw[] = {
       {"uring_write", RawOp::kWrite},
       {"uring_read", RawOp::kRead},
-      {"uring_write_read", RawOp::kWriteRead}};
+      {"uring_write_read", RawOp::kWriteRead},
+      {"uring_read_touch", RawOp::kReadTouch},
+      {"uring_read_xxh3", RawOp::kReadXxh3}};
   for (const auto& [name, op] : raw) {
     for (uint64_t s : uring_sizes) {
       add(name, s, [op](benchmark::State& st, uint64_t n) {
