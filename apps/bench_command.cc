@@ -98,7 +98,8 @@ absl::Status CheckNvmeSettings(const BenchRequest& r) {
   const uint64_t block = r.store.nvme.block_size_bytes;
   STRATA_RETURN_IF_ERROR(CheckNvmeRequestShape(
       block, r.store.nvme.queue_depth, "--block-size", "--queue-depth"));
-  if (!r.quick && (r.nvme_bytes < block || r.nvme_bytes % block != 0)) {
+  if ((!r.quick || r.size_given) &&
+      (r.nvme_bytes < block || r.nvme_bytes % block != 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--bench-size=%s: must be a whole number of --block-size=%s requests "
         "(at least one)",

@@ -26,6 +26,13 @@ struct BenchRequest {
   StoreOptions store;
   uint64_t nvme_bytes = 256 << 20;  // bytes per NVMe pass (--bench-size)
   bool quick = false;               // tiny sizes and few samples: a smoke test
+  bool size_given = false;          // --bench-size given: it wins over quick's
+
+  // The bytes a case moves: --bench-size, or `quick_bytes` under --quick
+  // when no --bench-size was given.
+  uint64_t BenchBytes(uint64_t quick_bytes) const {
+    return quick && !size_given ? quick_bytes : nvme_bytes;
+  }
   // The run's flags (EffectiveConfig), written to the JSON as "config".
   nlohmann::json config;
 };

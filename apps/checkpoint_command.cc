@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/distributed_run.h"
 #include "apps/exit_code.h"
+#include "apps/store_flags.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
 #include "train/atomic_file.h"
@@ -62,7 +63,10 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
   // A --resume with nothing to resume from is refused before any work (the
   // corpus, the model) and before the save dir is created or locked.
   if (!r.resume_.empty()) {
-    STRATA_RETURN_IF_ERROR(train::ResolveCheckpoint(r.resume_).status());
+    if (absl::Status s = train::ResolveCheckpoint(r.resume_).status();
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--resume: ", s.message()));
+    }
   }
   if (!r.save_.dir.empty()) {
     if (rank_dir.empty()) {
@@ -89,9 +93,16 @@ absl::Status RunCheckpoints::CheckFlagValues() {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--keep=%d: give how many checkpoints to keep, >= 1", keep));
   }
-  if (every > 0 && absl::GetFlag(FLAGS_save_dir).empty()) {
-    return absl::InvalidArgumentError(
-        "--save-every needs --save-dir=DIR (where the checkpoints go)");
+  if (absl::GetFlag(FLAGS_save_dir).empty()) {
+    if (every > 0) {
+      return absl::InvalidArgumentError(
+          "--save-every needs --save-dir=DIR (where the checkpoints go)");
+    }
+    if (FlagGiven("keep")) {
+      return absl::InvalidArgumentError(
+          "--keep needs --save-dir=DIR (it says how many of the checkpoints "
+          "saved there to keep)");
+    }
   }
   return absl::OkStatus();
 }

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "apps/flag_suggest.h"
 #include "strata/status.h"
@@ -264,6 +266,31 @@ std::string ExpectedValue(const absl::CommandLineFlag& flag) {
   return "";
 }
 
+// For a whole number too large (or small) for an integer flag: "out of
+// range (at most N)"; "" for anything else.
+std::string OutOfRange(const absl::CommandLineFlag& flag,
+                       const std::string& value) {
+  const bool negative = !value.empty() && value[0] == '-';
+  const std::string_view number =
+      std::string_view(value).substr(negative || value.starts_with('+'));
+  if (number.empty() ||
+      !std::all_of(number.begin(), number.end(), absl::ascii_isdigit)) {
+    return "";
+  }
+  auto range = [&]<typename T>(T) {
+    return negative && std::numeric_limits<T>::min() < 0
+               ? absl::StrFormat("out of range (at least %d)",
+                                 std::numeric_limits<T>::min())
+               : absl::StrFormat("out of range (at most %d)",
+                                 std::numeric_limits<T>::max());
+  };
+  if (flag.IsOfType<int32_t>()) return range(int32_t{});
+  if (flag.IsOfType<int64_t>()) return range(int64_t{});
+  if (flag.IsOfType<uint32_t>() && !negative) return range(uint32_t{});
+  if (flag.IsOfType<uint64_t>() && !negative) return range(uint64_t{});
+  return "";
+}
+
 // absl words a parse error "Illegal value 'V' specified for flag 'N'; WHY"
 // (WHY only from strata's own types), and the message already starts
 // "--n=V:": keep WHY, or say plainly that the value is not one.
@@ -284,6 +311,11 @@ absl::Status ApplyFlags(const std::vector<FlagArg>& flags) {
     }
     std::string error;
     if (!flag->ParseFrom(f.value, &error)) {
+      if (const std::string range = OutOfRange(*flag, f.value);
+          !range.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s=%s: %s", f.origin, f.value, range));
+      }
       return absl::InvalidArgumentError(
           absl::StrFormat("%s=%s: %s%s", f.origin, f.value, ParseReason(error),
                           ExpectedValue(*flag)));

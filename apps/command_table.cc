@@ -121,7 +121,14 @@ std::vector<FlagEntry> BenchFlags() {
       {"quick", "cases", ""},
       {"bench_size", "cases", "SIZE"},
   };
-  for (FlagEntry& e : StoreFlags()) flags.push_back(std::move(e));
+  // Each case sizes its own store (the NVMe cases to --bench-size), so the
+  // tier budgets are not bench's flags: given, they are refused rather than
+  // ignored.
+  for (FlagEntry& e : StoreFlags()) {
+    if (!std::string_view(e.name).ends_with("_budget")) {
+      flags.push_back(std::move(e));
+    }
+  }
   const std::vector<FlagEntry> output = {
       {"json", kOutput, "FILE"},
       {"profile", kOutput, "FILE"},

@@ -4,9 +4,11 @@
 // are refused by name rather than read loosely.
 #include "apps/config_file.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "absl/flags/commandlineflag.h"
@@ -141,11 +143,19 @@ absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(
     const std::string& path, const CommandSpec& command) {
   STRATA_ASSIGN_OR_RETURN(nlohmann::json j, ReadJson(path));
   std::vector<FlagArg> flags;
+  std::map<std::string, std::string> seen;  // flag name -> the key that set it
   for (const auto& [key, value] : j.items()) {
     std::string name = key;
     std::replace(name.begin(), name.end(), '-', '_');
     const std::string origin =
         absl::StrFormat("--config=%s: key '%s'", path, key);
+    // "max-steps" and "max_steps" are one flag: which should win is the
+    // user's to say, not the key order's.
+    if (const auto [it, added] = seen.emplace(name, key); !added) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--config=%s: keys '%s' and '%s' both set --%s; keep one", path,
+          it->second, key, Dashed(name)));
+    }
     if (name == "config") {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: a config cannot name another", origin));

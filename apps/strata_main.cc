@@ -44,7 +44,8 @@ ABSL_FLAG(strata::ByteSize, bench_size, strata::ByteSize{256 * strata::kMiB},
           "link-um case's managed buffer.");
 ABSL_FLAG(bool, quick, false,
           "Tiny sizes and few samples, a smoke test of every "
-          "case in seconds (the numbers mean little).");
+          "case in seconds (the numbers mean little); a --bench-size given "
+          "still sets the NVMe and link-um sizes.");
 ABSL_FLAG(std::string, timeline, "",
           "Write the timeline of transfers and leases "
           "as Chrome trace-event JSON (open in Perfetto) to this file.");
@@ -156,6 +157,7 @@ int Run(const std::string& command) {
                        .store = *options,
                        .nvme_bytes = absl::GetFlag(FLAGS_bench_size).bytes,
                        .quick = absl::GetFlag(FLAGS_quick),
+                       .size_given = FlagGiven("bench_size"),
                        .config = EffectiveConfig(*FindCommand("bench"))};
   return RunBench(request);
 }

@@ -47,7 +47,7 @@ std::string NeedsGpu(const BenchRequest& r) {
 absl::Status RunLinkUmCase(BenchContext& ctx, nlohmann::json& json) {
   UnifiedLinkBenchConfig config;
   config.cuda_device = ctx.request.store.device.cuda_device;
-  config.bytes = ctx.request.quick ? 64 << 20 : ctx.request.nvme_bytes;
+  config.bytes = ctx.request.BenchBytes(64 << 20);
   config.progress = [&](const std::string& what) {
     ctx.Progress("link-um", what);
   };

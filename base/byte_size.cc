@@ -29,7 +29,13 @@ constexpr Unit kUnits[] = {{"", 1},
                            {"gb", 1e9},
                            {"t", 1099511627776.0},
                            {"tib", 1099511627776.0},
-                           {"tb", 1e12}};
+                           {"tb", 1e12},
+                           {"p", 1125899906842624.0},
+                           {"pib", 1125899906842624.0},
+                           {"pb", 1e15},
+                           {"e", 1152921504606846976.0},
+                           {"eib", 1152921504606846976.0},
+                           {"eb", 1e18}};
 
 absl::Status Bad(std::string_view text) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -53,7 +59,10 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
     const double bytes = number * u.factor;
-    if (!std::isfinite(bytes) || bytes >= 9.2e18) return Bad(text);
+    if (!std::isfinite(bytes) || bytes >= 9.2e18) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "'%s' is too large a byte size (at most 8 EiB)", text));
+    }
     return static_cast<uint64_t>(std::llround(bytes));
   }
   return Bad(text);

@@ -192,7 +192,27 @@ TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
   r.selector = "nvme";
   r.nvme_bytes = 5000;  // not a whole number of blocks
   EXPECT_EQ(RunBench(r), 2);
+  // --quick does not hide a --bench-size given with it.
+  r = QuickRequest(dir);
+  r.selector = "nvme";
+  r.nvme_bytes = 0;
+  r.size_given = true;
+  EXPECT_EQ(RunBench(r), 2);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/missing-dir"));
+}
+
+// Under --quick the NVMe case moves 4 MiB, unless --bench-size says how
+// much.
+TEST(BenchCommandTest, QuickTakesAGivenBenchSize) {
+  TempDir dir;
+  BenchRequest r = QuickRequest(dir);
+  r.selector = "nvme";
+  ASSERT_EQ(RunBench(r), 0);
+  EXPECT_EQ(ReadJson(r.json_path)["nvme"]["size_bytes"], 4u << 20);
+  r.nvme_bytes = 2 << 20;
+  r.size_given = true;
+  ASSERT_EQ(RunBench(r), 0);
+  EXPECT_EQ(ReadJson(r.json_path)["nvme"]["size_bytes"], 2u << 20);
 }
 
 TEST(BenchCommandTest, ProfileWithoutAMeasuringCaseFails) {

@@ -24,6 +24,20 @@ TEST(ByteSizeTest, RefusesNonsense) {
   }
 }
 
+TEST(ByteSizeTest, SaysWhenASizeIsTooLarge) {
+  EXPECT_EQ(*ParseByteSize("2PiB"), uint64_t{2} << 50);
+  EXPECT_EQ(*ParseByteSize("1EiB"), uint64_t{1} << 60);
+  for (const char* big : {"16EiB", "99999999999999999999", "1e30"}) {
+    const absl::StatusOr<uint64_t> r = ParseByteSize(big);
+    ASSERT_FALSE(r.ok()) << big;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << big;
+    EXPECT_NE(r.status().message().find("too large a byte size (at most 8 "
+                                        "EiB)"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(ByteSizeTest, FormatsAndRoundTripsAsFlag) {
   EXPECT_EQ(FormatByteSize(256u << 20), "256 MiB");
   EXPECT_EQ(FormatByteSize(1536u << 20), "1.5 GiB");

@@ -329,8 +329,18 @@ TEST(CheckpointTest, NoCheckpointIsNotFound) {
   TempDir dir;
   EXPECT_EQ(ResolveCheckpoint(dir.path()).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(ResolveCheckpoint(dir.path() + "/missing").status().code(),
-            absl::StatusCode::kNotFound);
+  const absl::Status missing =
+      ResolveCheckpoint(dir.path() + "/missing").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("no such directory"));
+  // A file where a directory belongs is named as one.
+  const std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  const absl::Status not_dir = ResolveCheckpoint(file).status();
+  EXPECT_EQ(not_dir.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(not_dir.message(), HasSubstr("is not a directory"));
+  EXPECT_THAT(ResolveCheckpoint(dir.path()).status().message(),
+              HasSubstr("no complete checkpoint"));
 }
 
 // Parses a .safetensors file by the format's rules; returns the header.

@@ -146,9 +146,13 @@ TEST(CliHelpTest, GroupsDashesDefaultsAndNoSourcePaths) {
               std::string::npos)
         << command;
   }
-  // The bench page keeps the flags' own defaults.
-  EXPECT_NE(Strata({"bench", "--help"}).out.find("Default: 256MiB."),
-            std::string::npos);
+  // Each bench case sizes its own store: its page lists no tier budgets.
+  const std::string bench = Strata({"bench", "--help"}).out;
+  EXPECT_NE(bench.find("--block-size=SIZE"), std::string::npos);
+  for (const char* budget :
+       {"--device-budget=SIZE", "--host-budget=SIZE", "--nvme-budget=SIZE"}) {
+    EXPECT_EQ(bench.find(budget), std::string::npos) << budget;
+  }
 }
 
 TEST(CliHelpTest, HelpCommandAndMainPage) {
@@ -234,7 +238,15 @@ TEST(CliErrorTest, BadValuesExit2) {
   for (const auto& [flag, message] :
        std::vector<std::pair<std::string, std::string>>{
            {"--precision=fp8", "--precision=fp8: 'fp8' is not a precision"},
-           {"--sample=-1", "--sample=-1: give a count >= 0"}}) {
+           {"--sample=-1", "--sample=-1: give a count >= 0"},
+           {"--max-steps=99999999999999999999",
+            "--max-steps=99999999999999999999: out of range (at most "
+            "9223372036854775807)"},
+           {"--keep=-99999999999",
+            "--keep=-99999999999: out of range (at least -2147483648)"},
+           {"--device-budget=16EiB",
+            "--device-budget=16EiB: '16EiB' is too large a byte size"},
+           {"--keep=2", "--keep needs --save-dir=DIR"}}) {
     const Result r = Strata({"train", flag});
     EXPECT_EQ(r.rc, 2) << flag;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
@@ -419,12 +431,19 @@ TEST(CliConfigTest, BenchReportCarriesItsConfig) {
   ::strata::testing::TempDir dir;
   const Result a =
       Strata({"bench", "-t", "link", "--quick", "--device=simulated",
-              "--host-budget=64MiB", "--json=" + dir.path() + "/a.json"});
+              "--queue-depth=16", "--json=" + dir.path() + "/a.json"});
   ASSERT_EQ(a.rc, 0) << a.err;
   const nlohmann::json ja = ReadJson(dir.path() + "/a.json");
   EXPECT_EQ(ja["config"]["bench_case"], "link");
   EXPECT_EQ(ja["config"]["quick"], true);
-  EXPECT_EQ(ja["config"]["host_budget"], "64MiB");
+  EXPECT_EQ(ja["config"]["queue_depth"], 16);
+  // Each case sizes its own store: a tier budget is refused, not ignored.
+  EXPECT_FALSE(ja["config"].contains("host_budget"));
+  const Result budget = Strata({"bench", "-t", "nvme", "--nvme-budget=0"});
+  EXPECT_EQ(budget.rc, 2);
+  EXPECT_NE(budget.err.find("--nvme-budget is not a flag of `strata bench`"),
+            std::string::npos)
+      << budget.err;
   EXPECT_TRUE(ja.contains("link"));
   const Result b = Strata({"bench", "--config=" + dir.path() + "/a.json",
                            "--json=" + dir.path() + "/b.json"});
@@ -471,6 +490,15 @@ TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
                                           "bench_size": "1MiB"})")});
   EXPECT_EQ(other.rc, 2);
   EXPECT_NE(other.err.find("key 'bench_size'"), std::string::npos) << other.err;
+  // One flag set twice (dashes and underscores are the same): which wins is
+  // not left to the key order.
+  const Result twice =
+      Strata({"train", write("d.json", R"({"max-steps": 2, "max_steps": 3})")});
+  EXPECT_EQ(twice.rc, 2);
+  EXPECT_NE(twice.err.find("keys 'max-steps' and 'max_steps' both set "
+                           "--max-steps; keep one"),
+            std::string::npos)
+      << twice.err;
   EXPECT_EQ(Strata({"train", write("bad.json", "[1, 2]")}).rc, 2);
   EXPECT_EQ(Strata({"train", "--config=" + dir.path() + "/none.json"}).rc, 2);
 }
@@ -624,14 +652,18 @@ TEST(CliCheckpointTest, ResumeFromNothingIsRefusedBeforeAnyWork) {
   const Result r = Strata({"train", "--resume=" + dir.path() + "/missing",
                            "--save-dir=" + save, "--max-steps=1"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("no complete checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("--resume: no such directory " + dir.path() + "/missing"),
+      std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_FALSE(std::filesystem::exists(save));
   // Without --save-dir the refusal comes alone: no notice about saving
-  // before it.
-  const Result alone = Strata({"train", "--resume=" + dir.path() + "/missing"});
+  // before it. A directory without a checkpoint is named as such.
+  const Result alone = Strata({"train", "--resume=" + dir.path()});
   EXPECT_EQ(alone.rc, 2);
-  EXPECT_EQ(alone.err.rfind("strata train: no complete checkpoint", 0), 0u)
+  EXPECT_EQ(
+      alone.err.rfind("strata train: --resume: no complete checkpoint", 0), 0u)
       << alone.err;
 }
 

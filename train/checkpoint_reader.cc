@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -85,6 +86,14 @@ std::vector<RankDir> ListRankDirs(const std::string& dir) {
 
 absl::StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   if (IsFile(fs::path(path) / kManifestFile)) return path;
+  std::error_code error;
+  if (!fs::is_directory(path, error)) {
+    return absl::NotFoundError(absl::StrCat(
+        fs::exists(path, error) ? path + " is not a directory"
+                                : "no such directory " + path,
+        " (give a checkpoint: a step-NNNNNNNN directory, or the --save-dir "
+        "that holds them)"));
+  }
   std::vector<CheckpointRef> all = ListCheckpoints(path);
   if (const std::vector<RankDir> ranks = ListRankDirs(path);
       all.empty() && !ranks.empty()) {
