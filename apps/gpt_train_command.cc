@@ -274,6 +274,7 @@ nlohmann::json ReportJson(const GptRun& run, const StoreOptions& s,
   nlohmann::json report = {
       {"model", "gpt"},
       {"val_loss", r.val_loss},
+      {"val_tokens", r.val_tokens},
       {"baseline_val_loss", baseline},
       {"val_loss_below_baseline", 1.0 - r.val_loss / baseline},
       {"final_loss", r.final_loss},
@@ -346,9 +347,11 @@ void PrintTable(train::Gpt& gpt, const train::LmTrainResult& r, double baseline,
   const train::ClipStats& clip = gpt.clip_stats();
   absl::PrintF("\n%-22s %s\n", "result", "value");
   const double margin = 100 * (1 - r.val_loss / baseline);
-  absl::PrintF("%-22s %.4f nats/token (%.1f%% %s the bigram baseline %.4f)\n",
-               "validation loss", r.val_loss, std::fabs(margin),
-               margin >= 0 ? "below" : "above", baseline);
+  absl::PrintF(
+      "%-22s %.4f nats/token over %d tokens (%.1f%% %s the bigram baseline "
+      "%.4f)\n",
+      "validation loss", r.val_loss, r.val_tokens, std::fabs(margin),
+      margin >= 0 ? "below" : "above", baseline);
   absl::PrintF("%-22s %.4f\n", "final train loss", r.final_loss);
   PrintStoreRows(st, gpt.footprint().state_bytes());
   PrintNvmeFloorRow(st, gpt.train_link_bytes(),

@@ -40,8 +40,13 @@ endif()
 if(sample STREQUAL "")
   message(FATAL_ERROR "report: no sample")
 endif()
-if(NOT out MATCHES "validation loss")
-  message(FATAL_ERROR "no result table:\n${out}")
+# --eval-tokens=256 is 16 whole windows of --context=16: all 256 scored.
+string(JSON val_tokens GET "${report}" val_tokens)
+if(NOT val_tokens EQUAL 256)
+  message(FATAL_ERROR "report: val_tokens=${val_tokens}, not 256")
+endif()
+if(NOT out MATCHES "validation loss +[0-9.]+ nats/token over 256 tokens")
+  message(FATAL_ERROR "no result table naming the tokens scored:\n${out}")
 endif()
 
 # The report as a config repeats the run: the same losses, bit for bit (the

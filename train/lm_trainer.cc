@@ -100,6 +100,7 @@ absl::StatusOr<LmTrainResult> TrainLm(Gpt &model, LmBatcher &batches,
     result.eval_seconds += Since(start);
     result.evals.push_back({.step = step, .val_loss = loss});
     result.val_loss = loss;
+    result.val_tokens = validation.count() * validation.seq_len();
     if (on_eval) on_eval(result.evals.back());
     return absl::OkStatus();
   };

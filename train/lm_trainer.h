@@ -56,6 +56,7 @@ struct LmTrainResult {
   std::vector<double> optimizer_seconds;
   std::vector<LmEval> evals;
   double val_loss = 0;           // the last evaluation's
+  int64_t val_tokens = 0;        // tokens each evaluation scores
   double final_loss = 0;         // mean of the last tenth of the steps' losses
   double tokens_per_second = 0;  // training tokens over training time
   double train_seconds = 0;      // steps only
