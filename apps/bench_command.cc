@@ -20,6 +20,7 @@
 #include "apps/bench_case.h"
 #include "apps/bench_plot.h"
 #include "apps/exit_code.h"
+#include "apps/nvme_bench.h"
 #include "apps/output_path.h"
 #include "base/byte_size.h"
 #include "strata/profile.h"
@@ -113,6 +114,12 @@ absl::Status CheckNvmeSettings(const BenchRequest& r) {
       return absl::NotFoundError(absl::StrFormat(
           "--nvme-dir=%s: no such directory; pass an existing one", dir));
     }
+  }
+  // The nvme case's passes need their --bench-size free: short space is
+  // bad input too, refused before any case runs or any file is written.
+  if (Selected("nvme", r.selector) && NeedsNvmeDir(r).empty()) {
+    STRATA_RETURN_IF_ERROR(CheckBenchDirectory(r.store.nvme.directories.front(),
+                                               r.BenchBytes(kNvmeQuickBytes)));
   }
   return absl::OkStatus();
 }

@@ -372,7 +372,7 @@ absl::Status RunNvmeCase(BenchContext& ctx, nlohmann::json& json) {
   config.directory = ctx.request.store.nvme.directories.front();
   config.block_bytes = ctx.request.store.nvme.block_size_bytes;
   config.queue_depth = ctx.request.store.nvme.queue_depth;
-  config.size_bytes = ctx.request.BenchBytes(4 << 20);
+  config.size_bytes = ctx.request.BenchBytes(kNvmeQuickBytes);
   absl::PrintF(
       "nvme: sequential %s in %s, block %s, queue depth %d, O_DIRECT (the "
       "page cache cannot flatter it), median of %d, bytes verified\n",

@@ -50,6 +50,9 @@ absl::StatusOr<NvmeBenchResult> RunNvmeBench(const NvmeBenchConfig& config);
 
 // ---- Shared by the NVMe benches ----
 
+// The nvme case's bytes per pass under --quick without a --bench-size.
+inline constexpr uint64_t kNvmeQuickBytes = 4 * kMiB;
+
 // Free space CheckBenchDirectory keeps on top of what a bench asks for.
 inline constexpr uint64_t kBenchDiskMarginBytes = 64 * kMiB;
 

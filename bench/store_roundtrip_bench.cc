@@ -425,6 +425,18 @@ int WriteJson(const std::string& path, const nlohmann::json& rows) {
 }  // namespace strata
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
+      // Google Benchmark's help (printed next) knows only its own flags.
+      std::printf(
+          "store_roundtrip_bench [--json=FILE] [benchmark flags]: store round "
+          "trips per tier next to raw memcpy and raw io_uring (the file's "
+          "top comment says what each case does). NVMe files go in a private "
+          "directory under /var/tmp, removed at exit. --json=FILE writes the "
+          "ratio table.\n\n");
+    }
+  }
   std::vector<char*> args;
   const std::string json_path = strata::TakeJsonFlag(argc, argv, args);
   int bench_argc = static_cast<int>(args.size());

@@ -198,6 +198,10 @@ TEST(BenchCommandTest, BadInputIsRefusedBeforeAnythingRuns) {
   r.nvme_bytes = 0;
   r.size_given = true;
   EXPECT_EQ(RunBench(r), 2);
+  // More than the disk holds: refused before the case runs, no JSON left.
+  r.nvme_bytes = uint64_t{1} << 60;
+  EXPECT_EQ(RunBench(r), 2);
+  EXPECT_FALSE(std::filesystem::exists(r.json_path));
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/missing-dir"));
 }
 
