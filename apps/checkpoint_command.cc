@@ -46,6 +46,35 @@ ABSL_FLAG(std::string, safetensors, "",
           ".safetensors file.");
 
 namespace strata {
+namespace {
+
+// `dir` and those of its parents that do not exist yet, leaf first.
+std::vector<std::string> MissingDirs(const std::string& dir) {
+  std::vector<std::string> missing;
+  std::error_code error;
+  for (std::filesystem::path p = std::filesystem::absolute(dir, error);
+       !p.empty() && !std::filesystem::exists(p, error); p = p.parent_path()) {
+    missing.push_back(p.string());
+    if (p == p.parent_path()) break;
+  }
+  return missing;
+}
+
+}  // namespace
+
+CreatedSaveDirs::~CreatedSaveDirs() {
+  if (dirs_.empty()) return;
+  const std::filesystem::path leaf = dirs_.front();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(leaf, error)) {
+    if (entry.path().filename() != ".lock") return;  // something was saved
+  }
+  if (error) return;
+  ::unlink((leaf / ".lock").c_str());
+  for (const std::string& d : dirs_) {
+    if (::rmdir(d.c_str()) != 0) break;
+  }
+}
 
 absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
     const std::string& rank_dir) {
@@ -72,7 +101,11 @@ absl::StatusOr<RunCheckpoints> RunCheckpoints::FromFlags(
     if (rank_dir.empty()) {
       STRATA_RETURN_IF_ERROR(CheckNoOtherRun(r.save_.dir, 0, "--save-dir"));
     }
+    std::vector<std::string> missing = MissingDirs(r.save_.dir);
     STRATA_RETURN_IF_ERROR(PrepareSaveDir(r.save_.dir));
+    if (!missing.empty()) {
+      r.created_ = std::make_shared<CreatedSaveDirs>(std::move(missing));
+    }
     STRATA_RETURN_IF_ERROR(LockSaveDir(r.save_.dir));
     STRATA_RETURN_IF_ERROR(
         CheckSaveDirIsOurs(r.save_.dir, r.save_flag_, r.resume_));
@@ -276,6 +309,12 @@ absl::Status RunCheckpoints::CheckSaveDirIsOurs(const std::string& dir,
 // Creates the save directory (and its parents) now, so that a path that
 // cannot hold checkpoints is refused before the run, not at its first save.
 absl::Status RunCheckpoints::PrepareSaveDir(const std::string& dir) {
+  std::error_code is_dir;
+  if (std::filesystem::exists(dir, is_dir) &&
+      !std::filesystem::is_directory(dir, is_dir)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--save-dir=%s is a file, not a directory; choose another", dir));
+  }
   if (absl::Status made = train::MakeDirectories(dir); !made.ok()) {
     return absl::Status(made.code(),
                         absl::StrCat("--save-dir: ", made.message()));

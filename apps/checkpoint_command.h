@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +19,22 @@
 #include "train/train_checkpoint.h"
 
 namespace strata {
+
+// The directories a --save-dir created, leaf first; on destruction each is
+// removed while it is empty (its `.lock` aside, in the leaf): a run refused
+// or failed before its first save leaves no directory behind. rmdir removes
+// only empty directories, so whatever another run or rank put there stays.
+class CreatedSaveDirs {
+ public:
+  explicit CreatedSaveDirs(std::vector<std::string> leaf_first)
+      : dirs_(std::move(leaf_first)) {}
+  ~CreatedSaveDirs();
+  CreatedSaveDirs(const CreatedSaveDirs&) = delete;
+  CreatedSaveDirs& operator=(const CreatedSaveDirs&) = delete;
+
+ private:
+  std::vector<std::string> dirs_;
+};
 
 // The checkpoints of one `strata train` run. Not thread-safe.
 class RunCheckpoints {
@@ -88,6 +106,10 @@ class RunCheckpoints {
   std::vector<train::SavedCheckpoint> saved_;
   std::string resumed_from_;
   int64_t resumed_step_ = 0;
+  // The --save-dir directories this run created, removed when it ends
+  // having saved nothing there (shared: the last copy of this object
+  // removes them).
+  std::shared_ptr<const CreatedSaveDirs> created_;
 };
 
 // `strata export CHECKPOINT --safetensors FILE`: returns the exit code

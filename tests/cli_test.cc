@@ -677,6 +677,22 @@ TEST(CliCheckpointTest, ARefusedRunLeavesNoSaveDirAndNoResumeNotice) {
   bad.insert(bad.end(), {"--save-dir=" + save, "--width=0"});
   EXPECT_EQ(Strata(bad).rc, 2);
   EXPECT_FALSE(std::filesystem::exists(save));
+  // Refused after the save dir was made and locked (the data is checked
+  // later): the directories it made go again, parents included.
+  std::vector<std::string> no_data = TinyTrain(dir.path());
+  no_data.insert(no_data.end(), {"--save-dir=" + dir.path() + "/new/ck",
+                                 "--data-dir=" + dir.path() + "/nonexistent"});
+  const Result late = Strata(no_data);
+  EXPECT_NE(late.rc, 0) << late.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/new")) << late.err;
+  // A file where the directory belongs is named as one.
+  std::ofstream(dir.path() + "/file") << "x";
+  std::vector<std::string> on_file = TinyTrain(dir.path());
+  on_file.push_back("--save-dir=" + dir.path() + "/file");
+  const Result file = Strata(on_file);
+  EXPECT_EQ(file.rc, 2);
+  EXPECT_NE(file.err.find("is a file, not a directory"), std::string::npos)
+      << file.err;
   std::vector<std::string> first = TinyTrain(dir.path());
   first.push_back("--save-dir=" + save);
   ASSERT_EQ(Strata(first).rc, 0);
