@@ -74,17 +74,12 @@ absl::Status CheckOutputs(const BenchRequest& r) {
       {r.timeline_path, "--timeline"},
       {r.profile_path, "--profile"},
       {r.plot_path, "--plot"}};
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    const auto& [path, flag] = outputs[i];
+  std::vector<FileFlag> files;
+  for (const auto& [path, flag] : outputs) {
     if (absl::Status s = CheckWritable(path, flag); !s.ok()) return s;
-    for (size_t j = 0; j < i && !path.empty(); ++j) {
-      if (outputs[j].first == path) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s and %s both name %s; give each output its own file", flag,
-            outputs[j].second, path));
-      }
-    }
+    files.push_back({path, flag});
   }
+  STRATA_RETURN_IF_ERROR(CheckDistinctFiles(files));
   if (!r.plot_path.empty() &&
       std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     return absl::UnavailableError(

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
@@ -112,9 +114,39 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("--config=%s cannot be read", path));
   }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/
-                                           false);
-  if (j.is_discarded() || !j.is_object()) {
+  // A key given twice in one object would be last-wins in nlohmann::json:
+  // the callback sees each object's keys as they are parsed.
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string twice;
+  const nlohmann::json::parser_callback_t note_keys =
+      [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using enum nlohmann::json::parse_event_t;
+        if (event == object_start) keys.emplace_back();
+        if (event == object_end && !keys.empty()) keys.pop_back();
+        if (event == key && !keys.empty() && twice.empty() &&
+            !keys.back().insert(parsed.get<std::string>()).second) {
+          twice = parsed.get<std::string>();
+        }
+        return true;
+      };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in, note_keys);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line L,
+    // column C: ...": the part after the tag says where and why.
+    const std::string_view what = e.what();
+    const size_t tag = what.find("] ");
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--config=%s is not valid JSON: %s", path,
+        tag == std::string_view::npos ? what : what.substr(tag + 2)));
+  }
+  if (!twice.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--config=%s: key '%s' appears twice in one object; keep one", path,
+        twice));
+  }
+  if (!j.is_object()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--config=%s: not a JSON object of flags (e.g. {\"batch\": 8})", path));
   }

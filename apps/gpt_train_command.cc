@@ -477,6 +477,16 @@ int RunGptTrain(const std::string& json_path, const std::string& timeline_path,
                                    std::pair{timeline_path, "--timeline"}}) {
     if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);
   }
+  if (absl::Status d = CheckDistinctFiles(
+          {{json_path, "--json"},
+           {timeline_path, "--timeline"},
+           {plot_path, "--plot"}},
+          {{run->corpus.corpus_path, "--corpus"},
+           {absl::GetFlag(FLAGS_config), "--config"},
+           {absl::GetFlag(FLAGS_machine_profile), "--machine-profile"}});
+      !d.ok()) {
+    return Refuse(d);
+  }
   if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
     return Refuse(p);
   }

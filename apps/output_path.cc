@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
 
@@ -32,6 +34,40 @@ absl::Status CheckWritable(const std::string& path, const std::string& flag) {
   }
   return absl::ErrnoToStatus(
       errno, absl::StrFormat("%s=%s cannot be written", flag, path));
+}
+
+namespace {
+
+std::filesystem::path Normal(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, error);
+  return error ? std::filesystem::absolute(path, error).lexically_normal() : p;
+}
+
+}  // namespace
+
+absl::Status CheckDistinctFiles(const std::vector<FileFlag>& outputs,
+                                const std::vector<FileFlag>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const FileFlag& out = outputs[i];
+    if (out.path.empty()) continue;
+    const std::filesystem::path p = Normal(out.path);
+    for (size_t j = 0; j < i; ++j) {
+      if (!outputs[j].path.empty() && Normal(outputs[j].path) == p) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s and %s both name %s; give each output its own file", out.flag,
+            outputs[j].flag, out.path));
+      }
+    }
+    for (const FileFlag& in : inputs) {
+      if (!in.path.empty() && Normal(in.path) == p) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s=%s is the file %s reads; write the output elsewhere", out.flag,
+            out.path, in.flag));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #define STRATA_APPS_OUTPUT_PATH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -14,6 +15,19 @@ namespace strata {
 // (NotFound, PermissionDenied) otherwise, naming `flag`. Leaves nothing
 // behind (a new file is created and removed at once to prove it can be).
 absl::Status CheckWritable(const std::string& path, const std::string& flag);
+
+// A file flag's value and the flag ("--json"). Empty values are unset.
+struct FileFlag {
+  std::string path;
+  std::string flag;
+};
+
+// OK when no two `outputs` name one file and no output names one of
+// `inputs` (compared as absolute, normalised paths, links resolved where
+// they exist). InvalidArgument naming both flags otherwise: a run would
+// write one output over another, or over what it reads.
+absl::Status CheckDistinctFiles(const std::vector<FileFlag>& outputs,
+                                const std::vector<FileFlag>& inputs = {});
 
 }  // namespace strata
 

@@ -412,6 +412,15 @@ int RunTrain(const std::string& json_out, const std::string& timeline_out,
                                    std::pair{timeline_path, "--timeline"}}) {
     if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);
   }
+  if (absl::Status d = CheckDistinctFiles(
+          {{json_path, "--json"},
+           {timeline_path, "--timeline"},
+           {plot_path, "--plot"}},
+          {{absl::GetFlag(FLAGS_config), "--config"},
+           {absl::GetFlag(FLAGS_machine_profile), "--machine-profile"}});
+      !d.ok()) {
+    return Refuse(d);
+  }
   if (absl::Status p = CheckPlotOutput(plot_path, "--plot"); !p.ok()) {
     return Refuse(p);
   }

@@ -23,5 +23,8 @@ ABSL_DECLARE_FLAG(std::string, save_dir);
 ABSL_DECLARE_FLAG(int64_t, save_every);
 ABSL_DECLARE_FLAG(int32_t, keep);
 ABSL_DECLARE_FLAG(std::string, resume);
+// Inputs an output must not overwrite (strata_main.cc, store_flags.cc).
+ABSL_DECLARE_FLAG(std::string, config);
+ABSL_DECLARE_FLAG(std::string, machine_profile);
 
 #endif  // STRATA_APPS_TRAIN_FLAGS_H_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -44,6 +45,15 @@ absl::Status Bad(std::string_view text) {
       text));
 }
 
+// Sizes are at most the largest int64 (8 EiB less one byte): llround's
+// range, and room to add sizes without overflow.
+constexpr uint64_t kMaxBytes = uint64_t{9223372036854775807};
+
+absl::Status TooLarge(std::string_view text) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "'%s' is too large a byte size (it must be below 8 EiB)", text));
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
@@ -53,15 +63,25 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
       !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) {
     return Bad(text);
   }
+  // A plain count of bytes is read exactly (a double would round it).
+  if (std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
+    uint64_t bytes = 0;
+    const auto [ptr, ec] =
+        std::from_chars(s.data(), s.data() + s.size(), bytes);
+    if (ec != std::errc() || bytes > kMaxBytes) return TooLarge(text);
+    return bytes;
+  }
   char* end = nullptr;
   const double number = std::strtod(s.c_str(), &end);
   std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(end));
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
     const double bytes = number * u.factor;
-    if (!std::isfinite(bytes) || bytes >= 9.2e18) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "'%s' is too large a byte size (at most 8 EiB)", text));
+    // 2^63: the first value past kMaxBytes that a double holds exactly.
+    if (!std::isfinite(bytes) || bytes >= 9223372036854775808.0) {
+      return TooLarge(text);
     }
     return static_cast<uint64_t>(std::llround(bytes));
   }

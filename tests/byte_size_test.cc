@@ -27,12 +27,16 @@ TEST(ByteSizeTest, RefusesNonsense) {
 TEST(ByteSizeTest, SaysWhenASizeIsTooLarge) {
   EXPECT_EQ(*ParseByteSize("2PiB"), uint64_t{2} << 50);
   EXPECT_EQ(*ParseByteSize("1EiB"), uint64_t{1} << 60);
-  for (const char* big : {"16EiB", "99999999999999999999", "1e30"}) {
+  EXPECT_EQ(*ParseByteSize("9223372036854775807"),
+            uint64_t{9223372036854775807});
+  EXPECT_TRUE(ParseByteSize("7.99999999EiB").ok());
+  for (const char* big : {"16EiB", "8EiB", "9223372036854775808",
+                          "99999999999999999999", "1e30"}) {
     const absl::StatusOr<uint64_t> r = ParseByteSize(big);
     ASSERT_FALSE(r.ok()) << big;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << big;
-    EXPECT_NE(r.status().message().find("too large a byte size (at most 8 "
-                                        "EiB)"),
+    EXPECT_NE(r.status().message().find("too large a byte size (it must be "
+                                        "below 8 EiB)"),
               std::string::npos)
         << r.status();
   }

@@ -499,6 +499,20 @@ TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
                            "--max-steps; keep one"),
             std::string::npos)
       << twice.err;
+  // The same key twice in one object is refused too (JSON parsers keep the
+  // last), and a file that is not JSON says where.
+  const Result same =
+      Strata({"train", write("s.json", R"({"max-steps": 2, "max-steps": 3})")});
+  EXPECT_EQ(same.rc, 2);
+  EXPECT_NE(same.err.find("key 'max-steps' appears twice in one object"),
+            std::string::npos)
+      << same.err;
+  const Result comma =
+      Strata({"train", write("c.json", R"({"max-steps": 2,})")});
+  EXPECT_EQ(comma.rc, 2);
+  EXPECT_NE(comma.err.find("is not valid JSON: parse error at line 1"),
+            std::string::npos)
+      << comma.err;
   EXPECT_EQ(Strata({"train", write("bad.json", "[1, 2]")}).rc, 2);
   EXPECT_EQ(Strata({"train", "--config=" + dir.path() + "/none.json"}).rc, 2);
 }
@@ -642,6 +656,28 @@ TEST(CliCompletionTest, BashCompletesAFlagAndAValue) {
   const std::string out_path = dir.path() + "/out";
   ASSERT_EQ(std::system(("bash " + script + " >" + out_path).c_str()), 0);
   EXPECT_EQ(ReadFile(out_path), "--device= --device-budget=\ngpt\n");
+}
+
+// A run does not write one output over another, or over a file it reads.
+TEST(CliErrorTest, OutputsThatCollideAreRefused) {
+  ::strata::testing::TempDir dir;
+  const std::string same = dir.path() + "/same.json";
+  std::vector<std::string> twice = TinyTrain(dir.path());
+  twice.insert(twice.end(), {"--json=" + same, "--timeline=" + same});
+  const Result r = Strata(twice);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--timeline and --json both name " + same),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(same));
+  const std::string corpus = dir.path() + "/corpus.txt";
+  std::ofstream(corpus) << "some text\n";
+  const Result over = Strata({"train", "--corpus=" + corpus,
+                              "--json=" + dir.path() + "/./corpus.txt"});
+  EXPECT_EQ(over.rc, 2);
+  EXPECT_NE(over.err.find("is the file --corpus reads"), std::string::npos)
+      << over.err;
+  EXPECT_EQ(ReadFile(corpus), "some text\n");
 }
 
 // A --resume with nothing to resume from is refused before the corpus or
