@@ -120,10 +120,10 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
   std::string twice;
   const nlohmann::json::parser_callback_t note_keys =
       [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        using enum nlohmann::json::parse_event_t;
-        if (event == object_start) keys.emplace_back();
-        if (event == object_end && !keys.empty()) keys.pop_back();
-        if (event == key && !keys.empty() && twice.empty() &&
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) keys.emplace_back();
+        if (event == Event::object_end && !keys.empty()) keys.pop_back();
+        if (event == Event::key && !keys.empty() && twice.empty() &&
             !keys.back().insert(parsed.get<std::string>()).second) {
           twice = parsed.get<std::string>();
         }
