@@ -7,11 +7,14 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "apps/flag_suggest.h"
 #include "strata/status.h"
 
@@ -243,9 +246,20 @@ absl::Status CheckFlagOf(const CommandSpec* command, std::string_view name,
       FindFlagEntry(*command, name) != nullptr) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s is not a flag of `strata %s` (it is `strata %s`'s); %s", origin,
-      command->name, placed->name, help));
+  std::vector<std::string> owners;  // every command that takes it
+  for (const CommandSpec& c : Commands()) {
+    if (FindFlagEntry(c, name) != nullptr) {
+      owners.push_back(absl::StrFormat("`strata %s`", c.name));
+    }
+  }
+  std::string list = owners.back();
+  if (owners.size() > 1) {
+    owners.pop_back();
+    list = absl::StrCat(absl::StrJoin(owners, ", "), " and ", list);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s is not a flag of `strata %s` (it belongs to %s); %s",
+                      origin, command->name, list, help));
 }
 
 namespace {
