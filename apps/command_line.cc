@@ -246,7 +246,8 @@ absl::Status CheckFlagOf(const CommandSpec* command, std::string_view name,
       FindFlagEntry(*command, name) != nullptr) {
     return absl::OkStatus();
   }
-  std::vector<std::string> owners;  // every command that takes it
+  // Every command that takes it (`placed`, at least: never empty here).
+  std::vector<std::string> owners;
   for (const CommandSpec& c : Commands()) {
     if (FindFlagEntry(c, name) != nullptr) {
       owners.push_back(absl::StrFormat("`strata %s`", c.name));
