@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -491,29 +492,21 @@ TEST(CliConfigTest, UnknownKeysAndWrongTypesNameTheKey) {
                                           "bench_size": "1MiB"})")});
   EXPECT_EQ(other.rc, 2);
   EXPECT_NE(other.err.find("key 'bench_size'"), std::string::npos) << other.err;
-  // One flag set twice (dashes and underscores are the same): which wins is
-  // not left to the key order.
-  const Result twice =
-      Strata({"train", write("d.json", R"({"max-steps": 2, "max_steps": 3})")});
-  EXPECT_EQ(twice.rc, 2);
-  EXPECT_NE(twice.err.find("keys 'max-steps' and 'max_steps' both set "
-                           "--max-steps; keep one"),
-            std::string::npos)
-      << twice.err;
-  // The same key twice in one object is refused too (JSON parsers keep the
-  // last), and a file that is not JSON says where.
-  const Result same =
-      Strata({"train", write("s.json", R"({"max-steps": 2, "max-steps": 3})")});
-  EXPECT_EQ(same.rc, 2);
-  EXPECT_NE(same.err.find("key 'max-steps' appears twice in one object"),
-            std::string::npos)
-      << same.err;
-  const Result comma =
-      Strata({"train", write("c.json", R"({"max-steps": 2,})")});
-  EXPECT_EQ(comma.rc, 2);
-  EXPECT_NE(comma.err.find("is not valid JSON: parse error at line 1"),
-            std::string::npos)
-      << comma.err;
+  // One flag set twice (dashes and underscores are the same, or one key
+  // twice in an object, which JSON parsers read as the last): which wins is
+  // not left to the key order. A file that is not JSON says where.
+  for (const auto& [name, text, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"d.json", R"({"max-steps": 2, "max_steps": 3})",
+            "keys 'max-steps' and 'max_steps' both set --max-steps; keep one"},
+           {"s.json", R"({"max-steps": 2, "max-steps": 3})",
+            "key 'max-steps' appears twice in one object"},
+           {"c.json", R"({"max-steps": 2,})",
+            "is not valid JSON: parse error at line 1"}}) {
+    const Result r = Strata({"train", write(name, text)});
+    EXPECT_EQ(r.rc, 2) << name;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
   EXPECT_EQ(Strata({"train", write("bad.json", "[1, 2]")}).rc, 2);
   EXPECT_EQ(Strata({"train", "--config=" + dir.path() + "/none.json"}).rc, 2);
 }
