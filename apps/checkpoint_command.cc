@@ -16,13 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/distributed_run.h"
-#include "apps/exit_code.h"
-#include "apps/store_flags.h"
+#include "apps/cli/exit_code.h"
+#include "apps/cli/store_flags.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
-#include "train/atomic_file.h"
-#include "train/checkpoint_reader.h"
-#include "train/safetensors.h"
+#include "train/io/atomic_file.h"
+#include "train/io/checkpoint_reader.h"
+#include "train/run/safetensors.h"
 
 ABSL_FLAG(std::string, save_dir, "",
           "Save checkpoints to DIR/step-NNNNNNNN (every "

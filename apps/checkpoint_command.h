@@ -14,9 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "strata/store.h"
-#include "train/checkpoint_reader.h"
-#include "train/checkpoint_writer.h"
-#include "train/train_checkpoint.h"
+#include "train/io/checkpoint_reader.h"
+#include "train/io/checkpoint_writer.h"
+#include "train/run/train_checkpoint.h"
 
 namespace strata {
 

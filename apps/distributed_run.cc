@@ -22,13 +22,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "apps/command_table.h"
-#include "apps/store_flags.h"
+#include "apps/cli/command_table.h"
+#include "apps/cli/store_flags.h"
 #include "apps/train_flags.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
-#include "train/checkpoint_reader.h"
-#include "train/host_pool.h"
+#include "train/io/checkpoint_reader.h"
+#include "train/compute/cpu/host_pool.h"
 
 ABSL_FLAG(bool, distributed, false,
           "Run as one rank of a sharded data-parallel job launched by "

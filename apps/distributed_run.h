@@ -1,6 +1,6 @@
 // distributed_run.h: `strata train --distributed`, one rank of a sharded
-// data-parallel run launched by mpirun (train/collectives.h,
-// train/model_sharding.h): the flags it refuses, the output only rank 0
+// data-parallel run launched by mpirun (train/comm/collectives.h,
+// train/model/model_sharding.h): the flags it refuses, the output only rank 0
 // writes, the cores each rank's OpenBLAS takes, the ranks' report.
 #ifndef STRATA_APPS_DISTRIBUTED_RUN_H_
 #define STRATA_APPS_DISTRIBUTED_RUN_H_
@@ -16,7 +16,7 @@
 #include "apps/checkpoint_command.h"
 #include "nlohmann/json.hpp"
 #include "strata/stats.h"
-#include "train/collectives.h"
+#include "train/comm/collectives.h"
 
 namespace strata {
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "apps/exit_code.h"
+#include "apps/cli/exit_code.h"
 #include "apps/train_report.h"
 
 namespace strata {

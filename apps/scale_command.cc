@@ -12,15 +12,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "apps/command_table.h"
-#include "apps/config_file.h"
-#include "apps/exit_code.h"
-#include "apps/output_path.h"
+#include "apps/cli/command_table.h"
+#include "apps/cli/config_file.h"
+#include "apps/cli/exit_code.h"
+#include "apps/cli/output_path.h"
 #include "apps/train_report.h"
 #include "base/byte_size.h"
 #include "strata/profile.h"
 #include "strata/status.h"
-#include "train/scale_model.h"
+#include "train/run/scale_model.h"
 
 ABSL_DECLARE_FLAG(std::string, machine_profile);  // store_flags.cc
 
@@ -235,7 +235,7 @@ int RunScale(const std::string& json_path) {
   }
   absl::PrintF(
       "strata scale: ZeRO-3 sharded data parallelism on paper "
-      "(train/scale_model.h). Per rank: device %.0f GB, host %.0f GB, NVMe "
+      "(train/run/scale_model.h). Per rank: device %.0f GB, host %.0f GB, NVMe "
       "%.0f GB; h2d %.1f / d2h %.1f GB/s (%s); NVMe read %.2f / write %.2f "
       "GB/s (%s); interconnect %.1f GB/s between nodes, %.0f GB/s among %d "
       "ranks of a node, %.1f us a hop; %.0f TFLOP/s; host Adam %.2f G "
@@ -260,7 +260,7 @@ int RunScale(const std::string& json_path) {
   // figures.
   absl::PrintF(
       "\nZeRO-Infinity (Rajbhandari et al., SC'21) on its testbed, the model "
-      "with a DGX-2 rank (train/scale_model.h Dgx2V100Rank: V100 32 GB, "
+      "with a DGX-2 rank (train/run/scale_model.h Dgx2V100Rank: V100 32 GB, "
       "1/16 of 1.5 TB host, 28 TB NVMe and 800 Gb/s, NVSwitch; 40 %% of 125 "
       "TFLOP/s; 2048 tokens a micro-batch):\n");
   nlohmann::json published = nlohmann::json::array();

@@ -1,5 +1,5 @@
 // scale_command.h: `strata scale` — the sharded data-parallel model on paper
-// (train/scale_model.h): per-rank memory, bytes communicated and step time
+// (train/run/scale_model.h): per-rank memory, bytes communicated and step time
 // for N ranks at large transformer shapes, next to ZeRO-Infinity's figures.
 #ifndef STRATA_APPS_SCALE_COMMAND_H_
 #define STRATA_APPS_SCALE_COMMAND_H_

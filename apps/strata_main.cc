@@ -1,5 +1,5 @@
 // strata: the command line. `strata <command> [flags]`: the command's flags
-// are checked against its table (apps/command_table.h), a --config file's
+// are checked against its table (apps/cli/command_table.h), a --config file's
 // flags set first and the command line's after them, then the command runs.
 // Exit codes: 0 success, 1 a failure while running, 2 bad input.
 #include <cstdio>
@@ -8,19 +8,20 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "apps/bash_completion.h"
-#include "apps/bench_command.h"
+#include "apps/cli/bash_completion.h"
+#include "apps/cli/cli_reference.h"
+#include "apps/bench/bench_command.h"
 #include "apps/build_info.h"
 #include "apps/checkpoint_command.h"
-#include "apps/command_help.h"
-#include "apps/command_line.h"
-#include "apps/command_table.h"
-#include "apps/config_file.h"
+#include "apps/cli/command_help.h"
+#include "apps/cli/command_line.h"
+#include "apps/cli/command_table.h"
+#include "apps/cli/config_file.h"
 #include "apps/distributed_run.h"
-#include "apps/flag_suggest.h"
+#include "apps/cli/flag_suggest.h"
 #include "apps/info_command.h"
 #include "apps/scale_command.h"
-#include "apps/store_flags.h"
+#include "apps/cli/store_flags.h"
 #include "apps/train_command.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -133,7 +134,8 @@ absl::StatusOr<std::vector<FlagArg>> FlagsToSet(const CommandSpec& command,
   }
   std::vector<FlagArg> flags;
   if (!config_path.empty()) {
-    STRATA_ASSIGN_OR_RETURN(flags, LoadConfigFile(config_path, command));
+    STRATA_ASSIGN_OR_RETURN(flags, LoadConfigFile(config_path, command,
+                                           DistributedRun::LaunchSize()));
   }
   flags.insert(flags.end(), line.flags.begin(), line.flags.end());
   return flags;
@@ -173,6 +175,11 @@ int Main(int argc, char** argv) {
   }
   const std::vector<std::string>& words = line.positionals;
   const std::string name = words.empty() ? "" : words[0];
+  if (name == "help" && words.size() == 1 && line.flags.size() == 1 &&
+      line.flags[0].name == "markdown" && line.error.ok()) {
+    std::fputs(CliReferenceMarkdown().c_str(), stdout);  // docs/cli.md
+    return 0;
+  }
   if (name == "help" || line.help) {
     const std::string topic =
         name == "help" ? (words.size() > 1 ? words[1] : "") : name;

@@ -9,8 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "apps/stats_json.h"
 #include "base/byte_size.h"
-#include "train/lease_group.h"
-#include "train/metrics.h"
+#include "train/model/lease_group.h"
+#include "train/run/metrics.h"
 
 namespace strata {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "train/compute.h"
+#include "train/compute/compute.h"
 
 namespace strata::bench {
 

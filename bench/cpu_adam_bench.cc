@@ -1,4 +1,4 @@
-// cpu_adam_bench: the host Adam update (AdamUpdateCpu, train/cpu_adam.h) in
+// cpu_adam_bench: the host Adam update (AdamUpdateCpu, train/compute/cpu/cpu_adam.h) in
 // elements per second on fp32 arrays of 256 Ki to 64 Mi elements, for every
 // vector path this CPU runs, on one thread and split over a HostPool as
 // AdamUpdateCpu splits it. Next to each:
@@ -43,10 +43,10 @@
 #include "bench/aligned_buffer.h"
 #include "bench/cpu_adam_baseline.h"
 #include "bench/cpu_adam_ceilings.h"
-#include "train/cpu_adam.h"
-#include "train/half.h"
-#include "train/host_pool.h"
-#include "train/vector_path.h"
+#include "train/compute/cpu/cpu_adam.h"
+#include "train/compute/half.h"
+#include "train/compute/cpu/host_pool.h"
+#include "train/compute/cpu/vector_path.h"
 
 namespace strata {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "train/vector_path.h"
+#include "train/compute/cpu/vector_path.h"
 
 namespace strata::bench {
 

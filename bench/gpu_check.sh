@@ -25,12 +25,11 @@ cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$out"
 build_dir="${STRATA_BUILD_DIR:-build/default}"  # where --pack takes binaries from
-bins=(apps/strata tests/cuda_device_test tests/store_gpu_test tests/unified_gpu_test
-      tests/device_backend_test tests/host_arena_test tests/compute_gpu_test
-      tests/transformer_gpu_test tests/compute_test tests/precision_gpu_test
-      tests/half_cast_test tests/mixed_adam_test bench/device_link_bench
-      bench/train_bench bench/cpu_adam_bench tests/nccl_gpu_test
-      tests/device_reader_wait_test tests/stream_ordered_acquire_test)
+# The test suites are one binary per source folder (tests/CMakeLists.txt);
+# each step below picks its tests by gtest filter.
+bins=(apps/strata tests/tiers_tests tests/store_tests tests/compute_tests
+      tests/comm_tests bench/device_link_bench bench/train_bench
+      bench/cpu_adam_bench)
 
 build() {
   scripts/setup.sh default >/dev/null || { echo "gpu_check: build failed"; exit 1; }
@@ -94,16 +93,18 @@ echo "GPU: $(cat "$out/gpu.txt")"
 export STRATA_DEVICE=cuda
 nvme_dir=$(mktemp -d /var/tmp/strata-gpu-check.XXXXXX)
 trap 'rm -rf "$nvme_dir"' EXIT
-run_step cuda_device_test "$(bin tests/cuda_device_test)"
-run_step store_gpu_test "$(bin tests/store_gpu_test)"
-run_step unified_gpu_test "$(bin tests/unified_gpu_test)"
-run_step device_backend_test "$(bin tests/device_backend_test)"
-run_step host_arena_test "$(bin tests/host_arena_test)"
+run_step cuda_device_test "$(bin tests/tiers_tests)" --gtest_filter='CudaDeviceTest.*'
+run_step store_gpu_test "$(bin tests/store_tests)" --gtest_filter='StoreGpuTest.*'
+run_step unified_gpu_test "$(bin tests/store_tests)" --gtest_filter='UnifiedGpuTest.*'
+run_step device_backend_test "$(bin tests/tiers_tests)" --gtest_filter='DeviceBackendTest.*'
+run_step host_arena_test "$(bin tests/tiers_tests)" --gtest_filter='HostArenaTest.*'
 # Eviction waits for the kernels of a copy's last lease (CUDA events).
-run_step device_reader_wait_test "$(bin tests/device_reader_wait_test)"
+run_step device_reader_wait_test "$(bin tests/store_tests)" \
+  --gtest_filter='DeviceReaderWaitTest.*'
 # A device acquire from the host copy queues its copy and returns; the
 # lease's stream waits for it (CUDA events behind the gate).
-run_step stream_ordered_acquire_test "$(bin tests/stream_ordered_acquire_test)"
+run_step stream_ordered_acquire_test "$(bin tests/store_tests)" \
+  --gtest_filter='StreamOrderedAcquireTest.*'
 run_step info "$(bin apps/strata)" info --device=cuda --nvme-dir="$nvme_dir" \
   --host-budget=2GiB --json="$out/info.json"
 run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 \
@@ -113,18 +114,22 @@ run_step link_bench "$(bin bench/device_link_bench)" --size_mib=512 --samples=5 
 nccl_lib=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
 run_step nccl_gpu_test env \
   LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  "$(bin tests/nccl_gpu_test)"
-run_step compute_gpu_test "$(bin tests/compute_gpu_test)"
-run_step transformer_gpu_test "$(bin tests/transformer_gpu_test)"
+  "$(bin tests/comm_tests)" --gtest_filter='NcclCollectivesTest.*:NcclGpuTest.*'
+run_step compute_gpu_test "$(bin tests/compute_tests)" --gtest_filter='ComputeGpuTest.*'
+run_step transformer_gpu_test "$(bin tests/compute_tests)" \
+  --gtest_filter='TransformerGpuTest.*'
 # Every vector path this CPU runs, bitwise against the scalar reference (a
 # path the CPU lacks is reported SKIPPED in the log, not passed).
-run_step cpu_adam_paths "$(bin tests/compute_test)" \
+run_step cpu_adam_paths "$(bin tests/compute_tests)" \
   --gtest_filter='*AdamVectorPath*:*VectorPathTest*:*AdamUpdateCpu*'
 # Mixed precision: CUDA casts, fused Adam and 16-bit linear layers against
 # the CPU; the host casts and fused pass on every vector path (AVX-512 too).
-run_step precision_gpu_test "$(bin tests/precision_gpu_test)"
-run_step half_cast_paths "$(bin tests/half_cast_test)"
-run_step mixed_adam_paths "$(bin tests/mixed_adam_test)"
+run_step precision_gpu_test "$(bin tests/compute_tests)" \
+  --gtest_filter='PrecisionGpuTest.*'
+run_step half_cast_paths "$(bin tests/compute_tests)" \
+  --gtest_filter='HalfCastTest.*:*HalfCastPathTest.*'
+run_step mixed_adam_paths "$(bin tests/compute_tests)" \
+  --gtest_filter='MixedAdamTest.*:*MixedAdamPathTest.*'
 run_step cpu_adam_bench "$(bin bench/cpu_adam_bench)" --samples=3 \
   --json="$out/cpu_adam_bench.json"
 run_step bench_link "$(bin apps/strata)" bench -t link --device=cuda \

@@ -31,21 +31,21 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
-#include "apps/nvme_bench.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
+#include "tiers/nvme/nvme_measure.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
-#include "train/activation_checkpointing.h"
-#include "train/dataset.h"
-#include "train/gpt_setup.h"
-#include "train/host_pool.h"
-#include "train/metrics.h"
-#include "train/model.h"
-#include "train/precision.h"
-#include "train/setup.h"
-#include "train/trainer.h"
+#include "train/model/activation_checkpointing.h"
+#include "train/data/dataset.h"
+#include "train/run/gpt_setup.h"
+#include "train/compute/cpu/host_pool.h"
+#include "train/run/metrics.h"
+#include "train/model/model.h"
+#include "train/compute/precision.h"
+#include "train/run/setup.h"
+#include "train/run/trainer.h"
 
 ABSL_FLAG(std::string, model, "mlp", "mlp or gpt.");
 ABSL_FLAG(int64_t, steps, 40, "Timed training steps per mode.");
@@ -154,8 +154,15 @@ struct LinkRates {
 };
 
 LinkRates MeasureNvmeRates() {
-  absl::StatusOr<NvmeMeasurement> r = MeasureStoreNvme(
-      {.directory = absl::GetFlag(FLAGS_nvme_dir), .size_bytes = 64 * kMiB});
+  // `strata bench -t nvme`'s defaults: 1 MiB blocks at queue depth 32,
+  // the median of 3 passes.
+  NvmeMeasureConfig config;
+  config.nvme.directories = {absl::GetFlag(FLAGS_nvme_dir)};
+  config.nvme.block_size_bytes = 1 * kMiB;
+  config.nvme.queue_depth = 32;
+  config.bytes = 64 * kMiB;
+  config.samples = 3;
+  absl::StatusOr<NvmeMeasurement> r = MeasureNvme(config);
   if (!r.ok()) {
     std::fprintf(stderr, "train_bench: NVMe bandwidth not measured: %s\n",
                  r.status().ToString().c_str());

@@ -1,0 +1,42 @@
+// flag_suggest.cc: see flag_suggest.h.
+#include "apps/cli/flag_suggest.h"
+
+#include <algorithm>
+
+namespace strata {
+
+int EditDistance(std::string_view a, std::string_view b) {
+  const size_t n = a.size(), m = b.size();
+  // d[i][j]: distance between a's first i and b's first j characters.
+  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+std::string NearestName(std::string_view name,
+                        const std::vector<std::string>& candidates) {
+  const int limit = std::max<int>(2, static_cast<int>(name.size()) / 3);
+  std::string best;
+  int best_distance = limit + 1;
+  for (const std::string& c : candidates) {
+    const int dist = EditDistance(name, c);
+    if (dist < best_distance) {
+      best = c;
+      best_distance = dist;
+    }
+  }
+  return best;
+}
+
+}  // namespace strata
