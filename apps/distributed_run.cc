@@ -27,8 +27,8 @@
 #include "apps/train_flags.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
-#include "train/io/checkpoint_reader.h"
 #include "train/compute/cpu/host_pool.h"
+#include "train/io/checkpoint_reader.h"
 
 ABSL_FLAG(bool, distributed, false,
           "Run as one rank of a sharded data-parallel job launched by "

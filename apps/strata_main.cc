@@ -8,20 +8,20 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "apps/cli/bash_completion.h"
-#include "apps/cli/cli_reference.h"
 #include "apps/bench/bench_command.h"
 #include "apps/build_info.h"
 #include "apps/checkpoint_command.h"
+#include "apps/cli/bash_completion.h"
+#include "apps/cli/cli_reference.h"
 #include "apps/cli/command_help.h"
 #include "apps/cli/command_line.h"
 #include "apps/cli/command_table.h"
 #include "apps/cli/config_file.h"
-#include "apps/distributed_run.h"
 #include "apps/cli/flag_suggest.h"
+#include "apps/cli/store_flags.h"
+#include "apps/distributed_run.h"
 #include "apps/info_command.h"
 #include "apps/scale_command.h"
-#include "apps/cli/store_flags.h"
 #include "apps/train_command.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
@@ -134,8 +134,9 @@ absl::StatusOr<std::vector<FlagArg>> FlagsToSet(const CommandSpec& command,
   }
   std::vector<FlagArg> flags;
   if (!config_path.empty()) {
-    STRATA_ASSIGN_OR_RETURN(flags, LoadConfigFile(config_path, command,
-                                           DistributedRun::LaunchSize()));
+    STRATA_ASSIGN_OR_RETURN(
+        flags,
+        LoadConfigFile(config_path, command, DistributedRun::LaunchSize()));
   }
   flags.insert(flags.end(), line.flags.begin(), line.flags.end());
   return flags;

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "strata/stats.h"
-#include "train/model/loss_scale.h"
 #include "train/compute/precision.h"
+#include "train/model/loss_scale.h"
 
 namespace strata {
 

@@ -1,5 +1,5 @@
-// cpu_adam_baseline.cc: train/compute/cpu/cpu_adam.cc as of commit f9464c1 (before
-// issue 18), renamed OldAdamUpdateCpu; compiled with the flags it had
+// cpu_adam_baseline.cc: train/compute/cpu/cpu_adam.cc as of commit f9464c1
+// (before issue 18), renamed OldAdamUpdateCpu; compiled with the flags it had
 // (bench/CMakeLists.txt). Do not improve it: it is the yardstick.
 //
 // (The original file comment follows.)

@@ -1,7 +1,7 @@
-// cpu_adam_bench: the host Adam update (AdamUpdateCpu, train/compute/cpu/cpu_adam.h) in
-// elements per second on fp32 arrays of 256 Ki to 64 Mi elements, for every
-// vector path this CPU runs, on one thread and split over a HostPool as
-// AdamUpdateCpu splits it. Next to each:
+// cpu_adam_bench: the host Adam update (AdamUpdateCpu,
+// train/compute/cpu/cpu_adam.h) in elements per second on fp32 arrays of 256 Ki
+// to 64 Mi elements, for every vector path this CPU runs, on one thread and
+// split over a HostPool as AdamUpdateCpu splits it. Next to each:
 //  - the memory-bandwidth bound measured in the same run, at the same size and
 //    on the same threads: the 28 bytes an update must touch per element (read
 //    w, g, m, v; write w, m, v) over the best of three streaming rates — copy
@@ -44,9 +44,9 @@
 #include "bench/cpu_adam_baseline.h"
 #include "bench/cpu_adam_ceilings.h"
 #include "train/compute/cpu/cpu_adam.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/host_pool.h"
 #include "train/compute/cpu/vector_path.h"
+#include "train/compute/half.h"
 
 namespace strata {
 namespace {

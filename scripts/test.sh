@@ -4,5 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
+start=$SECONDS
 scripts/setup.sh "$preset"
+built=$SECONDS
 ctest --preset "$preset" -j"$(nproc)"
+echo "test.sh: $preset: build $((built - start)) s, tests $((SECONDS - built)) s" |
+  tee -a "${STRATA_STAGE_TIMES:-/dev/null}"

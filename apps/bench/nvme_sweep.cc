@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_format.h"
 #include "apps/bench/bench_case.h"
-#include "base/bench_pattern.h"
 #include "apps/bench/nvme_bench.h"
+#include "base/bench_pattern.h"
 #include "base/byte_size.h"
 #include "strata/status.h"
 #include "tiers/host/host_arena.h"

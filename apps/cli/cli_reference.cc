@@ -27,8 +27,7 @@ std::string CliReferenceMarkdown() {
       "(a test fails while this page and the binary's help differ).\n";
   out += Section("strata", MainHelp());
   for (const CommandSpec& command : Commands()) {
-    out += Section(absl::StrCat("strata ", command.name),
-                   CommandHelp(command));
+    out += Section(absl::StrCat("strata ", command.name), CommandHelp(command));
   }
   return out;
 }

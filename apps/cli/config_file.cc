@@ -102,7 +102,7 @@ bool RanWithModel(const FlagEntry& e) {
 }
 
 absl::StatusOr<nlohmann::json> ReadJson(const std::string& path,
-                                         int launch_ranks) {
+                                        int launch_ranks) {
   // A directory opens as a stream but throws on the first read.
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
@@ -157,22 +157,21 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path,
   const nlohmann::json ranks = dist.is_object()
                                    ? dist.value("ranks", nlohmann::json(1))
                                    : nlohmann::json(1);
-  if (ranks.is_number_integer() &&
-      ranks.get<int>() != launch_ranks) {
+  if (ranks.is_number_integer() && ranks.get<int>() != launch_ranks) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--config=%s is the report of a %d-rank run and this is %d: launch "
         "it with mpirun -np %d (its global batch is each rank's --batch x "
         "--accumulate times the ranks)",
-        path, ranks.get<int>(), launch_ranks,
-        ranks.get<int>()));
+        path, ranks.get<int>(), launch_ranks, ranks.get<int>()));
   }
   return j["config"];
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(
-    const std::string& path, const CommandSpec& command, int launch_ranks) {
+absl::StatusOr<std::vector<FlagArg>> LoadConfigFile(const std::string& path,
+                                                    const CommandSpec& command,
+                                                    int launch_ranks) {
   STRATA_ASSIGN_OR_RETURN(nlohmann::json j, ReadJson(path, launch_ranks));
   std::vector<FlagArg> flags;
   std::map<std::string, std::string> seen;  // flag name -> the key that set it

@@ -7,8 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
-#include "train/model/loss_scale.h"
 #include "train/compute/precision.h"
+#include "train/model/loss_scale.h"
 
 ABSL_FLAG(std::string, precision, "fp32",
           "Number format of parameters and gradients: fp32, bf16 or fp16. "

@@ -4,8 +4,8 @@
 #define STRATA_APPS_CLI_PRECISION_FLAGS_H_
 
 #include "absl/status/status.h"
-#include "train/model/loss_scale.h"
 #include "train/compute/precision.h"
+#include "train/model/loss_scale.h"
 
 namespace strata {
 

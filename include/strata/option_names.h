@@ -1,6 +1,6 @@
 // option_names.h: the option enums' names as flags, environment variables,
 // reports and profiles spell them, and parsing them back. One table per enum
-// (base/enum_names.cc), so a name is written once.
+// (api/enum_names.cc), so a name is written once.
 #ifndef STRATA_OPTION_NAMES_H_
 #define STRATA_OPTION_NAMES_H_
 

@@ -153,7 +153,7 @@ TEST(CliHelpTest, ReferenceMatchesHelp) {
   int pages = 0;
   for (const char* command :
        {"train", "info", "bench", "export", "scale", "help", "completion"}) {
-    const Result help = Strata({command, "--help"});
+    const Result help = Strata({"help", command});  // = strata CMD --help
     ASSERT_EQ(help.rc, 0) << command;
     EXPECT_NE(md.out.find(std::string("## strata ") + command +
                           "\n\n```text\n" + help.out + "```\n"),

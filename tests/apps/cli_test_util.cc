@@ -39,8 +39,7 @@ Result RunShell(const std::string& command,
 }
 
 // `strata ARGS`; `env` ("PATH=/x") prefixes the command.
-Result Strata(const std::vector<std::string>& args,
-              const std::string& env) {
+Result Strata(const std::vector<std::string>& args, const std::string& env) {
   return RunShell(env + " " + STRATA_CLI, args);
 }
 

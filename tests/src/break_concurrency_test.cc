@@ -1,6 +1,6 @@
 // break_concurrency_test.cc: many threads on the store at once, in random
-// order (tests/util/break_test_util.h says what the break tests check): storms on
-// one tensor, conflicting acquires, destroy against acquire and prefetch,
+// order (tests/util/break_test_util.h says what the break tests check): storms
+// on one tensor, conflicting acquires, destroy against acquire and prefetch,
 // prefetch storms on full tiers, mixed homes against a reference, closing the
 // store while leases are released. Races that need a particular
 // interleaving are forced in break_race_test.cc instead.

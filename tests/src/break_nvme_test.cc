@@ -1,6 +1,6 @@
-// break_nvme_test.cc: the NVMe tier under stress (tests/util/break_test_util.h says
-// what the break tests check): striped and shared directories with odd sizes,
-// and faults in the bounce chunks of transfers larger than host memory.
+// break_nvme_test.cc: the NVMe tier under stress (tests/util/break_test_util.h
+// says what the break tests check): striped and shared directories with odd
+// sizes, and faults in the bounce chunks of transfers larger than host memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,8 @@
-// break_spec_test.cc: adversarial specs and arguments (tests/util/break_test_util.h
-// says what the break tests check): overflowing shapes, out-of-range enums
-// and tiers, huge sizes, read/write ranges and null buffers — each a clear
-// InvalidArgument (or the documented code), never a crash.
+// break_spec_test.cc: adversarial specs and arguments
+// (tests/util/break_test_util.h says what the break tests check): overflowing
+// shapes, out-of-range enums and tiers, huge sizes, read/write ranges and null
+// buffers — each a clear InvalidArgument (or the documented code), never a
+// crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

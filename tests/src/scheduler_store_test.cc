@@ -2,8 +2,8 @@
 // order (and LRU as the baseline), prefetch of the predicted accesses, and
 // the rule that a prefetch never evicts a copy needed before the one it
 // fetches. Prefetches run on the store's one prefetch thread; a
-// PrefetchBarrier (tests/util/race_test_util.h) waits for the ones queued so far
-// to have run, where a test needs them done, instead of sleeping.
+// PrefetchBarrier (tests/util/race_test_util.h) waits for the ones queued so
+// far to have run, where a test needs them done, instead of sleeping.
 #include <gtest/gtest.h>
 
 #include <memory>

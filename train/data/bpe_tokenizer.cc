@@ -12,8 +12,8 @@
 #include "base/splitmix64.h"
 #include "base/xxh3.h"
 #include "strata/status.h"
-#include "train/io/atomic_file.h"
 #include "train/data/sentencepiece_bridge.h"
+#include "train/io/atomic_file.h"
 
 namespace strata::train {
 namespace {

@@ -14,9 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "strata/status.h"
-#include "train/io/atomic_file.h"
 #include "train/data/bpe_tokenizer.h"
 #include "train/data/corpus.h"
+#include "train/io/atomic_file.h"
 
 namespace strata::train {
 namespace {

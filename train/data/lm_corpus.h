@@ -1,6 +1,6 @@
 // lm_corpus.h: a language-model corpus made ready to train on — the text
-// read and split (train/data/corpus.h), the tokenizer made (byte, or BPE trained
-// on the training split), and both splits tokenized into verified token
+// read and split (train/data/corpus.h), the tokenizer made (byte, or BPE
+// trained on the training split), and both splits tokenized into verified token
 // shards — all cached, so only the first run pays for it.
 //
 // Cache layout, under the cache root (LmCorpusOptions::cache_dir):

@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "base/xxh3.h"
 #include "strata/status.h"
-#include "train/io/atomic_file.h"
 #include "train/data/token_shard.h"
+#include "train/io/atomic_file.h"
 
 namespace strata::train {
 namespace {

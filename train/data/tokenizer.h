@@ -1,7 +1,7 @@
 // tokenizer.h: the text <-> token-id mapping a language model is trained
 // with. Two kinds: the byte tokenizer (256 ids, the raw bytes; nothing to
-// train) and SentencePiece BPE (train/data/bpe_tokenizer.h). A shard of token ids
-// records the tokenizer's id() so a model never reads ids from another
+// train) and SentencePiece BPE (train/data/bpe_tokenizer.h). A shard of token
+// ids records the tokenizer's id() so a model never reads ids from another
 // vocabulary (train/data/token_shard.h).
 //
 // Tokenizers are immutable after construction; every method is const and

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "strata/status.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/half_cast.h"
+#include "train/compute/half.h"
 #include "train/model/lease_group.h"
 
 namespace strata::train {

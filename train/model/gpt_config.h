@@ -9,12 +9,12 @@
 #include "absl/status/statusor.h"
 #include "strata/stats.h"
 #include "strata/tensor.h"
-#include "train/model/activation_checkpointing.h"
 #include "train/comm/collectives.h"
 #include "train/compute/compute.h"
+#include "train/compute/precision.h"
+#include "train/model/activation_checkpointing.h"
 #include "train/model/footprint.h"  // ModelFootprint
 #include "train/model/loss_scale.h"
-#include "train/compute/precision.h"
 
 namespace strata::train {
 

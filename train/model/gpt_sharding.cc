@@ -39,8 +39,8 @@
 
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
-#include "train/model/gpt.h"
 #include "train/compute/precision.h"
+#include "train/model/gpt.h"
 
 namespace strata::train {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "base/splitmix64.h"
 #include "strata/status.h"
-#include "train/model/gpt.h"
 #include "train/compute/cpu/half_cast.h"
+#include "train/model/gpt.h"
 
 namespace strata::train {
 namespace {

@@ -10,9 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "base/splitmix64.h"
 #include "strata/status.h"
-#include "train/model/footprint.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/half_cast.h"
+#include "train/compute/half.h"
+#include "train/model/footprint.h"
 #include "train/model/lease_group.h"
 #include "train/model/model_sharding.h"
 

@@ -51,15 +51,15 @@
 #include "absl/status/statusor.h"
 #include "strata/stats.h"
 #include "strata/store.h"
-#include "train/model/activation_checkpointing.h"
-#include "train/model/activation_meter.h"
 #include "train/comm/collectives.h"
 #include "train/compute/compute.h"
+#include "train/compute/precision.h"
+#include "train/model/activation_checkpointing.h"
+#include "train/model/activation_meter.h"
 #include "train/model/footprint.h"  // ModelFootprint, ComputeFootprint
 #include "train/model/lease_group.h"
 #include "train/model/loss_scale.h"
 #include "train/model/optimizer_parts.h"
-#include "train/compute/precision.h"
 
 namespace strata::train {
 

@@ -35,8 +35,8 @@
 #include "absl/strings/str_format.h"
 #include "strata/status.h"
 #include "train/compute/cpu/half_cast.h"
-#include "train/model/model.h"
 #include "train/compute/precision.h"
+#include "train/model/model.h"
 
 namespace strata::train {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "train/model/gpt.h"
 #include "train/data/lm_batcher.h"
+#include "train/model/gpt.h"
 
 namespace strata::train {
 

@@ -16,10 +16,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "strata/status.h"
+#include "train/comm/collectives.h"
 #include "train/io/atomic_file.h"
 #include "train/io/checkpoint_reader.h"
 #include "train/io/checkpoint_writer.h"
-#include "train/comm/collectives.h"
 #include "train/model/model.h"
 #include "train/run/train_checkpoint.h"
 

@@ -23,11 +23,11 @@
 
 #include "absl/status/statusor.h"
 #include "strata/store.h"
+#include "train/data/lm_batcher.h"
 #include "train/io/checkpoint_writer.h"
 #include "train/model/gpt.h"
-#include "train/data/lm_batcher.h"
-#include "train/run/lm_trainer.h"
 #include "train/model/model.h"
+#include "train/run/lm_trainer.h"
 #include "train/run/trainer.h"
 
 namespace strata::train {

@@ -1,8 +1,8 @@
-// half_cast_test.cc: the host casts (train/compute/cpu/half_cast.h) on every vector
-// path this CPU runs, bit for bit against half.h's scalar functions: float
-// inputs at and around every bf16 and fp16 rounding point, NaNs, infinities,
-// subnormals and random bit patterns, odd lengths so the tails run; both
-// roundings; the non-finite count; any split over a pool and any cut into
+// half_cast_test.cc: the host casts (train/compute/cpu/half_cast.h) on every
+// vector path this CPU runs, bit for bit against half.h's scalar functions:
+// float inputs at and around every bf16 and fp16 rounding point, NaNs,
+// infinities, subnormals and random bit patterns, odd lengths so the tails run;
+// both roundings; the non-finite count; any split over a pool and any cut into
 // pieces (first_index) giving the same bits; every 16-bit pattern widened.
 #include "train/compute/cpu/half_cast.h"
 
@@ -13,9 +13,9 @@
 
 #include "base/splitmix64.h"
 #include "gtest/gtest.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/host_pool.h"
 #include "train/compute/cpu/vector_path.h"
+#include "train/compute/half.h"
 
 namespace strata::train {
 namespace {

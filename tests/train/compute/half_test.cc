@@ -1,7 +1,7 @@
-// half_test.cc: train/compute/half.h's scalar conversions against references built
-// from double arithmetic: every one of the 2^16 bf16 and fp16 bit patterns
-// back to float; round to nearest even at and around every midpoint between
-// neighbouring 16-bit values (ties, one float either side), overflow,
+// half_test.cc: train/compute/half.h's scalar conversions against references
+// built from double arithmetic: every one of the 2^16 bf16 and fp16 bit
+// patterns back to float; round to nearest even at and around every midpoint
+// between neighbouring 16-bit values (ties, one float either side), overflow,
 // subnormals and NaN; stochastic rounding's reproducibility, exactness on
 // representable values and unbiased mean over many seeds. Also the
 // precision and rounding names (precision.h).

@@ -1,7 +1,7 @@
 // linear16_test.cc: the 16-bit linear layers and casts on the CPU compute
 // (Compute::LinearForward16/LinearBackward16, CastToHalf/CastToFloat;
-// train/compute/cpu/cpu_linear16.h): against a double-precision reference over the
-// 16-bit-rounded operands, at shapes that span several tiles and ragged
+// train/compute/cpu/cpu_linear16.h): against a double-precision reference over
+// the 16-bit-rounded operands, at shapes that span several tiles and ragged
 // edges; gradient accumulation; the same bits at 1 and 2 OpenBLAS threads;
 // the non-finite count; no bias; the 16-bit embedding; and the errors for
 // fp32 and bad sizes.

@@ -13,9 +13,9 @@
 #include "gtest/gtest.h"
 #include "train/compute/compute.h"
 #include "train/compute/cpu/cpu_adam.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/host_pool.h"
 #include "train/compute/cpu/vector_path.h"
+#include "train/compute/half.h"
 
 namespace strata::train {
 namespace {

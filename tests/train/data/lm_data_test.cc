@@ -12,11 +12,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/test_util.h"
-#include "train/io/atomic_file.h"
 #include "train/data/corpus.h"
 #include "train/data/lm_batcher.h"
 #include "train/data/lm_corpus.h"
 #include "train/data/token_shard.h"
+#include "train/io/atomic_file.h"
 
 namespace strata::train {
 namespace {

@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/test_util.h"
-#include "train/io/atomic_file.h"
 #include "train/data/bpe_tokenizer.h"
+#include "train/io/atomic_file.h"
 
 namespace strata::train {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "strata/store.h"
 #include "tests/util/test_util.h"
+#include "train/compute/compute.h"
 #include "train/io/checkpoint_reader.h"
 #include "train/io/checkpoint_writer.h"
-#include "train/compute/compute.h"
 #include "train/model/model.h"
 
 namespace strata::train {

@@ -10,9 +10,9 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/gpt_test_util.h"
+#include "train/compute/precision.h"
 #include "train/model/gpt.h"
 #include "train/model/gpt_config.h"
-#include "train/compute/precision.h"
 
 namespace strata::train {
 namespace {

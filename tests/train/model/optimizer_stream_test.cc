@@ -14,9 +14,9 @@
 #include "tests/util/test_util.h"
 #include "tests/util/train_test_util.h"
 #include "train/compute/compute.h"
-#include "train/model/footprint.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/half_cast.h"
+#include "train/compute/half.h"
+#include "train/model/footprint.h"
 #include "train/model/model.h"
 #include "train/model/optimizer_parts.h"
 

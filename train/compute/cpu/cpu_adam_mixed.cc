@@ -12,8 +12,8 @@
 #include <cstdint>
 
 #include "train/compute/cpu/cpu_adam_kernels.h"
-#include "train/compute/half.h"
 #include "train/compute/cpu/half_simd.h"
+#include "train/compute/half.h"
 
 namespace strata::train::adam_kernels {
 namespace {

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "train/compute/half.h"
 #include "train/compute/cpu/half_simd.h"
+#include "train/compute/half.h"
 
 namespace strata::train {
 namespace {

@@ -19,8 +19,8 @@
 #include <cstdint>
 
 #include "train/compute/cpu/host_pool.h"
-#include "train/compute/precision.h"
 #include "train/compute/cpu/vector_path.h"
+#include "train/compute/precision.h"
 
 namespace strata::train {
 

@@ -2,7 +2,8 @@
 // behind a host function that launches it on `stream` and returns the launch
 // check (Internal naming the kernel, base/cuda_status.h). Pointers are CUDA
 // device memory; the caller has made the right device current. Shapes are
-// those of the Compute interface (train/compute/compute.h) and are not checked here.
+// those of the Compute interface (train/compute/compute.h) and are not checked
+// here.
 //
 // Determinism and agreement with CpuCompute:
 //  - No kernel uses atomics: the bias gradient sums each column's rows in

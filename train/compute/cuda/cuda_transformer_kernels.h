@@ -5,8 +5,8 @@
 // cuda_attention_kernels.cu, the rest in cuda_transformer_kernels.cu. Each host
 // function launches on `stream` and returns the launch check (Internal naming
 // the kernel, base/cuda_status.h). Pointers are CUDA device memory; the caller
-// has made the right device current and checked the shapes of train/compute/compute.h,
-// whose docstrings are the contract.
+// has made the right device current and checked the shapes of
+// train/compute/compute.h, whose docstrings are the contract.
 //
 // Determinism: no kernel uses atomics, and none splits a sum across threads
 // in a way that depends on the launch: a row's reductions run in one block
