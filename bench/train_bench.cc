@@ -33,6 +33,7 @@
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
 #include "base/splitmix64.h"
+#include "bench/train_bench_report.h"
 #include "strata/option_names.h"
 #include "strata/status.h"
 #include "strata/store.h"
@@ -89,22 +90,6 @@ struct Mode {
   bool prefetch;
 };
 
-struct ModeResult {
-  std::string name;
-  double step_ms = 0;        // median of the timed steps
-  double train_seconds = 0;  // every step, warm-up included
-  std::vector<double> losses;
-  Stats stats;
-  double hit_rate = 1;
-  // CPU seconds (user + system, every thread of the process) per timed
-  // step: compute, copies, checksums and I/O completions together.
-  double cpu_seconds_per_step = 0;
-  // Each link's bytes and transfers over the timed steps (the warm-up's,
-  // while the scheduler learns the step, left out).
-  std::array<LinkStats, kNumLinks> timed_links{};
-  int64_t timed_steps = 0;
-};
-
 // User + system CPU seconds of the whole process so far.
 double ProcessCpuSeconds() {
   rusage u{};
@@ -148,10 +133,6 @@ class TimedWindow {
 // The NVMe tier's sequential bandwidth here, measured in this run as
 // `strata bench -t nvme` does (the store's path, its block size and queue
 // depth), for the I/O bound. A failure leaves the bound out, not the run.
-struct LinkRates {
-  double nvme_read_gbps = 0;
-  double nvme_write_gbps = 0;
-};
 
 LinkRates MeasureNvmeRates() {
   // `strata bench -t nvme`'s defaults: 1 MiB blocks at queue depth 32,
@@ -169,15 +150,6 @@ LinkRates MeasureNvmeRates() {
     return {};
   }
   return {r->read_gbps, r->write_gbps};
-}
-
-// Seconds one step's NVMe bytes need at `rates`: reads and writes share the
-// disk, so their times add.
-double IoBoundSeconds(double read_bytes, double write_bytes,
-                      const LinkRates& rates) {
-  if (rates.nvme_read_gbps <= 0 || rates.nvme_write_gbps <= 0) return 0;
-  return read_bytes / (rates.nvme_read_gbps * 1e9) +
-         write_bytes / (rates.nvme_write_gbps * 1e9);
 }
 
 absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
@@ -475,6 +447,25 @@ FashionMnist SyntheticData() {
   return d;
 }
 
+// The run's shape, its data and the device, above the table.
+void PrintBanner(bool gpt, bool real, const std::string& device) {
+  if (gpt) {
+    absl::PrintF(
+        "train_bench: gpt %d layers embed %d heads %d context %d batch %d, %d "
+        "timed steps, random tokens, device %s\n",
+        absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_embed),
+        absl::GetFlag(FLAGS_heads), absl::GetFlag(FLAGS_context),
+        absl::GetFlag(FLAGS_gpt_batch), absl::GetFlag(FLAGS_steps), device);
+  } else {
+    absl::PrintF(
+        "train_bench: width %d depth %d batch %d, %d timed steps, %s "
+        "data, device %s\n",
+        absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
+        absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
+        real ? "Fashion-MNIST" : "random", device);
+  }
+}
+
 int Main() {
   if (absl::GetFlag(FLAGS_steps) < 1 || absl::GetFlag(FLAGS_warmup) < 1 ||
       absl::GetFlag(FLAGS_matrix_steps) < 0) {
@@ -513,107 +504,15 @@ int Main() {
     }
     results.push_back(*std::move(r));
   }
-  const double base = results[0].step_ms;
   bool identical = true;
   for (const ModeResult& r : results)
     identical &= r.losses == results[0].losses;
-  if (gpt) {
-    absl::PrintF(
-        "train_bench: gpt %d layers embed %d heads %d context %d batch %d, %d "
-        "timed steps, random tokens, device %s\n",
-        absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_embed),
-        absl::GetFlag(FLAGS_heads), absl::GetFlag(FLAGS_context),
-        absl::GetFlag(FLAGS_gpt_batch), absl::GetFlag(FLAGS_steps),
-        results[1].stats.device_backend);
-  } else {
-    absl::PrintF(
-        "train_bench: width %d depth %d batch %d, %d timed steps, %s "
-        "data, device %s\n",
-        absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_depth),
-        absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps),
-        real ? "Fashion-MNIST" : "random", results[1].stats.device_backend);
-  }
+  PrintBanner(gpt, real, results[1].stats.device_backend);
   absl::PrintF(
       "NVMe here (measured in this run): read %.2f GB/s, write %.2f "
       "GB/s\n",
       rates.nvme_read_gbps, rates.nvme_write_gbps);
-  // The CPU bound: a step cannot end before the process's CPU work per step
-  // is done on the cores it may use (compute, and on a machine without a
-  // GPU the simulated device's copies, checksums and I/O completions too).
-  const int cores = HostThreads();
-  // Per step: over the timed steps (the warm-up's left out), as step_ms.
-  absl::PrintF(
-      "%-10s %9s %9s %10s %12s %12s %8s %10s %11s %11s %11s %9s %12s\n", "mode",
-      "step_ms", "ratio", "h2d_GB/st", "nvme_r_GB/st", "nvme_w_GB/st", "hit",
-      "stall_frac", "nvme_r_GB/s", "nvme_w_GB/s", "io_bound_ms", "cpu_ms/st",
-      "cpu_bound_ms");
-  nlohmann::json json = nlohmann::json::array();
-  for (const ModeResult& r : results) {
-    const auto per_step = [&](Link l) {
-      return static_cast<double>(r.timed_links[int(l)].bytes) /
-             static_cast<double>(r.timed_steps);
-    };
-    const auto requests_per_step = [&](Link l) {
-      return static_cast<double>(r.timed_links[int(l)].transfers) /
-             static_cast<double>(r.timed_steps);
-    };
-    const auto gbps = [&](Link l) { return r.stats.links[int(l)].gbps(); };
-    const double read = per_step(Link::kNvmeRead);
-    const double write = per_step(Link::kNvmeWrite);
-    const double io_bound = IoBoundSeconds(read, write, rates);
-    const double stall_fraction =
-        r.train_seconds > 0 ? r.stats.stall_seconds / r.train_seconds : 0;
-    const double cpu_bound = r.cpu_seconds_per_step / cores;
-    absl::PrintF(
-        "%-10s %9.1f %9.3f %10.3f %12.3f %12.3f %8.3f %10.3f %11.2f %11.2f "
-        "%11.1f %9.1f %12.1f\n",
-        r.name, r.step_ms, r.step_ms / base, per_step(Link::kH2D) / 1e9,
-        read / 1e9, write / 1e9, r.hit_rate, stall_fraction,
-        gbps(Link::kNvmeRead), gbps(Link::kNvmeWrite), io_bound * 1e3,
-        r.cpu_seconds_per_step * 1e3, cpu_bound * 1e3);
-    json.push_back(
-        {{"mode", r.name},
-         {"step_ms_median", r.step_ms},
-         {"step_seconds", r.step_ms / 1e3},
-         {"ratio_vs_resident", r.step_ms / base},
-         {"h2d_bytes", r.stats.links[int(Link::kH2D)].bytes},
-         {"d2h_bytes", r.stats.links[int(Link::kD2H)].bytes},
-         {"nvme_read_bytes", r.stats.links[int(Link::kNvmeRead)].bytes},
-         {"nvme_write_bytes", r.stats.links[int(Link::kNvmeWrite)].bytes},
-         {"nvme_read_bytes_per_step", read},
-         {"nvme_read_floor_bytes_per_step",
-          r.stats.scheduler.nvme_read_floor_bytes},
-         {"nvme_read_vs_floor",
-          r.stats.scheduler.nvme_read_floor_bytes > 0
-              ? read /
-                    static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes)
-              : 0.0},
-         {"nvme_write_bytes_per_step", write},
-         {"nvme_read_requests_per_step", requests_per_step(Link::kNvmeRead)},
-         {"nvme_write_requests_per_step", requests_per_step(Link::kNvmeWrite)},
-         {"nvme_read_gbps", gbps(Link::kNvmeRead)},
-         {"nvme_write_gbps", gbps(Link::kNvmeWrite)},
-         {"io_bound_seconds", io_bound},
-         {"cpu_seconds_per_step", r.cpu_seconds_per_step},
-         {"cpu_bound_seconds", cpu_bound},
-         {"cores", cores},
-         {"prefetch_hit_rate", r.hit_rate},
-         {"stall_seconds", r.stats.stall_seconds},
-         {"room_seconds", r.stats.room_seconds},
-         {"stall_fraction", stall_fraction}});
-  }
-  // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).
-  for (const ModeResult& r : results) {
-    const auto floor =
-        static_cast<double>(r.stats.scheduler.nvme_read_floor_bytes);
-    if (floor == 0) continue;
-    const double read =
-        static_cast<double>(r.timed_links[int(Link::kNvmeRead)].bytes) /
-        static_cast<double>(r.timed_steps);
-    absl::PrintF(
-        "%-10s NVMe read per step %.3f GB, %.2fx the floor of %.3f GB\n",
-        r.name, read / 1e9, read / floor, floor / 1e9);
-  }
+  const nlohmann::json json = PrintModes(results, rates);
   absl::PrintF("losses bitwise identical across modes: %s\n",
                identical ? "yes" : "NO");
   nlohmann::json matrix;
