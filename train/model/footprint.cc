@@ -138,7 +138,7 @@ absl::StatusOr<ModelFootprint> ComputeFootprint(const ModelConfig& c,
         hidden ? micro * y + (keep_z ? micro : 1) * y : micro * y;
     f.largest_tensor_bytes = std::max(f.largest_tensor_bytes, w);
     // The leases of ForwardLayer, ActivationBackward and LinearBackward
-    // (model.cc) for this layer.
+    // (model.cc, mlp_backward.cc) for this layer.
     const uint64_t x_b = RoundUp(batch * in * kF, g);
     const uint64_t y_b = RoundUp(y, g);
     // Sharded, a layer computes on the gather slots, leased for the whole

@@ -265,7 +265,8 @@ class Gpt {
   absl::Status InitParam(const Param& p, double stddev, double fill,
                          uint64_t stream);
 
-  // The passes (gpt_step.cc), each over one micro-batch's rows_ token rows.
+  // The passes (gpt_forward.cc, gpt_backward.cc), each over one
+  // micro-batch's rows_ token rows.
   bool mixed() const { return config_.precision != Precision::kFp32; }
   LeaseGroup DeviceGroup();
   // Adds what the passes read of `s` to `g`: its 16-bit copy when mixed.

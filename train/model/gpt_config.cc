@@ -98,7 +98,8 @@ absl::Status CheckGptConfig(const GptConfig& c) {
   return absl::OkStatus();
 }
 
-// The largest LeaseGroup of a step on the device (gpt_step.cc's groups).
+// The largest LeaseGroup of a step on the device (the groups of
+// gpt_forward.cc and gpt_backward.cc).
 uint64_t DeviceWorkingSet(const GptConfig& c) {
   const uint64_t g = kDeviceAllocationGranuleBytes;
   const uint64_t N = c.tokens(), C = c.embed, V = c.vocab, T = c.context;

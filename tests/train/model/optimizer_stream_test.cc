@@ -156,7 +156,7 @@ TEST_F(OptimizerStreamTest, StochasticRoundingFollowsTheElementNotThePart) {
   }
   std::vector<uint16_t> w16(master.size()), expect(master.size());
   ASSERT_TRUE(store_->Read(w16_id, w16.data(), w16.size() * 2).ok());
-  // Layer 1's weight is tensor 2 (model.cc FinishMixedStep); the last
+  // Layer 1's weight is tensor 2 (mlp_backward.cc FinishMixedStep); the last
   // update was the one after step 1.
   const RoundingMode mode{.rounding = Rounding::kStochastic,
                           .seed = StochasticSeed(job.model.seed, 2, 1)};
