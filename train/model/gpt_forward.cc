@@ -2,7 +2,6 @@
 // block's operations, the final norm and the sliced classifier. Each
 // operation leases what it touches on the device tier as one LeaseGroup;
 // what it writes counts toward the peak activation bytes.
-#include <chrono>
 #include <cmath>
 
 #include "absl/strings/str_format.h"

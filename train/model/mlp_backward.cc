@@ -2,18 +2,13 @@
 // model.h): each layer's gradients, layer-major over the micro-batches, its
 // Adam update as soon as they are complete (the 16-bit casts in mixed
 // precision), and the activations discarded after their last use.
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "base/splitmix64.h"
 #include "strata/status.h"
 #include "train/compute/cpu/half_cast.h"
 #include "train/compute/half.h"
-#include "train/model/footprint.h"
 #include "train/model/lease_group.h"
 #include "train/model/model.h"
 #include "train/model/model_sharding.h"

@@ -2,7 +2,6 @@
 // layer's weights, gradients, Adam moments and per-micro-batch activations,
 // initialising the weights, and reading, snapshotting and restoring them.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <utility>
 
