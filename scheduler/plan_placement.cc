@@ -1,0 +1,214 @@
+// plan_placement.cc: PlaceGaps and Demote — which live gaps stay above NVMe
+// and on which tier.
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "scheduler/plan_phases.h"
+
+namespace strata {
+namespace {
+
+bool Allows(const PlanGap& g, Placement p) {
+  return (g.allowed & PlacementBit(p)) != 0;
+}
+
+// The upper tiers in the order `g` prefers them: the device only when both
+// of its uses are on the device (else it would cross the link anyway, and
+// the device is the scarcer tier), then the host.
+std::array<Placement, 2> Preferred(const PlanGap& g) {
+  if (g.from_tier == Tier::kDevice && g.to_tier == Tier::kDevice) {
+    return {Placement::kDevice, Placement::kHost};
+  }
+  return {Placement::kHost, Placement::kDevice};
+}
+
+// NVMe bytes `g` saves by staying above NVMe (its read, and its version's
+// write-back shared among the version's live gaps), per byte-position.
+double Density(const PlanModel& model, const PlanGap& g) {
+  const PlanTensor& t = model.tensor(g);
+  const PlanVersion& v = model.versions()[g.version];
+  double saved = static_cast<double>(t.bytes);
+  if (v.dirty && !v.nvme_access && v.live_gaps > 0) {
+    saved += static_cast<double>(t.bytes) / v.live_gaps;
+  }
+  const uint64_t held =
+      std::max<uint64_t>({1, t.tier_bytes[0], t.tier_bytes[1]});
+  return saved / (static_cast<double>(held) * std::max<uint32_t>(1, g.length));
+}
+
+// Gaps that may go to NVMe or stay above it.
+std::vector<uint32_t> Candidates(const PlanModel& model) {
+  std::vector<uint32_t> out;
+  const std::vector<PlanGap>& gaps = model.gaps();
+  for (uint32_t i = 0; i < gaps.size(); ++i) {
+    const PlanGap& g = gaps[i];
+    if (Allows(g, Placement::kNvme) &&
+        (Allows(g, Placement::kDevice) || Allows(g, Placement::kHost))) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Places each gap of `order` above NVMe where it fits, preferred tier first.
+void GreedyAbove(PlanModel& model, const std::vector<uint32_t>& order) {
+  for (uint32_t i : order) {
+    PlanGap& g = model.gaps()[i];
+    for (Placement p : Preferred(g)) {
+      if (Allows(g, p) && model.Fits(g, TierOf(p))) {
+        model.Place(g, p);
+        break;
+      }
+    }
+  }
+}
+
+// Gaps between two device uses that wait on the host move to the device
+// where it has room: each saves a D2H and an H2D. Shortest first.
+void PreferDevice(PlanModel& model) {
+  std::vector<uint32_t> order;
+  const std::vector<PlanGap>& gaps = model.gaps();
+  for (uint32_t i = 0; i < gaps.size(); ++i) {
+    const PlanGap& g = gaps[i];
+    if (g.placement == Placement::kHost && Allows(g, Placement::kDevice) &&
+        g.from_tier == Tier::kDevice && g.to_tier == Tier::kDevice) {
+      order.push_back(i);
+    }
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const auto area = [&](const PlanGap& g) {
+      return static_cast<double>(model.tensor(g).tier_bytes[0]) * g.length;
+    };
+    return area(gaps[a]) < area(gaps[b]);
+  });
+  for (uint32_t i : order) {
+    PlanGap& g = model.gaps()[i];
+    if (model.Fits(g, Tier::kDevice)) model.Place(g, Placement::kDevice);
+  }
+}
+
+// The greedy orders tried: by NVMe bytes saved per byte-position (G10's),
+// by interval length alone (Belady's choice where sizes are equal), and by
+// bytes saved alone.
+std::vector<std::vector<uint32_t>> Orders(const PlanModel& model) {
+  const std::vector<uint32_t> base = Candidates(model);
+  const std::vector<PlanGap>& gaps = model.gaps();
+  std::vector<std::function<double(const PlanGap&)>> keys = {
+      [&](const PlanGap& g) { return Density(model, g); },
+      [](const PlanGap& g) { return -static_cast<double>(g.length); },
+      [&](const PlanGap& g) {
+        return Density(model, g) * std::max<uint32_t>(1, g.length);
+      }};
+  std::vector<std::vector<uint32_t>> orders;
+  for (const auto& key : keys) {
+    std::vector<double> value(gaps.size(), 0);
+    for (uint32_t i : base) value[i] = key(gaps[i]);
+    std::vector<uint32_t> order = base;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return value[a] > value[b];
+    });
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+// Random restarts after the deterministic orders, while effort is left;
+// the seed is fixed: a plan depends on its input only.
+constexpr size_t kRandomStarts = 64;
+constexpr uint32_t kPlannerSeed = 0x5EED;
+
+}  // namespace
+
+void PlaceGaps(PlanModel& model) {
+  const std::vector<Placement> start = [&] {
+    std::vector<Placement> p;
+    for (const PlanGap& g : model.gaps()) p.push_back(g.placement);
+    return p;
+  }();
+  std::vector<Placement> best;
+  PlanCost best_cost;
+  const std::vector<double> density = Densities(model);
+  // The search's effort in gap visits, shared by all starts: linear in the
+  // step, so a long step gets the deterministic starts and little more,
+  // a short one many random restarts.
+  const auto gaps = static_cast<int64_t>(model.gaps().size());
+  int64_t budget = 64 * gaps + (int64_t{1} << 18);
+  std::vector<std::vector<uint32_t>> orders = Orders(model);
+  std::mt19937 rng(kPlannerSeed);
+  for (size_t k = 0; k < orders.size() + kRandomStarts && budget > 0; ++k) {
+    if (k >= orders.size()) {
+      orders.push_back(orders[0]);
+      std::shuffle(orders.back().begin(), orders.back().end(), rng);
+    }
+    for (size_t i = 0; i < start.size(); ++i) {
+      model.Place(model.gaps()[i], start[i]);
+    }
+    GreedyAbove(model, orders[k]);
+    ImprovePlacement(model, density, &budget);
+    PreferDevice(model);
+    budget -= gaps;
+    const PlanCost cost = model.Cost();
+    if (best.empty() || cost < best_cost) {
+      best_cost = cost;
+      best.clear();
+      for (const PlanGap& g : model.gaps()) best.push_back(g.placement);
+    }
+  }
+  // Back to NVMe first, so that no tier passes its budget on the way.
+  for (PlanGap& g : model.gaps()) {
+    if (Allows(g, Placement::kNvme)) model.Place(g, Placement::kNvme);
+  }
+  for (size_t i = 0; i < best.size(); ++i) {
+    model.Place(model.gaps()[i], best[i]);
+  }
+}
+
+std::vector<double> Densities(const PlanModel& model) {
+  std::vector<double> out;
+  out.reserve(model.gaps().size());
+  for (const PlanGap& g : model.gaps()) out.push_back(Density(model, g));
+  return out;
+}
+
+bool Demote(PlanModel& model, const std::vector<Overflow>& overflow) {
+  bool moved = false;
+  for (const Overflow& o : overflow) {
+    // The gaps on the tier that hold bytes at the position, least saved
+    // per byte-position first.
+    std::vector<uint32_t> covering;
+    const std::vector<PlanGap>& gaps = model.gaps();
+    const Placement here = PlacementOf(o.tier);
+    for (uint32_t i = 0; i < gaps.size(); ++i) {
+      const PlanGap& g = gaps[i];
+      const uint32_t n = static_cast<uint32_t>(model.positions());
+      const uint32_t into = (o.position + n - g.begin) % n;
+      if (g.placement == here && g.allowed != PlacementBit(here) &&
+          g.length > into && model.HeldBytes(g, o.tier) > 0) {
+        covering.push_back(i);
+      }
+    }
+    std::stable_sort(covering.begin(), covering.end(),
+                     [&](uint32_t a, uint32_t b) {
+                       return Density(model, gaps[a]) < Density(model, gaps[b]);
+                     });
+    uint64_t freed = 0;
+    for (uint32_t i : covering) {
+      if (freed >= o.bytes) break;
+      PlanGap& g = model.gaps()[i];
+      freed += model.HeldBytes(g, o.tier);
+      const Placement other =
+          here == Placement::kDevice ? Placement::kHost : Placement::kDevice;
+      model.Place(
+          g, Allows(g, other) && model.Fits(g, TierOf(other))
+                 ? other
+                 : (Allows(g, Placement::kNvme) ? Placement::kNvme : other));
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+}  // namespace strata
