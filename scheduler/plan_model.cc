@@ -2,6 +2,10 @@
 // capacity profiles, and the cost of the placements.
 #include "scheduler/plan_model.h"
 
+#include <algorithm>
+
+#include "scheduler/plan_timing.h"
+
 namespace strata {
 namespace {
 
@@ -60,11 +64,17 @@ PlanModel::PlanModel(const PlanInput& input)
   }
   AddLeasesAndHomes();
   for (PlanGap& g : gaps_) {
+    for (Placement p :
+         {Placement::kDevice, Placement::kHost, Placement::kNvme}) {
+      g.drain[static_cast<int>(p)] = DrainPositions(g, p);
+    }
     if (g.allowed == 0) continue;
-    const Placement start = g.placement;
-    g.placement = Placement::kNvme;  // counted nowhere yet: Place adds it
-    if (g.live) ++versions_[g.version].out_gaps;
-    Place(g, start);
+    if (g.placement == Placement::kNvme && g.live) {
+      ++versions_[g.version].out_gaps;
+    }
+  }
+  for (const PlanGap& g : gaps_) {
+    if (g.allowed != 0) Occupy(g, g.placement, +1);
   }
 }
 
@@ -110,7 +120,7 @@ PlanGap PlanModel::MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const {
             .from_tier = from.tier,
             .to_tier = to.tier,
             .live = to.access != Access::kOverwrite,
-            .held = hold >= distance};
+            .held = hold > distance};
   const Tier home = input_.tensors[tensor].home;
   if (g.held) {
     g.placement = PlacementOf(from.tier);
@@ -156,15 +166,62 @@ uint64_t PlanModel::HeldBytes(const PlanGap& g, Tier tier) const {
   return t.home == tier ? 0 : t.tier_bytes[static_cast<int>(tier)];
 }
 
-bool PlanModel::Fits(const PlanGap& g, Tier tier) const {
-  const uint64_t bytes = HeldBytes(g, tier);
-  if (bytes == 0 || g.length == 0) return true;
-  const int64_t peak = profile(tier).Max(g.begin, g.end);
-  return peak + static_cast<int64_t>(bytes) <=
-         static_cast<int64_t>(capacity(tier));
+bool PlanModel::Fits(const PlanGap& g, Tier tier) {
+  const auto fits = [&](Tier on, uint32_t from, uint32_t length) {
+    const uint64_t bytes = HeldBytes(g, on);
+    if (bytes == 0 || length == 0) return true;
+    const int64_t peak = profile(on).Max(from, (from + length) % positions());
+    return peak + static_cast<int64_t>(bytes) <=
+           static_cast<int64_t>(capacity(on));
+  };
+  const Placement p = PlacementOf(tier);
+  const uint32_t drain = Drains(g, p) ? g.drain[static_cast<int>(p)] : 0;
+  // Judged without what g holds where it is now.
+  Occupy(g, g.placement, -1);
+  const bool ok =
+      fits(tier, g.begin, g.length) && fits(g.from_tier, g.begin, drain);
+  Occupy(g, g.placement, +1);
+  return ok;
+}
+
+// A copy leaving its first use's tier holds room there until it has gone:
+// a move, or a dirty one's write-back (a clean one is dropped at once).
+bool PlanModel::Drains(const PlanGap& g, Placement p) const {
+  if (g.drain[static_cast<int>(p)] == 0 || p == PlacementOf(g.from_tier)) {
+    return false;
+  }
+  return p != Placement::kNvme || versions_[g.version].dirty;
+}
+
+uint32_t PlanModel::DrainPositions(const PlanGap& g, Placement p) const {
+  if (!g.live || g.held || !IsUpper(g.from_tier) ||
+      tensor(g).home == g.from_tier || g.length == 0 ||
+      p == PlacementOf(g.from_tier)) {
+    return 0;
+  }
+  // A device copy is gone once it has crossed D2H (to the host, or to the
+  // bounce buffers of a write-back); a host copy once it has crossed H2D
+  // or been written to NVMe.
+  Link link = Link::kD2H;
+  if (g.from_tier == Tier::kHost) {
+    link = p == Placement::kDevice ? Link::kH2D : Link::kNvmeWrite;
+  }
+  const double rate = input_.link_bytes_per_second[static_cast<int>(link)];
+  if (!(rate > 0)) return 0;
+  const double seconds = static_cast<double>(tensor(g).bytes) / rate;
+  const auto n = static_cast<uint32_t>(positions());
+  const uint32_t end = PositionAfter(input_, g.begin, seconds);
+  return std::min(g.length, (end + n - g.begin) % n);
 }
 
 void PlanModel::Occupy(const PlanGap& g, Placement p, int64_t sign) {
+  if (Drains(g, p)) {
+    const uint64_t drained = HeldBytes(g, g.from_tier);
+    if (drained > 0) {
+      AddSpan(profile(g.from_tier), g.begin, g.drain[static_cast<int>(p)],
+              sign * static_cast<int64_t>(drained));
+    }
+  }
   if (p == Placement::kNvme || g.length == 0) return;
   const Tier tier = TierOf(p);
   const uint64_t bytes = HeldBytes(g, tier);

@@ -36,9 +36,13 @@ struct PlanGap {
   Tier from_tier = Tier::kDevice;
   Tier to_tier = Tier::kDevice;
   bool live = false;    // to_access needs the contents (not an overwrite)
-  bool held = false;    // the lease of from_access lasts to to_access
+  bool held = false;    // from_access's lease is still held at to_access
   uint8_t allowed = 0;  // PlacementBit()s open to this gap
   Placement placement = Placement::kNvme;
+  // Per placement, positions from `begin` that the copy of from_tier still
+  // holds its room when the gap waits there: until its move or write-back
+  // has gone (0 when the bandwidths are unknown).
+  std::array<uint32_t, 3> drain{};
 };
 
 // The contents of one tensor from one write to the next.
@@ -92,8 +96,9 @@ class PlanModel {
   // Bytes `g` holds on `tier` over its interval when placed there (0 where
   // its home reserves the space anyway).
   uint64_t HeldBytes(const PlanGap& g, Tier tier) const;
-  // Whether placing `g` on upper tier `tier` fits beside what is placed.
-  bool Fits(const PlanGap& g, Tier tier) const;
+  // Whether placing `g` on upper tier `tier` fits beside what else is
+  // placed, its copy's drain on its first use's tier included.
+  bool Fits(const PlanGap& g, Tier tier);
   // Moves `g` to `p`, updating the profiles and its version's counts.
   void Place(PlanGap& g, Placement p);
 
@@ -111,6 +116,8 @@ class PlanModel {
   PlanGap MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const;
   void AddLeasesAndHomes();
   void Occupy(const PlanGap& g, Placement p, int64_t sign);
+  bool Drains(const PlanGap& g, Placement p) const;
+  uint32_t DrainPositions(const PlanGap& g, Placement p) const;
 
   const PlanInput& input_;
   std::vector<PlanGap> gaps_;

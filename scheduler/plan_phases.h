@@ -51,6 +51,11 @@ struct Overflow {
 std::vector<Overflow> TransferOverflow(PlanModel& model,
                                        const ResidencyPlan& plan, int sign);
 
+// Issues later the loads whose room would pass a budget (nearest uses keep
+// theirs), re-sorts the transfers and simulates the step again: the plan's
+// predicted time and stalls then include what the budgets cost.
+void ClipLoadWindows(PlanModel& model, ResidencyPlan* plan);
+
 // Moves gaps off the tier at each overflow (the least NVMe bytes saved per
 // byte first: to the other upper tier where they fit, else to NVMe) until
 // the overflow is gone. Returns whether anything moved.

@@ -20,17 +20,6 @@ int QueueOf(const PlannedTransfer& t) {
   return t.to == Tier::kDevice ? 0 : 1;
 }
 
-// Seconds `t` takes: its bytes over the slowest link it crosses.
-double Duration(const PlanInput& input, const PlannedTransfer& t) {
-  double seconds = 0;
-  for (Link link : LinksOf(t)) {
-    const double rate = input.link_bytes_per_second[static_cast<int>(link)];
-    if (rate > 0)
-      seconds = std::max(seconds, static_cast<double>(t.bytes) / rate);
-  }
-  return seconds;
-}
-
 double StepSeconds(const PlanInput& input) {
   return std::max(input.step_seconds, input.accesses.back().at_seconds);
 }
@@ -116,10 +105,22 @@ std::vector<double> LatestStarts(const PlanInput& input,
   for (uint32_t i : loads) {
     const int q = QueueOf(ts[i]);
     const double need = input.accesses[ts[i].access].at_seconds;
-    latest[i] = std::min(need, next_start[q]) - Duration(input, ts[i]);
+    latest[i] = std::min(need, next_start[q]) - TransferSeconds(input, ts[i]);
     next_start[q] = latest[i];
   }
   return latest;
+}
+
+}  // namespace
+
+double TransferSeconds(const PlanInput& input, const PlannedTransfer& t) {
+  double seconds = 0;
+  for (Link link : LinksOf(t)) {
+    const double rate = input.link_bytes_per_second[static_cast<int>(link)];
+    if (rate > 0)
+      seconds = std::max(seconds, static_cast<double>(t.bytes) / rate);
+  }
+  return seconds;
 }
 
 // The first position after `from` (cyclic, at most n - 1 on) whose time
@@ -142,8 +143,6 @@ uint32_t PositionAfter(const PlanInput& input, uint32_t from, double seconds) {
   return wrapped < from ? wrapped : (from + n - 1) % n;
 }
 
-}  // namespace
-
 StepSimulation SimulateStep(const PlanInput& input,
                             const std::vector<PlannedTransfer>& transfers) {
   const size_t n = input.accesses.size();
@@ -165,7 +164,7 @@ StepSimulation SimulateStep(const PlanInput& input,
         const PlannedTransfer& t = transfers[i];
         if (t.kind == TransferKind::kDrop) continue;
         double& free = queue_free[QueueOf(t)];
-        free = std::max(free, clock) + Duration(input, t);
+        free = std::max(free, clock) + TransferSeconds(input, t);
         if (last) sim.end_seconds[i] = free - cycle_start;
         if (t.kind == TransferKind::kLoad) {
           ready[t.access] = free;
@@ -236,46 +235,6 @@ void TimeTransfers(const PlanModel& model, ResidencyPlan* plan) {
   plan->predicted_seconds = sim.seconds;
   plan->predicted_stalls = sim.stalls;
   plan->predicted_stall_seconds = sim.stall_seconds;
-}
-
-std::vector<Overflow> TransferOverflow(PlanModel& model,
-                                       const ResidencyPlan& plan, int sign) {
-  const PlanInput& input = model.input();
-  const uint32_t n = static_cast<uint32_t>(input.accesses.size());
-  for (const PlannedTransfer& t : plan.transfers) {
-    const PlanTensor& tensor = input.tensors[t.tensor];
-    if (t.kind == TransferKind::kLoad && t.to != tensor.home) {
-      // The room a load takes from its issue to its use.
-      model.profile(t.to).Add(
-          t.issue_at, t.access,
-          sign *
-              static_cast<int64_t>(tensor.tier_bytes[static_cast<int>(t.to)]));
-    } else if ((t.kind == TransferKind::kWriteBack ||
-                t.kind == TransferKind::kMove) &&
-               t.from != tensor.home) {
-      // The copy a write-back or move reads stays until it has gone.
-      const double seconds = Duration(input, t);
-      if (seconds <= 0) continue;
-      const uint32_t end = PositionAfter(input, t.issue_at, seconds);
-      model.profile(t.from).Add(
-          t.issue_at, end,
-          sign * static_cast<int64_t>(
-                     tensor.tier_bytes[static_cast<int>(t.from)]));
-    }
-  }
-  std::vector<Overflow> out;
-  if (sign < 0) return out;
-  for (Tier tier : {Tier::kDevice, Tier::kHost}) {
-    const CapacityProfile& profile = model.profile(tier);
-    const int64_t peak = profile.Max();
-    const auto cap = static_cast<int64_t>(model.capacity(tier));
-    if (peak > cap) {
-      out.push_back({.tier = tier,
-                     .position = static_cast<uint32_t>(profile.ArgMax(0, n)),
-                     .bytes = static_cast<uint64_t>(peak - cap)});
-    }
-  }
-  return out;
 }
 
 }  // namespace strata

@@ -24,6 +24,14 @@ std::vector<PlannedTransfer> BuildTransfers(const PlanModel& model);
 // or ends on the device (an NVMe load to the device crosses both).
 std::vector<Link> LinksOf(const PlannedTransfer& t);
 
+// Seconds `t` takes: its bytes over the slowest link it crosses (0 where
+// the bandwidths are unknown).
+double TransferSeconds(const PlanInput& input, const PlannedTransfer& t);
+
+// The first position after `from` (cyclic, at most n - 1 on) whose time is
+// `seconds` or more after from's.
+uint32_t PositionAfter(const PlanInput& input, uint32_t from, double seconds);
+
 // What a simulation of three steps found in the last, steady one.
 struct StepSimulation {
   double seconds = 0;        // the step's length, stalls included

@@ -94,6 +94,7 @@ void Residencies(const PlanModel& model, ResidencyPlan* plan) {
   const size_t n = model.positions();
   std::vector<uint8_t> tiers(model.input().tensors.size(), 0);
   for (const PlanGap& g : model.gaps()) {
+    if (!g.live && !g.held) continue;  // dead contents go nowhere
     if (g.placement == Placement::kNvme) {
       tiers[g.tensor] |= 4;
       continue;
@@ -155,6 +156,7 @@ absl::StatusOr<ResidencyPlan> PlanResidency(const PlanInput& input) {
     moved = !overflow.empty() && Demote(model, overflow);
   }
   if (moved) TimeTransfers(model, &plan);
+  ClipLoadWindows(model, &plan);
   TransferOverflow(model, plan, +1);
   for (Tier tier : {Tier::kDevice, Tier::kHost}) {
     plan.peak_bytes[static_cast<int>(tier)] =
