@@ -88,6 +88,7 @@ struct Mode {
   const char* name;
   bool resident;
   bool prefetch;
+  bool planned = true;  // SchedulerOptions::planned
 };
 
 // User + system CPU seconds of the whole process so far.
@@ -163,6 +164,7 @@ absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
   s.nvme.directories = {absl::GetFlag(FLAGS_nvme_dir)};
   s.nvme.budget_bytes = absl::GetFlag(FLAGS_nvme_budget).bytes;
   s.scheduler.prefetch = mode.prefetch;
+  s.scheduler.planned = mode.planned;
   return s;
 }
 
@@ -492,6 +494,7 @@ int Main() {
   const LinkRates rates = MeasureNvmeRates();
   const Mode modes[] = {{"resident", true, true},
                         {"scheduler", false, true},
+                        {"reactive", false, true, false},
                         {"on-demand", false, false}};
   std::vector<ModeResult> results;
   for (const Mode& mode : modes) {

@@ -82,7 +82,8 @@ nlohmann::json PrintModes(const std::vector<ModeResult>& results,
          {"prefetch_hit_rate", r.hit_rate},
          {"stall_seconds", r.stats.stall_seconds},
          {"room_seconds", r.stats.room_seconds},
-         {"stall_fraction", stall_fraction}});
+         {"stall_fraction", stall_fraction},
+         {"plan", PlanJson(r.stats.scheduler)}});
   }
   // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).
   for (const ModeResult& r : results) {
@@ -96,7 +97,46 @@ nlohmann::json PrintModes(const std::vector<ModeResult>& results,
         "%-10s NVMe read per step %.3f GB, %.2fx the floor of %.3f GB\n",
         r.name, read / 1e9, read / floor, floor / 1e9);
   }
+  PrintPlans(results);
   return json;
+}
+
+nlohmann::json PlanJson(const SchedulerStats& s) {
+  if (s.plans == 0) return nullptr;
+  const auto link = [&](Link l) { return s.planned_link_bytes[int(l)]; };
+  return {{"plans", s.plans},
+          {"planning_seconds", s.planning_seconds},
+          {"h2d_bytes_per_step", link(Link::kH2D)},
+          {"d2h_bytes_per_step", link(Link::kD2H)},
+          {"nvme_read_bytes_per_step", link(Link::kNvmeRead)},
+          {"nvme_write_bytes_per_step", link(Link::kNvmeWrite)},
+          {"nvme_write_floor_bytes_per_step", s.nvme_write_floor_bytes},
+          {"bound_seconds", s.plan_bound_seconds},
+          {"predicted_step_seconds", s.plan_predicted_seconds}};
+}
+
+// What each planned mode's plan said beside what the run measured.
+void PrintPlans(const std::vector<ModeResult>& results) {
+  for (const ModeResult& r : results) {
+    const SchedulerStats& s = r.stats.scheduler;
+    if (s.plans == 0) continue;
+    const auto measured = [&](Link l) {
+      return static_cast<double>(r.timed_links[int(l)].bytes) /
+             static_cast<double>(r.timed_steps) / 1e9;
+    };
+    const auto planned = [&](Link l) {
+      return static_cast<double>(s.planned_link_bytes[int(l)]) / 1e9;
+    };
+    absl::PrintF(
+        "%-10s plan: NVMe read %.3f GB/step (measured %.3f), write %.3f "
+        "(measured %.3f), write floor %.3f; step %.1f ms predicted "
+        "(measured %.1f), bound %.1f ms; %d plans in %.1f ms\n",
+        r.name, planned(Link::kNvmeRead), measured(Link::kNvmeRead),
+        planned(Link::kNvmeWrite), measured(Link::kNvmeWrite),
+        static_cast<double>(s.nvme_write_floor_bytes) / 1e9,
+        s.plan_predicted_seconds * 1e3, r.step_ms, s.plan_bound_seconds * 1e3,
+        s.plans, s.planning_seconds * 1e3);
+  }
 }
 
 }  // namespace strata::train

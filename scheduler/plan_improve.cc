@@ -13,7 +13,7 @@
 namespace strata {
 namespace {
 
-bool Allows(const PlanGap& g, Placement p) {
+bool Allows(const PlanGap& g, GapPlacement p) {
   return (g.allowed & PlacementBit(p)) != 0;
 }
 
@@ -29,7 +29,7 @@ class Exchange {
  public:
   explicit Exchange(PlanModel& model) : model_(model) {}
 
-  void Move(uint32_t i, Placement p) {
+  void Move(uint32_t i, GapPlacement p) {
     PlanGap& g = model_.gaps()[i];
     delta_.nvme += model_.NvmeDelta(g, p);
     delta_.link += static_cast<int64_t>(model_.DeviceLinkBytes(g, p)) -
@@ -57,7 +57,7 @@ class Exchange {
 
  private:
   PlanModel& model_;
-  std::vector<std::pair<uint32_t, Placement>> journal_;
+  std::vector<std::pair<uint32_t, GapPlacement>> journal_;
   Delta delta_;
 };
 
@@ -79,15 +79,15 @@ class Improver {
   bool has_budget() const { return budget_ > 0; }
 
   // The upper tiers in the order a gap prefers them (plan_placement.cc).
-  static std::array<Placement, 2> Preferred(const PlanGap& g) {
+  static std::array<GapPlacement, 2> Preferred(const PlanGap& g) {
     return g.from_tier == Tier::kDevice && g.to_tier == Tier::kDevice
-               ? std::array{Placement::kDevice, Placement::kHost}
-               : std::array{Placement::kHost, Placement::kDevice};
+               ? std::array{GapPlacement::kDevice, GapPlacement::kHost}
+               : std::array{GapPlacement::kHost, GapPlacement::kDevice};
   }
 
   // Puts gap i on `p`, the gaps that block it going down, whatever it
   // costs (a kick); false when nothing can make room.
-  bool Force(uint32_t i, Placement p) {
+  bool Force(uint32_t i, GapPlacement p) {
     Exchange ex(model_);
     budget_ -= static_cast<int64_t>(model_.gaps().size());
     return Insert(ex, i, p, 0);
@@ -96,7 +96,7 @@ class Improver {
   // Moves gap i to NVMe, whatever it costs (a kick).
   void Sink(uint32_t i) {
     budget_ -= static_cast<int64_t>(model_.gaps().size());
-    model_.Place(model_.gaps()[i], Placement::kNvme);
+    model_.Place(model_.gaps()[i], GapPlacement::kNvme);
   }
 
   // One pass over the gaps on NVMe, best first; whether any exchange stayed.
@@ -104,9 +104,9 @@ class Improver {
     bool improved = false;
     for (uint32_t i : order) {
       if (budget_ <= 0) break;
-      if (model_.gaps()[i].placement != Placement::kNvme) continue;
+      if (model_.gaps()[i].placement != GapPlacement::kNvme) continue;
       bool done = false;
-      for (Placement p : {Placement::kDevice, Placement::kHost}) {
+      for (GapPlacement p : {GapPlacement::kDevice, GapPlacement::kHost}) {
         if (Allows(model_.gaps()[i], p) && Try(i, p, order)) {
           done = true;
           break;
@@ -118,7 +118,7 @@ class Improver {
   }
 
  private:
-  bool Try(uint32_t i, Placement p, const std::vector<uint32_t>& order) {
+  bool Try(uint32_t i, GapPlacement p, const std::vector<uint32_t>& order) {
     Exchange ex(model_);
     if (Insert(ex, i, p, kChainDepth)) {
       Refill(ex, order);
@@ -136,11 +136,11 @@ class Improver {
     Exchange ex(model_);
     for (uint32_t j : mine) {
       const PlanGap& g = model_.gaps()[j];
-      if (g.placement != Placement::kNvme ||
-          g.allowed == PlacementBit(Placement::kNvme))
+      if (g.placement != GapPlacement::kNvme ||
+          g.allowed == PlacementBit(GapPlacement::kNvme))
         continue;
       bool placed = false;
-      for (Placement p : Preferred(g)) {
+      for (GapPlacement p : Preferred(g)) {
         if (Allows(g, p) && Insert(ex, j, p, kChainDepth)) {
           placed = true;
           break;
@@ -160,8 +160,8 @@ class Improver {
     budget_ -= static_cast<int64_t>(order.size());
     for (uint32_t j : order) {
       const PlanGap& g = model_.gaps()[j];
-      if (g.placement != Placement::kNvme) continue;
-      for (Placement p : Preferred(g)) {
+      if (g.placement != GapPlacement::kNvme) continue;
+      for (GapPlacement p : Preferred(g)) {
         if (Allows(g, p) && model_.Fits(g, TierOf(p))) {
           ex.Move(j, p);
           break;
@@ -174,7 +174,7 @@ class Improver {
   // position, each then put back where it fits (with `depth` left: by
   // moving others in turn, an ejection chain). False, with the moves
   // since the call undone, when nothing can make room.
-  bool Insert(Exchange& ex, uint32_t i, Placement p, int depth) {
+  bool Insert(Exchange& ex, uint32_t i, GapPlacement p, int depth) {
     const Exchange::Mark mark = ex.Now();
     const Tier tier = TierOf(p);
     std::vector<uint32_t> evicted;
@@ -189,7 +189,7 @@ class Improver {
       }
       const PlanGap& v = model_.gaps()[victim];
       ex.Move(static_cast<uint32_t>(victim),
-              Allows(v, Placement::kNvme) ? Placement::kNvme : Other(p));
+              Allows(v, GapPlacement::kNvme) ? GapPlacement::kNvme : Other(p));
       evicted.push_back(static_cast<uint32_t>(victim));
     }
     ex.Move(i, p);
@@ -201,8 +201,8 @@ class Improver {
   // inserting it on a tier in turn.
   void Relocate(Exchange& ex, uint32_t e, int depth) {
     const PlanGap& g = model_.gaps()[e];
-    const std::array<Placement, 2> order = Preferred(g);
-    for (Placement p : order) {
+    const std::array<GapPlacement, 2> order = Preferred(g);
+    for (GapPlacement p : order) {
       if (!Allows(g, p)) continue;
       if (g.placement == p) return;
       if (model_.Fits(g, TierOf(p))) {
@@ -212,7 +212,7 @@ class Improver {
     }
     if (depth == 0 || budget_ <= 0) return;
     // A chain link stays only when it lowers the exchange's bytes.
-    for (Placement p : order) {
+    for (GapPlacement p : order) {
       const Exchange::Mark mark = ex.Now();
       if (!Allows(g, p) || !Insert(ex, e, p, depth - 1)) continue;
       const Delta& d = ex.delta();
@@ -230,8 +230,8 @@ class Improver {
   // byte-position; -1 when none may move.
   int64_t Victim(uint32_t keep, Tier tier, uint32_t position) {
     const uint32_t n = static_cast<uint32_t>(model_.positions());
-    const Placement here = PlacementOf(tier);
-    const Placement other = Other(here);
+    const GapPlacement here = PlacementOf(tier);
+    const GapPlacement other = Other(here);
     int64_t best = -1;
     double best_loss = 0;
     const std::vector<PlanGap>& gaps = model_.gaps();
@@ -246,9 +246,9 @@ class Improver {
       // tier takes it as things stand.
       const bool fits = Allows(h, other) && model_.Fits(h, TierOf(other));
       const double loss =
-          fits || !Allows(h, Placement::kNvme)
+          fits || !Allows(h, GapPlacement::kNvme)
               ? 0
-              : static_cast<double>(model_.NvmeDelta(h, Placement::kNvme)) /
+              : static_cast<double>(model_.NvmeDelta(h, GapPlacement::kNvme)) /
                     static_cast<double>(held);
       if (best < 0 || loss < best_loss ||
           (loss == best_loss && density_[j] < density_[best])) {
@@ -260,8 +260,9 @@ class Improver {
     return best;
   }
 
-  static Placement Other(Placement p) {
-    return p == Placement::kDevice ? Placement::kHost : Placement::kDevice;
+  static GapPlacement Other(GapPlacement p) {
+    return p == GapPlacement::kDevice ? GapPlacement::kHost
+                                      : GapPlacement::kDevice;
   }
 
   PlanModel& model_;
@@ -277,8 +278,8 @@ void ImprovePlacement(PlanModel& model, const std::vector<double>& density,
   std::vector<uint32_t> order;
   for (uint32_t i = 0; i < model.gaps().size(); ++i) {
     const PlanGap& g = model.gaps()[i];
-    if (Allows(g, Placement::kNvme) &&
-        g.allowed != PlacementBit(Placement::kNvme))
+    if (Allows(g, GapPlacement::kNvme) &&
+        g.allowed != PlacementBit(GapPlacement::kNvme))
       order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -291,11 +292,11 @@ void ImprovePlacement(PlanModel& model, const std::vector<double>& density,
   // blocks it goes down), the search runs again, and the result stays
   // only when it carries fewer bytes than the best so far.
   const auto placements = [&] {
-    std::vector<Placement> out;
+    std::vector<GapPlacement> out;
     for (const PlanGap& g : model.gaps()) out.push_back(g.placement);
     return out;
   };
-  std::vector<Placement> best = placements();
+  std::vector<GapPlacement> best = placements();
   PlanCost best_cost = model.Cost();
   // Keeps the kicked search when it did better, else goes back to the
   // best so far.
@@ -314,8 +315,8 @@ void ImprovePlacement(PlanModel& model, const std::vector<double>& density,
   };
   for (uint32_t i : order) {
     if (!improver.has_budget()) break;
-    if (model.gaps()[i].placement != Placement::kNvme) continue;
-    for (Placement p : Improver::Preferred(model.gaps()[i])) {
+    if (model.gaps()[i].placement != GapPlacement::kNvme) continue;
+    for (GapPlacement p : Improver::Preferred(model.gaps()[i])) {
       if (Allows(model.gaps()[i], p) && improver.Force(i, p) && settle()) {
         break;
       }
@@ -324,7 +325,7 @@ void ImprovePlacement(PlanModel& model, const std::vector<double>& density,
   // And the other way: a gap above NVMe forced down, least saving first.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     if (!improver.has_budget()) break;
-    if (model.gaps()[*it].placement == Placement::kNvme) continue;
+    if (model.gaps()[*it].placement == GapPlacement::kNvme) continue;
     improver.Sink(*it);
     settle();
   }

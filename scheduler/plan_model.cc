@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "scheduler/plan_timing.h"
-
 namespace strata {
 namespace {
 
@@ -27,28 +25,28 @@ void AddSpan(CapacityProfile& profile, size_t from, size_t length,
 
 }  // namespace
 
-Tier TierOf(Placement p) {
+Tier TierOf(GapPlacement p) {
   switch (p) {
-    case Placement::kDevice:
+    case GapPlacement::kDevice:
       return Tier::kDevice;
-    case Placement::kHost:
+    case GapPlacement::kHost:
       return Tier::kHost;
-    case Placement::kNvme:
+    case GapPlacement::kNvme:
       break;
   }
   return Tier::kNvme;
 }
 
-Placement PlacementOf(Tier tier) {
+GapPlacement PlacementOf(Tier tier) {
   switch (tier) {
     case Tier::kDevice:
-      return Placement::kDevice;
+      return GapPlacement::kDevice;
     case Tier::kHost:
-      return Placement::kHost;
+      return GapPlacement::kHost;
     case Tier::kNvme:
       break;
   }
-  return Placement::kNvme;
+  return GapPlacement::kNvme;
 }
 
 PlanModel::PlanModel(const PlanInput& input)
@@ -64,12 +62,8 @@ PlanModel::PlanModel(const PlanInput& input)
   }
   AddLeasesAndHomes();
   for (PlanGap& g : gaps_) {
-    for (Placement p :
-         {Placement::kDevice, Placement::kHost, Placement::kNvme}) {
-      g.drain[static_cast<int>(p)] = DrainPositions(g, p);
-    }
     if (g.allowed == 0) continue;
-    if (g.placement == Placement::kNvme && g.live) {
+    if (g.placement == GapPlacement::kNvme && g.live) {
       ++versions_[g.version].out_gaps;
     }
   }
@@ -128,17 +122,18 @@ PlanGap PlanModel::MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const {
   }
   if (!g.live) return g;  // dropped: kNvme, no choice
   if (home == Tier::kDevice) {
-    g.allowed = PlacementBit(Placement::kDevice);
-    g.placement = Placement::kDevice;
+    g.allowed = PlacementBit(GapPlacement::kDevice);
+    g.placement = GapPlacement::kDevice;
   } else if (home == Tier::kHost) {
     g.allowed =
-        PlacementBit(Placement::kDevice) | PlacementBit(Placement::kHost);
-    g.placement = Placement::kHost;
+        PlacementBit(GapPlacement::kDevice) | PlacementBit(GapPlacement::kHost);
+    g.placement = GapPlacement::kHost;
   } else if (!IsUpper(from.tier) || !IsUpper(to.tier)) {
-    g.allowed = PlacementBit(Placement::kNvme);
+    g.allowed = PlacementBit(GapPlacement::kNvme);
   } else {
-    g.allowed = PlacementBit(Placement::kDevice) |
-                PlacementBit(Placement::kHost) | PlacementBit(Placement::kNvme);
+    g.allowed = PlacementBit(GapPlacement::kDevice) |
+                PlacementBit(GapPlacement::kHost) |
+                PlacementBit(GapPlacement::kNvme);
   }
   return g;
 }
@@ -166,63 +161,19 @@ uint64_t PlanModel::HeldBytes(const PlanGap& g, Tier tier) const {
   return t.home == tier ? 0 : t.tier_bytes[static_cast<int>(tier)];
 }
 
-bool PlanModel::Fits(const PlanGap& g, Tier tier) {
-  const auto fits = [&](Tier on, uint32_t from, uint32_t length) {
-    const uint64_t bytes = HeldBytes(g, on);
-    if (bytes == 0 || length == 0) return true;
-    const int64_t peak = profile(on).Max(from, (from + length) % positions());
-    return peak + static_cast<int64_t>(bytes) <=
-           static_cast<int64_t>(capacity(on));
-  };
-  const Placement p = PlacementOf(tier);
-  const uint32_t drain = Drains(g, p) ? g.drain[static_cast<int>(p)] : 0;
-  // Judged without what g holds where it is now.
-  Occupy(g, g.placement, -1);
-  const bool ok =
-      fits(tier, g.begin, g.length) && fits(g.from_tier, g.begin, drain);
-  Occupy(g, g.placement, +1);
-  return ok;
+bool PlanModel::Fits(const PlanGap& g, Tier tier) const {
+  const uint64_t bytes = HeldBytes(g, tier);
+  if (bytes == 0 || g.length == 0) return true;
+  // Where g already waits on this tier, its own bytes are in the profile.
+  const int64_t own =
+      g.placement == PlacementOf(tier) ? static_cast<int64_t>(bytes) : 0;
+  const int64_t peak = profile(tier).Max(g.begin, g.end) - own;
+  return peak + static_cast<int64_t>(bytes) <=
+         static_cast<int64_t>(capacity(tier));
 }
 
-// A copy leaving its first use's tier holds room there until it has gone:
-// a move, or a dirty one's write-back (a clean one is dropped at once).
-bool PlanModel::Drains(const PlanGap& g, Placement p) const {
-  if (g.drain[static_cast<int>(p)] == 0 || p == PlacementOf(g.from_tier)) {
-    return false;
-  }
-  return p != Placement::kNvme || versions_[g.version].dirty;
-}
-
-uint32_t PlanModel::DrainPositions(const PlanGap& g, Placement p) const {
-  if (!g.live || g.held || !IsUpper(g.from_tier) ||
-      tensor(g).home == g.from_tier || g.length == 0 ||
-      p == PlacementOf(g.from_tier)) {
-    return 0;
-  }
-  // A device copy is gone once it has crossed D2H (to the host, or to the
-  // bounce buffers of a write-back); a host copy once it has crossed H2D
-  // or been written to NVMe.
-  Link link = Link::kD2H;
-  if (g.from_tier == Tier::kHost) {
-    link = p == Placement::kDevice ? Link::kH2D : Link::kNvmeWrite;
-  }
-  const double rate = input_.link_bytes_per_second[static_cast<int>(link)];
-  if (!(rate > 0)) return 0;
-  const double seconds = static_cast<double>(tensor(g).bytes) / rate;
-  const auto n = static_cast<uint32_t>(positions());
-  const uint32_t end = PositionAfter(input_, g.begin, seconds);
-  return std::min(g.length, (end + n - g.begin) % n);
-}
-
-void PlanModel::Occupy(const PlanGap& g, Placement p, int64_t sign) {
-  if (Drains(g, p)) {
-    const uint64_t drained = HeldBytes(g, g.from_tier);
-    if (drained > 0) {
-      AddSpan(profile(g.from_tier), g.begin, g.drain[static_cast<int>(p)],
-              sign * static_cast<int64_t>(drained));
-    }
-  }
-  if (p == Placement::kNvme || g.length == 0) return;
+void PlanModel::Occupy(const PlanGap& g, GapPlacement p, int64_t sign) {
+  if (p == GapPlacement::kNvme || g.length == 0) return;
   const Tier tier = TierOf(p);
   const uint64_t bytes = HeldBytes(g, tier);
   if (bytes > 0) {
@@ -231,21 +182,21 @@ void PlanModel::Occupy(const PlanGap& g, Placement p, int64_t sign) {
   }
 }
 
-void PlanModel::Place(PlanGap& g, Placement p) {
+void PlanModel::Place(PlanGap& g, GapPlacement p) {
   if (p == g.placement) return;
   PlanVersion& v = versions_[g.version];
   Occupy(g, g.placement, -1);
-  if (g.placement == Placement::kNvme && g.live) --v.out_gaps;
+  if (g.placement == GapPlacement::kNvme && g.live) --v.out_gaps;
   g.placement = p;
   Occupy(g, p, +1);
-  if (p == Placement::kNvme && g.live) ++v.out_gaps;
+  if (p == GapPlacement::kNvme && g.live) ++v.out_gaps;
 }
 
-uint64_t PlanModel::DeviceLinkBytes(const PlanGap& g, Placement p) const {
+uint64_t PlanModel::DeviceLinkBytes(const PlanGap& g, GapPlacement p) const {
   const uint64_t bytes = tensor(g).bytes;
   const Tier tier = TierOf(p);
   uint64_t moved = 0;
-  if (p == Placement::kNvme) {
+  if (p == GapPlacement::kNvme) {
     // A dirty device copy goes down over D2H; a load to the device comes
     // up over H2D.
     if (g.from_tier == Tier::kDevice && versions_[g.version].dirty) {
@@ -263,7 +214,7 @@ PlanCost PlanModel::Cost() const {
   PlanCost cost;
   for (const PlanGap& g : gaps_) {
     if (!g.live || g.held) continue;
-    if (g.placement == Placement::kNvme) cost.nvme_read += tensor(g).bytes;
+    if (g.placement == GapPlacement::kNvme) cost.nvme_read += tensor(g).bytes;
     cost.device_link += DeviceLinkBytes(g, g.placement);
   }
   for (const PlanVersion& v : versions_) {
@@ -272,9 +223,9 @@ PlanCost PlanModel::Cost() const {
   return cost;
 }
 
-int64_t PlanModel::NvmeDelta(const PlanGap& g, Placement p) const {
-  const bool out_now = g.placement == Placement::kNvme;
-  const bool out_then = p == Placement::kNvme;
+int64_t PlanModel::NvmeDelta(const PlanGap& g, GapPlacement p) const {
+  const bool out_now = g.placement == GapPlacement::kNvme;
+  const bool out_then = p == GapPlacement::kNvme;
   if (!g.live || g.held || out_now == out_then) return 0;
   const PlanVersion& v = versions_[g.version];
   const auto bytes = static_cast<int64_t>(tensor(g).bytes);

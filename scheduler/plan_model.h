@@ -18,7 +18,7 @@
 namespace strata {
 
 // Bit of a placement in PlanGap::allowed.
-inline constexpr uint8_t PlacementBit(Placement p) {
+inline constexpr uint8_t PlacementBit(GapPlacement p) {
   return static_cast<uint8_t>(1u << static_cast<int>(p));
 }
 
@@ -38,11 +38,7 @@ struct PlanGap {
   bool live = false;    // to_access needs the contents (not an overwrite)
   bool held = false;    // from_access's lease is still held at to_access
   uint8_t allowed = 0;  // PlacementBit()s open to this gap
-  Placement placement = Placement::kNvme;
-  // Per placement, positions from `begin` that the copy of from_tier still
-  // holds its room when the gap waits there: until its move or write-back
-  // has gone (0 when the bandwidths are unknown).
-  std::array<uint32_t, 3> drain{};
+  GapPlacement placement = GapPlacement::kNvme;
 };
 
 // The contents of one tensor from one write to the next.
@@ -97,27 +93,25 @@ class PlanModel {
   // its home reserves the space anyway).
   uint64_t HeldBytes(const PlanGap& g, Tier tier) const;
   // Whether placing `g` on upper tier `tier` fits beside what else is
-  // placed, its copy's drain on its first use's tier included.
-  bool Fits(const PlanGap& g, Tier tier);
+  // placed (and the leases).
+  bool Fits(const PlanGap& g, Tier tier) const;
   // Moves `g` to `p`, updating the profiles and its version's counts.
-  void Place(PlanGap& g, Placement p);
+  void Place(PlanGap& g, GapPlacement p);
 
   // The cost of the placements as they stand, and what changes if `g`
   // moves to `p` (positive: more bytes).
   PlanCost Cost() const;
-  int64_t NvmeDelta(const PlanGap& g, Placement p) const;
+  int64_t NvmeDelta(const PlanGap& g, GapPlacement p) const;
   // Device-link transfers of `g` if placed at `p`: a move after its first
   // use, a load before its next (0, 1 or 2 transfers of its bytes).
-  uint64_t DeviceLinkBytes(const PlanGap& g, Placement p) const;
+  uint64_t DeviceLinkBytes(const PlanGap& g, GapPlacement p) const;
 
  private:
   static int Upper(Tier tier) { return tier == Tier::kDevice ? 0 : 1; }
   void BuildGaps(uint32_t tensor, const std::vector<uint32_t>& uses);
   PlanGap MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const;
   void AddLeasesAndHomes();
-  void Occupy(const PlanGap& g, Placement p, int64_t sign);
-  bool Drains(const PlanGap& g, Placement p) const;
-  uint32_t DrainPositions(const PlanGap& g, Placement p) const;
+  void Occupy(const PlanGap& g, GapPlacement p, int64_t sign);
 
   const PlanInput& input_;
   std::vector<PlanGap> gaps_;
@@ -125,9 +119,9 @@ class PlanModel {
   std::array<CapacityProfile, 2> profiles_;
 };
 
-// Tier of an upper placement; kNvme for Placement::kNvme.
-Tier TierOf(Placement p);
-Placement PlacementOf(Tier tier);
+// Tier of an upper placement; kNvme for GapPlacement::kNvme.
+Tier TierOf(GapPlacement p);
+GapPlacement PlacementOf(Tier tier);
 
 }  // namespace strata
 

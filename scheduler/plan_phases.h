@@ -39,27 +39,14 @@ void ImprovePlacement(PlanModel& model, const std::vector<double>& density,
 // the plan's transfers, link bytes, predicted time and stalls.
 void TimeTransfers(const PlanModel& model, ResidencyPlan* plan);
 
-// Adds to the model's profiles (sign -1: removes) what the timed transfers
-// hold: a load's room from its issue to its use, the copy a write-back or
-// move reads until it has gone. On adding, returns for each upper tier
-// whose total passes its budget its fullest position (empty: it fits).
-struct Overflow {
-  Tier tier = Tier::kDevice;
-  uint32_t position = 0;
-  uint64_t bytes = 0;  // beyond the budget there
-};
-std::vector<Overflow> TransferOverflow(PlanModel& model,
-                                       const ResidencyPlan& plan, int sign);
+// Adds to the model's profiles (sign -1: removes) the room each timed load
+// holds, from its issue to its use.
+void HoldLoads(PlanModel& model, const ResidencyPlan& plan, int sign);
 
 // Issues later the loads whose room would pass a budget (nearest uses keep
 // theirs), re-sorts the transfers and simulates the step again: the plan's
 // predicted time and stalls then include what the budgets cost.
 void ClipLoadWindows(PlanModel& model, ResidencyPlan* plan);
-
-// Moves gaps off the tier at each overflow (the least NVMe bytes saved per
-// byte first: to the other upper tier where they fit, else to NVMe) until
-// the overflow is gone. Returns whether anything moved.
-bool Demote(PlanModel& model, const std::vector<Overflow>& overflow);
 
 }  // namespace strata
 

@@ -11,18 +11,18 @@
 namespace strata {
 namespace {
 
-bool Allows(const PlanGap& g, Placement p) {
+bool Allows(const PlanGap& g, GapPlacement p) {
   return (g.allowed & PlacementBit(p)) != 0;
 }
 
 // The upper tiers in the order `g` prefers them: the device only when both
 // of its uses are on the device (else it would cross the link anyway, and
 // the device is the scarcer tier), then the host.
-std::array<Placement, 2> Preferred(const PlanGap& g) {
+std::array<GapPlacement, 2> Preferred(const PlanGap& g) {
   if (g.from_tier == Tier::kDevice && g.to_tier == Tier::kDevice) {
-    return {Placement::kDevice, Placement::kHost};
+    return {GapPlacement::kDevice, GapPlacement::kHost};
   }
-  return {Placement::kHost, Placement::kDevice};
+  return {GapPlacement::kHost, GapPlacement::kDevice};
 }
 
 // NVMe bytes `g` saves by staying above NVMe (its read, and its version's
@@ -45,8 +45,8 @@ std::vector<uint32_t> Candidates(const PlanModel& model) {
   const std::vector<PlanGap>& gaps = model.gaps();
   for (uint32_t i = 0; i < gaps.size(); ++i) {
     const PlanGap& g = gaps[i];
-    if (Allows(g, Placement::kNvme) &&
-        (Allows(g, Placement::kDevice) || Allows(g, Placement::kHost))) {
+    if (Allows(g, GapPlacement::kNvme) &&
+        (Allows(g, GapPlacement::kDevice) || Allows(g, GapPlacement::kHost))) {
       out.push_back(i);
     }
   }
@@ -57,7 +57,7 @@ std::vector<uint32_t> Candidates(const PlanModel& model) {
 void GreedyAbove(PlanModel& model, const std::vector<uint32_t>& order) {
   for (uint32_t i : order) {
     PlanGap& g = model.gaps()[i];
-    for (Placement p : Preferred(g)) {
+    for (GapPlacement p : Preferred(g)) {
       if (Allows(g, p) && model.Fits(g, TierOf(p))) {
         model.Place(g, p);
         break;
@@ -73,8 +73,9 @@ void PreferDevice(PlanModel& model) {
   const std::vector<PlanGap>& gaps = model.gaps();
   for (uint32_t i = 0; i < gaps.size(); ++i) {
     const PlanGap& g = gaps[i];
-    if (g.placement == Placement::kHost && Allows(g, Placement::kDevice) &&
-        g.from_tier == Tier::kDevice && g.to_tier == Tier::kDevice) {
+    if (g.placement == GapPlacement::kHost &&
+        Allows(g, GapPlacement::kDevice) && g.from_tier == Tier::kDevice &&
+        g.to_tier == Tier::kDevice) {
       order.push_back(i);
     }
   }
@@ -86,7 +87,7 @@ void PreferDevice(PlanModel& model) {
   });
   for (uint32_t i : order) {
     PlanGap& g = model.gaps()[i];
-    if (model.Fits(g, Tier::kDevice)) model.Place(g, Placement::kDevice);
+    if (model.Fits(g, Tier::kDevice)) model.Place(g, GapPlacement::kDevice);
   }
 }
 
@@ -123,12 +124,12 @@ constexpr uint32_t kPlannerSeed = 0x5EED;
 }  // namespace
 
 void PlaceGaps(PlanModel& model) {
-  const std::vector<Placement> start = [&] {
-    std::vector<Placement> p;
+  const std::vector<GapPlacement> start = [&] {
+    std::vector<GapPlacement> p;
     for (const PlanGap& g : model.gaps()) p.push_back(g.placement);
     return p;
   }();
-  std::vector<Placement> best;
+  std::vector<GapPlacement> best;
   PlanCost best_cost;
   const std::vector<double> density = Densities(model);
   // The search's effort in gap visits, shared by all starts: linear in the
@@ -159,7 +160,7 @@ void PlaceGaps(PlanModel& model) {
   }
   // Back to NVMe first, so that no tier passes its budget on the way.
   for (PlanGap& g : model.gaps()) {
-    if (Allows(g, Placement::kNvme)) model.Place(g, Placement::kNvme);
+    if (Allows(g, GapPlacement::kNvme)) model.Place(g, GapPlacement::kNvme);
   }
   for (size_t i = 0; i < best.size(); ++i) {
     model.Place(model.gaps()[i], best[i]);
@@ -171,44 +172,6 @@ std::vector<double> Densities(const PlanModel& model) {
   out.reserve(model.gaps().size());
   for (const PlanGap& g : model.gaps()) out.push_back(Density(model, g));
   return out;
-}
-
-bool Demote(PlanModel& model, const std::vector<Overflow>& overflow) {
-  bool moved = false;
-  for (const Overflow& o : overflow) {
-    // The gaps on the tier that hold bytes at the position, least saved
-    // per byte-position first.
-    std::vector<uint32_t> covering;
-    const std::vector<PlanGap>& gaps = model.gaps();
-    const Placement here = PlacementOf(o.tier);
-    for (uint32_t i = 0; i < gaps.size(); ++i) {
-      const PlanGap& g = gaps[i];
-      const uint32_t n = static_cast<uint32_t>(model.positions());
-      const uint32_t into = (o.position + n - g.begin) % n;
-      if (g.placement == here && g.allowed != PlacementBit(here) &&
-          g.length > into && model.HeldBytes(g, o.tier) > 0) {
-        covering.push_back(i);
-      }
-    }
-    std::stable_sort(covering.begin(), covering.end(),
-                     [&](uint32_t a, uint32_t b) {
-                       return Density(model, gaps[a]) < Density(model, gaps[b]);
-                     });
-    uint64_t freed = 0;
-    for (uint32_t i : covering) {
-      if (freed >= o.bytes) break;
-      PlanGap& g = model.gaps()[i];
-      freed += model.HeldBytes(g, o.tier);
-      const Placement other =
-          here == Placement::kDevice ? Placement::kHost : Placement::kDevice;
-      model.Place(
-          g, Allows(g, other) && model.Fits(g, TierOf(other))
-                 ? other
-                 : (Allows(g, Placement::kNvme) ? Placement::kNvme : other));
-      moved = true;
-    }
-  }
-  return moved;
 }
 
 }  // namespace strata

@@ -1,9 +1,9 @@
 // plan_room.cc: the room a timed plan's loads hold on the device and host,
-// from issue to use (the copies moves and write-backs read are the model's
-// drains), checked against the budgets (TransferOverflow)
-// and, where moving gaps off a tier was not enough, made to fit by issuing
-// loads later (ClipLoadWindows): an access may then wait, but no tier
-// passes its budget.
+// from issue to use (HoldLoads), made to fit the budgets by issuing a load
+// later where its room is not free yet (ClipLoadWindows): an access may
+// then wait, but no tier passes its budget. (A copy being written back
+// holds its room until the write ends; the plan does not count that: where
+// it overlaps a load, the store waits for the room.)
 #include <algorithm>
 #include <vector>
 
@@ -15,16 +15,6 @@ namespace {
 
 int64_t TierBytes(const PlanTensor& t, Tier tier) {
   return static_cast<int64_t>(t.tier_bytes[static_cast<int>(tier)]);
-}
-
-// Adds (sign -1: removes) the room each load holds from issue to use.
-void HoldLoads(PlanModel& model, const ResidencyPlan& plan, int sign) {
-  for (const PlannedTransfer& t : plan.transfers) {
-    const PlanTensor& tensor = model.input().tensors[t.tensor];
-    if (t.kind != TransferKind::kLoad || t.to == tensor.home) continue;
-    model.profile(t.to).Add(t.issue_at, t.access,
-                            sign * TierBytes(tensor, t.to));
-  }
 }
 
 // The position after the last one of [from, to) where `bytes` more would
@@ -43,23 +33,13 @@ uint32_t FirstRoomyAfter(const CapacityProfile& profile, uint32_t from,
 
 }  // namespace
 
-std::vector<Overflow> TransferOverflow(PlanModel& model,
-                                       const ResidencyPlan& plan, int sign) {
-  HoldLoads(model, plan, sign);
-  std::vector<Overflow> out;
-  if (sign < 0) return out;
-  const auto n = static_cast<uint32_t>(model.positions());
-  for (Tier tier : {Tier::kDevice, Tier::kHost}) {
-    const CapacityProfile& profile = model.profile(tier);
-    const int64_t peak = profile.Max();
-    const auto cap = static_cast<int64_t>(model.capacity(tier));
-    if (peak > cap) {
-      out.push_back({.tier = tier,
-                     .position = static_cast<uint32_t>(profile.ArgMax(0, n)),
-                     .bytes = static_cast<uint64_t>(peak - cap)});
-    }
+void HoldLoads(PlanModel& model, const ResidencyPlan& plan, int sign) {
+  for (const PlannedTransfer& t : plan.transfers) {
+    const PlanTensor& tensor = model.input().tensors[t.tensor];
+    if (t.kind != TransferKind::kLoad || t.to == tensor.home) continue;
+    model.profile(t.to).Add(t.issue_at, t.access,
+                            sign * TierBytes(tensor, t.to));
   }
-  return out;
 }
 
 void ClipLoadWindows(PlanModel& model, ResidencyPlan* plan) {
@@ -83,10 +63,7 @@ void ClipLoadWindows(PlanModel& model, ResidencyPlan* plan) {
     model.profile(t.to).Add(t.issue_at, t.access, bytes);
   }
   HoldLoads(model, *plan, -1);
-  std::stable_sort(ts.begin(), ts.end(),
-                   [](const PlannedTransfer& a, const PlannedTransfer& b) {
-                     return a.issue_at < b.issue_at;
-                   });
+  SortByIssue(model.positions(), ts);
   const StepSimulation sim = SimulateStep(model.input(), ts);
   plan->predicted_seconds = sim.seconds;
   plan->predicted_stalls = sim.stalls;

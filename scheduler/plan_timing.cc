@@ -113,6 +113,18 @@ std::vector<double> LatestStarts(const PlanInput& input,
 
 }  // namespace
 
+void SortByIssue(size_t n, std::vector<PlannedTransfer>& ts) {
+  const auto key = [n](const PlannedTransfer& t) {
+    const size_t order =
+        t.kind == TransferKind::kLoad ? 1 + (t.access + n - t.issue_at) % n : 0;
+    return std::make_pair(t.issue_at, order);
+  };
+  std::stable_sort(ts.begin(), ts.end(),
+                   [&](const PlannedTransfer& a, const PlannedTransfer& b) {
+                     return key(a) < key(b);
+                   });
+}
+
 double TransferSeconds(const PlanInput& input, const PlannedTransfer& t) {
   double seconds = 0;
   for (Link link : LinksOf(t)) {
@@ -227,10 +239,7 @@ void TimeTransfers(const PlanModel& model, ResidencyPlan* plan) {
                               ? latest[i]
                               : input.accesses[ts[i].issue_at].at_seconds;
   }
-  std::stable_sort(ts.begin(), ts.end(),
-                   [](const PlannedTransfer& a, const PlannedTransfer& b) {
-                     return a.issue_at < b.issue_at;
-                   });
+  SortByIssue(n, ts);
   plan->transfers = std::move(ts);
   plan->predicted_seconds = sim.seconds;
   plan->predicted_stalls = sim.stalls;

@@ -24,6 +24,12 @@ std::vector<PlannedTransfer> BuildTransfers(const PlanModel& model);
 // or ends on the device (an NVMe load to the device crosses both).
 std::vector<Link> LinksOf(const PlannedTransfer& t);
 
+// Sorts `ts` (of a step of `n` positions) in the order the executor
+// issues them: by issue_at; at one position what follows a use first (it
+// frees room, and goes ahead of reads on NVMe), then loads, nearest use
+// first.
+void SortByIssue(size_t n, std::vector<PlannedTransfer>& ts);
+
 // Seconds `t` takes: its bytes over the slowest link it crosses (0 where
 // the bandwidths are unknown).
 double TransferSeconds(const PlanInput& input, const PlannedTransfer& t);

@@ -31,7 +31,7 @@ class TransferBuilder {
            uint32_t* written_version) {
     const PlanTensor& t = model_.tensor(g);
     if (g.held) return;
-    if (!g.live || g.placement == Placement::kNvme) {
+    if (!g.live || g.placement == GapPlacement::kNvme) {
       LeaveFrom(g, prev, written_version);
       if (g.live && IsUpper(g.to_tier)) {
         Add(g, TransferKind::kLoad, Tier::kNvme, g.to_tier, g.to_access);
@@ -57,7 +57,8 @@ class TransferBuilder {
   // device keeps its host copy).
   bool KeptFromPrev(const PlanGap& g, const PlanGap& prev) const {
     return !g.held && g.live && prev.live && !prev.held &&
-           g.placement != Placement::kNvme && prev.placement == g.placement &&
+           g.placement != GapPlacement::kNvme &&
+           prev.placement == g.placement &&
            g.from_tier != TierOf(g.placement) &&
            model_.input().accesses[g.from_access].access == Access::kRead;
   }

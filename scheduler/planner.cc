@@ -95,7 +95,7 @@ void Residencies(const PlanModel& model, ResidencyPlan* plan) {
   std::vector<uint8_t> tiers(model.input().tensors.size(), 0);
   for (const PlanGap& g : model.gaps()) {
     if (!g.live && !g.held) continue;  // dead contents go nowhere
-    if (g.placement == Placement::kNvme) {
+    if (g.placement == GapPlacement::kNvme) {
       tiers[g.tensor] |= 4;
       continue;
     }
@@ -146,23 +146,14 @@ absl::StatusOr<ResidencyPlan> PlanResidency(const PlanInput& input) {
         leases > cap ? static_cast<uint64_t>(leases - cap) : 0;
   }
   PlaceGaps(model);
-  // Each round moves gaps off a tier the transfers' room overflows.
-  constexpr int kRounds = 16;
-  bool moved = true;
-  for (int round = 0; round < kRounds && moved; ++round) {
-    TimeTransfers(model, &plan);
-    const std::vector<Overflow> overflow = TransferOverflow(model, plan, +1);
-    TransferOverflow(model, plan, -1);
-    moved = !overflow.empty() && Demote(model, overflow);
-  }
-  if (moved) TimeTransfers(model, &plan);
+  TimeTransfers(model, &plan);
   ClipLoadWindows(model, &plan);
-  TransferOverflow(model, plan, +1);
+  HoldLoads(model, plan, +1);
   for (Tier tier : {Tier::kDevice, Tier::kHost}) {
     plan.peak_bytes[static_cast<int>(tier)] =
         static_cast<uint64_t>(std::max<int64_t>(0, model.profile(tier).Max()));
   }
-  TransferOverflow(model, plan, -1);
+  HoldLoads(model, plan, -1);
   Residencies(model, &plan);
   Floors(model, &plan);
   plan.bound_seconds = Bound(input, plan);

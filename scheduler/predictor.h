@@ -56,6 +56,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "scheduler/access_trace.h"
 #include "strata/tensor.h"
 
@@ -99,6 +100,20 @@ struct PredictedUse {
   uint64_t trace = 0;     // serial of the trace it matched; 0: none
   uint32_t position = 0;  // its position in that trace
   uint32_t in_step = 0;   // its position in the step
+};
+
+// One learned step shape as the residency planner reads it. The spans
+// point into the predictor and stay valid until its next call.
+struct StepShape {
+  uint64_t serial = 0;      // the trace's stable name
+  uint64_t generation = 0;  // bumped each time the trace is (re)recorded
+  uint64_t steps = 0;       // steps ended on it, its recording included
+  const Trace* trace = nullptr;
+  // Per position: seconds from the step's first acquire at its last
+  // replay, and the position of the first acquire after its lease ended.
+  absl::Span<const double> offsets;
+  absl::Span<const uint32_t> hold_ends;
+  double length_seconds = 0;  // first acquire to the next step's; 0: unknown
 };
 
 class Predictor {
@@ -150,9 +165,26 @@ class Predictor {
   // is not predicted to end.
   bool LeaseHeldAt(TensorId id, uint64_t distance) const;
 
+  // The shape of trace `serial`; nullopt when no such trace is kept.
+  std::optional<StepShape> Shape(uint64_t serial) const;
+  // Serial of the trace being replayed; 0: none.
+  uint64_t current_trace() const {
+    return current_ != nullptr ? current_->serial : 0;
+  }
+  // Serial of the trace the last finished step ended on; 0: none.
+  uint64_t previous_trace() const {
+    return previous_ != nullptr ? previous_->serial : 0;
+  }
+
   bool has_prediction() const { return current_ != nullptr; }
   const PredictorStats& stats() const { return stats_; }
   size_t trace_count() const { return slots_.size(); }
+  // Every stored trace's serial, in no particular order.
+  std::vector<uint64_t> trace_serials() const {
+    std::vector<uint64_t> out;
+    for (const auto& slot : slots_) out.push_back(slot->serial);
+    return out;
+  }
   // Every stored trace (step shape), in no particular order.
   std::vector<const Trace*> traces() const {
     std::vector<const Trace*> out;
@@ -163,10 +195,12 @@ class Predictor {
  private:
   // One stored trace (a step shape).
   struct Slot {
-    uint64_t serial = 0;     // stable name; kept across re-records
-    Trace trace;             // never empty
-    uint64_t last_used = 0;  // use_clock_ when a step last ended on it
-    uint64_t successor = 0;  // serial of the trace that followed it; 0: none
+    uint64_t serial = 0;      // stable name; kept across re-records
+    uint64_t generation = 0;  // SetTrace calls: recordings and re-records
+    uint64_t steps = 0;       // steps ended on it
+    Trace trace;              // never empty
+    uint64_t last_used = 0;   // use_clock_ when a step last ended on it
+    uint64_t successor = 0;   // serial of the trace that followed it; 0: none
     // Per position, seconds from the step's first event; trace.size() long.
     std::vector<double> offsets;
     // Seconds from the step's first event to the next step's; 0: unknown.

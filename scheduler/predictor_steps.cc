@@ -68,6 +68,7 @@ void Predictor::FinishStep() {
   ++stats_.steps;
   Slot* slot = RecordStep();
   slot->last_used = ++use_clock_;
+  ++slot->steps;
   if (previous_ != nullptr) previous_->successor = slot->serial;
   previous_ = slot;
   current_ = NextStepSlot(slot);
@@ -138,6 +139,7 @@ Predictor::Slot* Predictor::AddSlot() {
 
 // The finished step becomes `slot`'s trace, with its times.
 void Predictor::SetTrace(Slot* slot) {
+  ++slot->generation;
   slot->trace = Trace(step_);
   slot->offsets.resize(step_seconds_.size());
   for (size_t i = 0; i < step_seconds_.size(); ++i) {
@@ -145,6 +147,18 @@ void Predictor::SetTrace(Slot* slot) {
   }
   slot->length_seconds = 0;
   slot->hold_ends = step_hold_ends_;
+}
+
+std::optional<StepShape> Predictor::Shape(uint64_t serial) const {
+  const Slot* slot = FindSlot(serial);
+  if (slot == nullptr) return std::nullopt;
+  return StepShape{.serial = slot->serial,
+                   .generation = slot->generation,
+                   .steps = slot->steps,
+                   .trace = &slot->trace,
+                   .offsets = slot->offsets,
+                   .hold_ends = slot->hold_ends,
+                   .length_seconds = slot->length_seconds};
 }
 
 Predictor::Slot* Predictor::FindSlot(uint64_t serial) const {

@@ -75,7 +75,7 @@ struct PlanInput {
 };
 
 // Where a live gap's contents stay.
-enum class Placement : uint8_t { kDevice, kHost, kNvme };
+enum class GapPlacement : uint8_t { kDevice, kHost, kNvme };
 
 enum class TransferKind : uint8_t {
   kLoad,       // to the tier of an access that needs the contents
@@ -114,7 +114,9 @@ struct PlannedResidency {
 };
 
 struct ResidencyPlan {
-  std::vector<PlannedTransfer> transfers;  // sorted by issue_at
+  // In the order to issue them: by issue_at; at one position, what follows
+  // a use (moves, write-backs, drops) before loads, nearest use first.
+  std::vector<PlannedTransfer> transfers;
   std::vector<PlannedResidency> residencies;
   // Tensors that stay on one tier for the whole step (never moved).
   std::vector<uint32_t> stays_device;

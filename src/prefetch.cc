@@ -331,8 +331,9 @@ void StoreCore::TransferAsync(TensorRecord& rec, Tier src, Tier dst,
       });
 }
 
-void StoreCore::WriteBackAsync(TensorRecord& rec, Tier tier, Then then) {
-  const Tier target = BeginWriteBack(rec, tier);
+void StoreCore::WriteBackAsync(TensorRecord& rec, Tier tier, Then then,
+                               bool to_home) {
+  const Tier target = BeginWriteBack(rec, tier, to_home);
   TensorRecord* r = &rec;
   TransferAsync(
       rec, tier, target,

@@ -406,9 +406,9 @@ void StoreCore::WriteBackMore(Tier tier, uint64_t bytes,
   }
 }
 
-Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier) {
+Tier StoreCore::BeginWriteBack(TensorRecord& rec, Tier tier, bool to_home) {
   rec.copy(tier).MoveTo(CopyState::kEvicting);
-  const Tier target = WriteBackTarget(rec, tier);
+  const Tier target = to_home ? rec.spec.home : WriteBackTarget(rec, tier);
   rec.copy(target).MoveTo(CopyState::kLoading);
   return target;
 }

@@ -51,12 +51,14 @@ Link LoadLink(const TensorRecord& rec, Tier tier) {
 void StoreCore::BeginStep() {
   MutexLock lock(&mu_);
   predictor_.BeginStep();
+  PlanStep();
   in_step_ = true;
 }
 
 void StoreCore::EndStep() {
   MutexLock lock(&mu_);
   predictor_.EndStep();
+  PlanStep();
   in_step_ = false;
   if (!unified()) return;
   for (auto& [id, rec] : tensors_) {  // for read-mostly advice
@@ -90,6 +92,7 @@ PredictedUse StoreCore::ObserveAndPrefetch(TensorId id, Tier tier,
       !predictor_.has_prediction()) {
     return use;
   }
+  if (ExecutePlan(use)) return use;
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
                                      LookaheadBytes(Tier::kHost), 0};
   const std::array<double, kNumLinks> gbps = mover_->Gbps();
@@ -149,7 +152,7 @@ CopyView StoreCore::ViewOf(const TensorRecord& rec, Tier tier,
       .has_contents = rec.has_contents,
       .home = peer(rec.copy(rec.spec.home)),
       .device = peer(rec.copy(Tier::kDevice)),
-      .next_use = with_next_use ? NextUseDistance(rec) : kNoPredictedUse,
+      .next_use = with_next_use ? EvictionDistance(rec, tier) : kNoPredictedUse,
       .last_use = c.last_use};
 }
 

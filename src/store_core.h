@@ -40,6 +40,7 @@
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
 #include "src/mover.h"
+#include "src/step_plans.h"
 #include "src/tensor_record.h"
 #include "src/timeline.h"
 #include "strata/options.h"
@@ -373,8 +374,9 @@ class StoreCore : public internal::LeaseReleaser,
   using Then = std::function<void(const absl::Status&)>;
   void TransferAsync(TensorRecord& rec, Tier src, Tier dst, Then then)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteBackAsync(TensorRecord& rec, Tier tier, Then then)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `to_home`: write to the home tier, never to the host on the way.
+  void WriteBackAsync(TensorRecord& rec, Tier tier, Then then,
+                      bool to_home = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictUnifiedAsync(TensorRecord& rec, Then then)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -438,6 +440,24 @@ class StoreCore : public internal::LeaseReleaser,
   void AdviseReadMostly(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetReadMostly(TensorRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ManagedRange RangeOf(const TensorRecord& rec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- planning.cc: the residency plan's executor.
+  // Plans the shape the last step ran on, when StepPlans says so.
+  void PlanStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The planner's input for `shape`; false when a tensor it names is gone.
+  bool BuildPlanInput(const StepShape& shape, PlanInput* input,
+                      std::vector<TensorId>* ids) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issues the planned transfers due at the acquire `use`; false when no
+  // plan covers the trace replayed (the reactive prefetch then runs).
+  bool ExecutePlan(const PredictedUse& use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaveTier(TensorRecord& rec, Tier tier, TransferKind kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddPlanStats(SchedulerStats* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next-use distance eviction ranks rec's copy on `tier` by: Belady's,
+  // except that a copy the plan does not keep there now ranks furthest.
+  uint64_t EvictionDistance(const TensorRecord& rec, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- scheduling.cc: the scheduler's use in the store.
@@ -504,7 +524,7 @@ class StoreCore : public internal::LeaseReleaser,
   // WriteBack around its transfer: Begin marks the copy evicting and the
   // target loading and returns the target; End, given the transfer's
   // status, frees the copy (or on error keeps it and abandons the target).
-  Tier BeginWriteBack(TensorRecord& rec, Tier tier)
+  Tier BeginWriteBack(TensorRecord& rec, Tier tier, bool to_home = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EndWriteBack(TensorRecord& rec, Tier tier, Tier target,
                             const absl::Status& moved)
@@ -591,6 +611,10 @@ class StoreCore : public internal::LeaseReleaser,
   PrefetchStats prefetch_ ABSL_GUARDED_BY(mu_);
   UnifiedStats unified_ ABSL_GUARDED_BY(mu_);
   Predictor predictor_ ABSL_GUARDED_BY(mu_);
+  StepPlans plans_ ABSL_GUARDED_BY(mu_);
+  uint64_t plans_made_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t plan_position_ ABSL_GUARDED_BY(mu_) = 0;  // last acquire's
+  double planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   // NvmeReadFloor's last answer, and the predictor's traces_recorded then
   // (no trace changes without a recording).
   mutable uint64_t floor_traces_recorded_ ABSL_GUARDED_BY(mu_) = 0;

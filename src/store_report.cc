@@ -94,6 +94,7 @@ Stats StoreCore::GetStats() const {
                  .misses = p.misses,
                  .rerecords = p.rerecords,
                  .nvme_read_floor_bytes = NvmeReadFloor()};
+  AddPlanStats(&s.scheduler);
   s.acquires = acquires_;
   s.write_backs = write_backs_;
   s.stall_seconds = stall_seconds_;

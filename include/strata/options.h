@@ -150,6 +150,13 @@ struct SchedulerOptions {
   // of a block or more never shares the link with a farther one.
   // Default: 0.
   int prefetch_threads = 0;
+  // With prefetch on: once a step's trace is learned, follow a residency
+  // plan of the whole step (scheduler/residency_plan.h: which tier holds
+  // each tensor when, every load, write-back and drop with its latest
+  // start) and prefetch reactively only where no plan exists. False: the
+  // reactive prefetch and Belady eviction alone (for comparison).
+  // Flag: --scheduler=planned|reactive. Default: true.
+  bool planned = true;
 };
 
 struct StoreOptions {

@@ -66,6 +66,16 @@ struct SchedulerStats {
   // training step's, where evaluation steps hold less); 0 without NVMe or
   // before a step is learned. Set it beside the NVMe read bytes per step.
   uint64_t nvme_read_floor_bytes = 0;
+  // The residency plan (SchedulerOptions::planned) of the largest step
+  // shape planned; all 0 before one is made. Per step: the bytes it puts
+  // on each link (Link order), its floor of NVMe writes, its lower bound
+  // on the step and the step time it predicts (seconds).
+  uint64_t plans = 0;            // plans made, re-plans included
+  double planning_seconds = 0;   // time spent making them
+  std::array<uint64_t, kNumLinks> planned_link_bytes{};
+  uint64_t nvme_write_floor_bytes = 0;
+  double plan_bound_seconds = 0;
+  double plan_predicted_seconds = 0;
 };
 
 // Unified-memory mode (DeviceOptions::memory == kUnified): how device

@@ -33,6 +33,9 @@ class SchedulerStoreTest : public ::testing::Test {
     o.scheduler.prefetch = prefetch;
     o.scheduler.lookahead_bytes = lookahead;
     o.scheduler.prefetch_threads = 1;  // prefetches run in trace order
+    // These tests pin down the reactive prefetch and eviction (the path
+    // a step with no plan takes); planned_store_test.cc tests the plan's.
+    o.scheduler.planned = false;
     StoreSeams seams;
     seams.wrap_block_io = [this](std::unique_ptr<BlockIo> io) {
       auto f = std::make_unique<FaultyBlockIo>(std::move(io), FaultSpec{});

@@ -1,0 +1,164 @@
+// planning.cc: how StoreCore plans a learned step and follows the plan —
+// the executor of scheduler/residency_plan.h.
+//
+// At each step's end the shape the step ran on is planned (StepPlans'
+// policy) from its trace, the tensors' sizes and homes, the budgets, and
+// the bandwidths the mover measured so far. While a planned shape is
+// replayed, each acquire issues the plan's transfers due up to its
+// position: loads become prefetch jobs (several in flight, in plan order),
+// a copy the plan moves off a tier after its use is written back at once
+// (room made ahead, while the link is free) or dropped when clean. An
+// access the plan did not foresee (a miss) is served on demand and
+// Belady eviction makes room where the plan did not; a changed trace is
+// planned again at the next step's end.
+#include <algorithm>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "src/store_core.h"
+
+namespace strata {
+
+void StoreCore::PlanStep() {
+  if (!options_.scheduler.prefetch || !options_.scheduler.planned ||
+      unified()) {
+    return;
+  }
+  plans_.Retain(predictor_.trace_serials());
+  const std::optional<StepShape> shape =
+      predictor_.Shape(predictor_.previous_trace());
+  if (!shape.has_value() || !plans_.NeedsPlan(*shape)) return;
+  PlanInput input;
+  std::vector<TensorId> ids;
+  if (!BuildPlanInput(*shape, &input, &ids)) return;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ResidencyPlan> plan = PlanResidency(input);
+  planning_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  if (!plan.ok()) return;  // a store bug: the reactive path goes on
+  ++plans_made_;
+  plans_.Set(*shape, *std::move(plan), std::move(ids));
+}
+
+bool StoreCore::BuildPlanInput(const StepShape& shape, PlanInput* input,
+                               std::vector<TensorId>* ids) const {
+  const Trace& trace = *shape.trace;
+  const auto n = static_cast<uint32_t>(trace.size());
+  if (n == 0 || shape.offsets.size() != n || shape.hold_ends.size() != n) {
+    return false;
+  }
+  absl::flat_hash_map<TensorId, uint32_t> index;
+  double at = 0;
+  for (uint32_t p = 0; p < n; ++p) {
+    const AccessEvent& event = trace[p];
+    auto it = tensors_.find(event.id);
+    if (it == tensors_.end()) return false;  // destroyed: wait for a re-record
+    const auto [slot, added] =
+        index.try_emplace(event.id, static_cast<uint32_t>(ids->size()));
+    if (added) {
+      const TensorSpec& spec = it->second->spec;
+      ids->push_back(event.id);
+      input->tensors.push_back(
+          {.bytes = spec.size_bytes,
+           .tier_bytes = {alloc_[0]->RoundUp(spec.size_bytes),
+                          alloc_[1]->RoundUp(spec.size_bytes),
+                          alloc_[2]->RoundUp(spec.size_bytes)},
+           .home = spec.home});
+    }
+    at = std::max(at, shape.offsets[p]);  // skipped positions keep old times
+    input->accesses.push_back(
+        {.tensor = slot->second,
+         .tier = event.tier,
+         .access = event.access,
+         .hold_end = std::clamp(shape.hold_ends[p], p + 1, n),
+         .at_seconds = at});
+  }
+  input->step_seconds = std::max(shape.length_seconds, at);
+  input->capacity = {capacity_[0], capacity_[1], 0};
+  const std::array<double, kNumLinks> gbps = mover_->Gbps();
+  for (int l = 0; l < kNumLinks; ++l) {
+    input->link_bytes_per_second[l] = gbps[l] * 1e9;
+  }
+  return true;
+}
+
+bool StoreCore::ExecutePlan(const PredictedUse& use) {
+  if (!options_.scheduler.planned) return false;
+  const uint64_t serial = predictor_.current_trace();
+  const StepPlans::Entry* entry = plans_.Find(serial);
+  if (entry == nullptr) return false;
+  if (use.trace != serial) return true;  // a miss: on demand
+  plan_position_ = use.position;
+  for (const PlannedTransfer& t : plans_.Due(serial, use.step, use.position)) {
+    auto it = tensors_.find(entry->ids[t.tensor]);
+    if (it == tensors_.end()) continue;
+    TensorRecord& rec = *it->second;
+    if (t.kind == TransferKind::kLoad) {
+      if (rec.has_contents) QueuePrefetch(rec, t.to);
+    } else {
+      LeaveTier(rec, t.from, t.kind);
+    }
+  }
+  return true;
+}
+
+// The plan takes rec's copy off `tier` after its use: a clean (or dead)
+// copy is dropped, a dirty one written back now. A copy still in use, or
+// already leaving, stays as it is.
+void StoreCore::LeaveTier(TensorRecord& rec, Tier tier, TransferKind kind) {
+  TierCopy& c = rec.copy(tier);
+  if (rec.is_home(tier) || c.state() != CopyState::kValid || c.leased() ||
+      c.busy() || c.acquires_waiting > 0 || rec.exclusive_pending) {
+    return;
+  }
+  if (!rec.has_contents || !rec.dirty(tier)) {
+    DropCopy(rec, tier, /*eviction=*/true);
+    return;
+  }
+  if (kind == TransferKind::kDrop) return;  // planned clean: eviction decides
+  ++companions_in_flight_;                  // Shutdown waits for it
+  // A planned write-back goes to NVMe (the plan keeps the host for what it
+  // placed there); a move goes wherever WriteBackTarget finds room.
+  WriteBackAsync(
+      rec, tier,
+      [this](const absl::Status&) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        --companions_in_flight_;
+        Changed();
+      },
+      /*to_home=*/kind == TransferKind::kWriteBack);
+}
+
+uint64_t StoreCore::EvictionDistance(const TensorRecord& rec, Tier tier) const {
+  if (options_.scheduler.planned) {
+    const StepPlans::Entry* entry = plans_.Find(predictor_.current_trace());
+    // A copy the plan does not keep here now goes first, before any the
+    // plan keeps (whose order is Belady's).
+    if (entry != nullptr &&
+        !StepPlans::Keeps(*entry, rec.id, tier, plan_position_)) {
+      return kNoPredictedUse;
+    }
+  }
+  return NextUseDistance(rec);
+}
+
+// The plan of the longest step shape, for Stats.
+void StoreCore::AddPlanStats(SchedulerStats* s) const {
+  s->plans = plans_made_;
+  s->planning_seconds = planning_seconds_;
+  const StepPlans::Entry* longest = nullptr;
+  size_t positions = 0;
+  for (uint64_t serial : predictor_.trace_serials()) {
+    const StepPlans::Entry* e = plans_.Find(serial);
+    if (e != nullptr && e->first_at.size() > positions) {
+      positions = e->first_at.size();
+      longest = e;
+    }
+  }
+  if (longest == nullptr) return;
+  const ResidencyPlan& plan = longest->plan;
+  s->planned_link_bytes = plan.link_bytes;
+  s->nvme_write_floor_bytes = plan.nvme_write_floor_bytes;
+  s->plan_bound_seconds = plan.bound_seconds;
+  s->plan_predicted_seconds = plan.predicted_seconds;
+}
+
+}  // namespace strata
