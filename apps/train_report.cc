@@ -54,6 +54,9 @@ nlohmann::json StoreReportJson(const Stats& st) {
       // The fewest bytes a step must read from NVMe at these budgets (the
       // largest step shape's), beside nvme_read_bytes_per_param_step.
       {"nvme_read_floor_bytes_per_step", st.scheduler.nvme_read_floor_bytes},
+      // The residency plan of the step: what it puts on each link, its
+      // bound and the step time it predicts (null: no plan ran).
+      {"plan", train::PlanJson(st.scheduler)},
       {"prefetch_hit_rate", train::PrefetchHitRate(st)},
       {"prefetch",
        {{"issued", st.prefetch.issued},

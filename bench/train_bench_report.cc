@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "train/compute/cpu/host_pool.h"
+#include "train/run/metrics.h"
 
 namespace strata::train {
 
@@ -99,20 +100,6 @@ nlohmann::json PrintModes(const std::vector<ModeResult>& results,
   }
   PrintPlans(results);
   return json;
-}
-
-nlohmann::json PlanJson(const SchedulerStats& s) {
-  if (s.plans == 0) return nullptr;
-  const auto link = [&](Link l) { return s.planned_link_bytes[int(l)]; };
-  return {{"plans", s.plans},
-          {"planning_seconds", s.planning_seconds},
-          {"h2d_bytes_per_step", link(Link::kH2D)},
-          {"d2h_bytes_per_step", link(Link::kD2H)},
-          {"nvme_read_bytes_per_step", link(Link::kNvmeRead)},
-          {"nvme_write_bytes_per_step", link(Link::kNvmeWrite)},
-          {"nvme_write_floor_bytes_per_step", s.nvme_write_floor_bytes},
-          {"bound_seconds", s.plan_bound_seconds},
-          {"predicted_step_seconds", s.plan_predicted_seconds}};
 }
 
 // What each planned mode's plan said beside what the run measured.

@@ -47,10 +47,7 @@ double IoBoundSeconds(double read_bytes, double write_bytes,
 nlohmann::json PrintModes(const std::vector<ModeResult>& results,
                           const LinkRates& rates);
 
-// The residency plan's figures in `s` (per step: planned bytes per link,
-// the write floor, the plan's bound and predicted step), null when no plan
-// was made; and a line per planned mode setting them beside the measured.
-nlohmann::json PlanJson(const SchedulerStats& s);
+// A line per planned mode setting its plan's figures beside the measured.
 void PrintPlans(const std::vector<ModeResult>& results);
 
 }  // namespace strata::train

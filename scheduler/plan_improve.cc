@@ -23,6 +23,12 @@ struct Delta {
   bool Better() const { return nvme < 0 || (nvme == 0 && link < 0); }
 };
 
+// Positions [begin, begin + length) (cyclic) where room was freed.
+struct Freed {
+  uint32_t begin = 0;
+  uint32_t length = 0;
+};
+
 // One exchange in progress: every placement it changed, so that it can be
 // undone.
 class Exchange {
@@ -54,6 +60,18 @@ class Exchange {
   }
 
   const Delta& delta() const { return delta_; }
+
+  // The intervals of the gaps this exchange moved off an upper tier.
+  std::vector<Freed> FreedRoom() const {
+    std::vector<struct Freed> out;
+    for (const auto& [i, was] : journal_) {
+      const PlanGap& g = model_.gaps()[i];
+      if (was != GapPlacement::kNvme && g.placement != was && g.length > 0) {
+        out.push_back({g.begin, g.length});
+      }
+    }
+    return out;
+  }
 
  private:
   PlanModel& model_;
@@ -156,11 +174,23 @@ class Improver {
 
   // Places above NVMe the gaps on NVMe that now fit (an exchange that only
   // swaps one gap for another of the same worth can free room for a third).
+  // Only a gap overlapping room the exchange freed can newly fit.
   void Refill(Exchange& ex, const std::vector<uint32_t>& order) {
-    budget_ -= static_cast<int64_t>(order.size());
+    budget_ -= static_cast<int64_t>(order.size()) / 8;
+    const std::vector<Freed> freed = ex.FreedRoom();
+    const auto n = static_cast<uint32_t>(model_.positions());
+    const auto overlaps = [&](const PlanGap& g) {
+      for (const Freed& f : freed) {
+        if ((g.begin + n - f.begin) % n < f.length ||
+            (f.begin + n - g.begin) % n < g.length) {
+          return true;
+        }
+      }
+      return false;
+    };
     for (uint32_t j : order) {
       const PlanGap& g = model_.gaps()[j];
-      if (g.placement != GapPlacement::kNvme) continue;
+      if (g.placement != GapPlacement::kNvme || !overlaps(g)) continue;
       for (GapPlacement p : Preferred(g)) {
         if (Allows(g, p) && model_.Fits(g, TierOf(p))) {
           ex.Move(j, p);

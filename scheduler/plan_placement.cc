@@ -136,7 +136,7 @@ void PlaceGaps(PlanModel& model) {
   // step, so a long step gets the deterministic starts and little more,
   // a short one many random restarts.
   const auto gaps = static_cast<int64_t>(model.gaps().size());
-  int64_t budget = 64 * gaps + (int64_t{1} << 18);
+  int64_t budget = 8 * gaps + (int64_t{1} << 18);
   std::vector<std::vector<uint32_t>> orders = Orders(model);
   std::mt19937 rng(kPlannerSeed);
   for (size_t k = 0; k < orders.size() + kRandomStarts && budget > 0; ++k) {

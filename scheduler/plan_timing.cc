@@ -160,6 +160,10 @@ StepSimulation SimulateStep(const PlanInput& input,
   const size_t n = input.accesses.size();
   const double step = StepSeconds(input);
   const std::vector<std::vector<uint32_t>> by_issue = ByIssue(n, transfers);
+  std::vector<double> seconds(transfers.size());
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    seconds[i] = TransferSeconds(input, transfers[i]);
+  }
   std::vector<double> ready(n, kNever);  // when the load for each use ends
   std::vector<int64_t> serving(n, -1);   // which transfer that load is
   double queue_free[3] = {0, 0, 0};
@@ -167,7 +171,8 @@ StepSimulation SimulateStep(const PlanInput& input,
   StepSimulation sim;
   sim.end_seconds.assign(transfers.size(), 0);
   sim.wait_seconds.assign(transfers.size(), 0);
-  constexpr int kCycles = 3;
+  constexpr int kCycles =
+      2;  // the first fills the queues, the second is steady
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     const bool last = cycle == kCycles - 1;
     cycle_start = clock;
@@ -176,7 +181,7 @@ StepSimulation SimulateStep(const PlanInput& input,
         const PlannedTransfer& t = transfers[i];
         if (t.kind == TransferKind::kDrop) continue;
         double& free = queue_free[QueueOf(t)];
-        free = std::max(free, clock) + TransferSeconds(input, t);
+        free = std::max(free, clock) + seconds[i];
         if (last) sim.end_seconds[i] = free - cycle_start;
         if (t.kind == TransferKind::kLoad) {
           ready[t.access] = free;

@@ -22,7 +22,13 @@ std::vector<PlannedTransfer> BuildTransfers(const PlanModel& model);
 
 // The links `t` crosses: NVMe read or write, and H2D or D2H where it starts
 // or ends on the device (an NVMe load to the device crosses both).
-std::vector<Link> LinksOf(const PlannedTransfer& t);
+struct LinkSet {
+  Link link[2] = {};
+  int count = 0;
+  const Link* begin() const { return link; }
+  const Link* end() const { return link + count; }
+};
+LinkSet LinksOf(const PlannedTransfer& t);
 
 // Sorts `ts` (of a step of `n` positions) in the order the executor
 // issues them: by issue_at; at one position what follows a use first (it
@@ -38,7 +44,8 @@ double TransferSeconds(const PlanInput& input, const PlannedTransfer& t);
 // `seconds` or more after from's.
 uint32_t PositionAfter(const PlanInput& input, uint32_t from, double seconds);
 
-// What a simulation of three steps found in the last, steady one.
+// What a simulation of two steps found in the second (the first fills the
+// queues and issues the loads the second starts with).
 struct StepSimulation {
   double seconds = 0;        // the step's length, stalls included
   uint64_t stalls = 0;       // accesses that waited for a load

@@ -120,13 +120,14 @@ std::vector<PlannedTransfer> BuildTransfers(const PlanModel& model) {
   return out;
 }
 
-std::vector<Link> LinksOf(const PlannedTransfer& t) {
-  if (t.kind == TransferKind::kDrop) return {};
-  std::vector<Link> links;
-  if (t.from == Tier::kNvme) links.push_back(Link::kNvmeRead);
-  if (t.to == Tier::kNvme) links.push_back(Link::kNvmeWrite);
-  if (t.from == Tier::kDevice) links.push_back(Link::kD2H);
-  if (t.to == Tier::kDevice) links.push_back(Link::kH2D);
+LinkSet LinksOf(const PlannedTransfer& t) {
+  LinkSet links;
+  if (t.kind == TransferKind::kDrop) return links;
+  const auto add = [&](Link l) { links.link[links.count++] = l; };
+  if (t.from == Tier::kNvme) add(Link::kNvmeRead);
+  if (t.to == Tier::kNvme) add(Link::kNvmeWrite);
+  if (t.from == Tier::kDevice) add(Link::kD2H);
+  if (t.to == Tier::kDevice) add(Link::kH2D);
   return links;
 }
 

@@ -40,6 +40,7 @@
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
 #include "src/mover.h"
+#include "src/store_parts.h"
 #include "src/step_plans.h"
 #include "src/tensor_record.h"
 #include "src/timeline.h"
@@ -50,15 +51,6 @@
 
 namespace strata {
 
-// The reserved tiers a StoreCore runs on, built by Store::Open (or a test).
-struct TierSet {
-  std::unique_ptr<DeviceBackend> device;
-  std::string device_why;  // why this backend was chosen
-  std::byte* device_base = nullptr;
-  std::unique_ptr<HostArena> host;
-  std::unique_ptr<BouncePool> bounce;  // null without NVMe
-  std::unique_ptr<NvmeTier> nvme;      // null without NVMe
-};
 
 class StoreCore : public internal::LeaseReleaser,
                   public std::enable_shared_from_this<StoreCore> {
@@ -254,25 +246,8 @@ class StoreCore : public internal::LeaseReleaser,
                                             uint64_t protect_within,
                                             bool* made_room)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One attempt of AllocateOn that never waits: reserves the space, drops
-  // clean victims on the way, or says what must happen first.
-  struct Room {
-    enum Kind {
-      kReserved,      // `extent` is ours
-      kEvictUnified,  // `victim`'s device residency must end (EvictUnified)
-      kWriteBack,     // `victim`'s dirty copy must be written back
-      kWait,          // a transfer in flight will free or unpin space
-      kFailed,        // `status` says why
-    };
-    Kind kind = kFailed;
-    bool tier_full = false;  // kFailed because nothing can be evicted now
-    Extent extent{};
-    TensorRecord* victim = nullptr;
-    absl::Status status;
-    static Room Failed(absl::Status status) {
-      return {.kind = kFailed, .status = std::move(status)};
-    }
-  };
+  // One attempt of AllocateOn that never waits (store_parts.h).
+  using Room = MakeRoomResult;
   // `explain`: a full tier's kFailed status names what holds the tier
   // (TierFull); a prefetch, which only skips, passes false and gets a short
   // one (building that message cost ~1 % of a GPT step's CPU).
@@ -288,28 +263,7 @@ class StoreCore : public internal::LeaseReleaser,
   // runs parks the job until the next Changed(). At most
   // options_.scheduler.prefetch_threads jobs run at once, started in the
   // order they were queued; each has at most one transfer in flight.
-  struct PrefetchJob {
-    enum class Stage : uint8_t {
-      kStart,             // checks; marks the copy loading
-      kHostWait,          // unified device copy: the host copy must settle
-      kReserve,           // space for the copy on `filling`
-      kLoad,              // starts the transfer that fills `filling`
-      kLoaded,            // the copy on `filling` has its bytes
-      kReserveResidency,  // unified device copy: residency on the device
-      kMigrate,           // unified device copy: starts the migration
-      kMigrated,          // unified device copy: the pages are there
-    };
-    TensorId id;
-    Tier tier;            // the copy the prefetch brings
-    uint64_t bytes = 0;   // the tensor's size, for the automatic window
-    Tier filling = tier;  // the copy being filled now (unified: host first)
-    Stage stage = Stage::kStart;
-    uint64_t protect = 0;  // FillCopy's protect_within
-    absl::Status failure;  // set by a failed transfer before its step
-    // Nothing could be evicted to make room now (TierFull): the one failure
-    // that is a skip, not counted failed; a later acquire loads it.
-    bool no_room = false;
-  };
+  using PrefetchJob = ::strata::PrefetchJob;  // store_parts.h
 
   // Queues a background load of rec's copy on `tier` (a PrefetchJob) unless
   // it is there or coming.

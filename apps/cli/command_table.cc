@@ -37,6 +37,7 @@ std::vector<FlagEntry> StoreFlags(const std::string& device = "",
       {"sim_memory", kTiers, "SIZE"},
       {"prefetch", kScheduler, ""},
       {"eviction", kScheduler, "belady|lru"},
+      {"scheduler", kScheduler, "planned|reactive"},
       {"memory", kMemory, "copies|unified"},
       {"unified_hints", kMemory, ""},
   };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
 #include "strata/option_names.h"
@@ -47,6 +48,12 @@ ABSL_FLAG(bool, prefetch, true,
 ABSL_FLAG(std::string, eviction, "belady",
           "Eviction policy: belady (the copy needed furthest ahead in the "
           "learned trace) or lru (least recently used).");
+ABSL_FLAG(std::string, scheduler, "planned",
+          "With --prefetch: planned (once a step is learned, follow a plan "
+          "of the whole step: which tier holds each tensor when, every load "
+          "and write-back with its latest start) or reactive (prefetch the "
+          "next predicted accesses and evict by Belady, acquire by acquire; "
+          "for comparison).");
 ABSL_FLAG(std::string, memory, "copies",
           "How tensors reach the device: copies (a device arena filled by "
           "cudaMemcpyAsync) or unified (the host budget is one managed "
@@ -153,6 +160,12 @@ absl::StatusOr<StoreOptions> StoreOptionsFromFlags() {
       o.scheduler.eviction,
       ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction), "--eviction"));
   o.scheduler.prefetch = absl::GetFlag(FLAGS_prefetch);
+  const std::string scheduler = absl::GetFlag(FLAGS_scheduler);
+  if (scheduler != "planned" && scheduler != "reactive") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--scheduler=", scheduler, ": expected planned or reactive"));
+  }
+  o.scheduler.planned = scheduler == "planned";
   STRATA_ASSIGN_OR_RETURN(
       o.device.memory,
       ParseDeviceMemory(absl::GetFlag(FLAGS_memory), "--memory"));

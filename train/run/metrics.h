@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "strata/stats.h"
 
 namespace strata::train {
@@ -17,6 +18,12 @@ double Median(std::vector<double> values);
 // already brought: hit / (hit + stalled acquires); 1 when nothing ever had
 // to move.
 double PrefetchHitRate(const Stats& stats);
+
+// The residency plan's figures in `s` as a report's "plan" object (per
+// step: planned bytes per link, the NVMe write floor, the plan's lower
+// bound and predicted step time; plans made and seconds spent making
+// them); null when no plan was made.
+nlohmann::json PlanJson(const SchedulerStats& s);
 
 }  // namespace strata::train
 
