@@ -106,8 +106,10 @@ bool StoreCore::ExecutePlan(const PredictedUse& use) {
 // already leaving, stays as it is.
 void StoreCore::LeaveTier(TensorRecord& rec, Tier tier, TransferKind kind) {
   TierCopy& c = rec.copy(tier);
+  // Any copy of rec in a transfer (its home being filled, say) leaves it
+  // to the eviction path, which waits for that.
   if (rec.is_home(tier) || c.state() != CopyState::kValid || c.leased() ||
-      c.busy() || c.acquires_waiting > 0 || rec.exclusive_pending) {
+      rec.any_busy() || c.acquires_waiting > 0 || rec.exclusive_pending) {
     return;
   }
   if (!rec.has_contents || !rec.dirty(tier)) {
