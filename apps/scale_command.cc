@@ -210,29 +210,35 @@ int Refuse(const absl::Status& status) {
   return ExitCodeBeforeRun(status);
 }
 
-}  // namespace
-
-int RunScale(const std::string& json_path) {
+// What a run estimates: the rank's profile, where its rates came from, and
+// every estimate, computed before anything prints.
+struct ScaleInputs {
   RateSources from;
-  absl::StatusOr<RankProfile> profile = ProfileFromFlags(&from);
-  if (!profile.ok()) return Refuse(profile.status());
-  absl::StatusOr<std::vector<int>> ranks = RanksFromFlag();
-  if (!ranks.ok()) return Refuse(ranks.status());
-  absl::StatusOr<std::vector<train::ScaleShape>> shapes = ShapesFromFlag();
-  if (!shapes.ok()) return Refuse(shapes.status());
-  if (absl::Status s = CheckWritable(json_path, "--json"); !s.ok()) {
-    return Refuse(s);
-  }
-  const RankProfile& p = *profile;
-  // Every estimate first: a bad value is refused before anything prints.
+  RankProfile profile;
   std::vector<ScaleEstimate> estimates;
-  for (const train::ScaleShape& shape : *shapes) {
-    for (int n : *ranks) {
-      absl::StatusOr<ScaleEstimate> e = train::EstimateScale(shape, p, n);
-      if (!e.ok()) return Refuse(e.status());
-      estimates.push_back(*std::move(e));
+};
+
+// Reads the flags and computes every estimate: a bad value is refused before
+// anything prints.
+absl::StatusOr<ScaleInputs> InputsFromFlags(const std::string& json_path) {
+  ScaleInputs in;
+  STRATA_ASSIGN_OR_RETURN(in.profile, ProfileFromFlags(&in.from));
+  STRATA_ASSIGN_OR_RETURN(std::vector<int> ranks, RanksFromFlag());
+  STRATA_ASSIGN_OR_RETURN(std::vector<train::ScaleShape> shapes,
+                          ShapesFromFlag());
+  STRATA_RETURN_IF_ERROR(CheckWritable(json_path, "--json"));
+  for (const train::ScaleShape& shape : shapes) {
+    for (int n : ranks) {
+      STRATA_ASSIGN_OR_RETURN(ScaleEstimate e,
+                              train::EstimateScale(shape, in.profile, n));
+      in.estimates.push_back(std::move(e));
     }
   }
+  return in;
+}
+
+// The banner: the rank's profile the estimates assume, and its rates' sources.
+void PrintBanner(const RankProfile& p, const RateSources& from) {
   absl::PrintF(
       "strata scale: ZeRO-3 sharded data parallelism on paper "
       "(train/run/scale_model.h). Per rank: device %.0f GB, host %.0f GB, NVMe "
@@ -244,6 +250,10 @@ int RunScale(const std::string& json_path) {
       p.d2h_gbps, from.link, p.nvme_read_gbps, p.nvme_write_gbps, from.nvme,
       p.net_gbps, p.intra_node_gbps, p.ranks_per_node, p.net_latency_s * 1e6,
       p.device_tflops, p.host_adam_gps, p.tokens_per_rank, p.micro_batches);
+}
+
+// The estimates' table (header, a row each, its legend); returns their JSON.
+nlohmann::json PrintEstimates(const std::vector<ScaleEstimate>& estimates) {
   absl::PrintF("%-10s %7s %6s %9s %7s %7s %7s %9s %8s %8s  %-14s %7s\n",
                "shape", "params", "ranks", "state GB", "device", "host", "nvme",
                "sent GB", "step s", "serial s", "bound", "TF/rank");
@@ -256,8 +266,68 @@ int RunScale(const std::string& json_path) {
       "(GB per rank; sent: bytes a rank sends per step; step: the largest "
       "term, serial: their sum; TF/rank: model TFLOP/s a rank, 6PT + "
       "attention, recompute not counted)\n");
-  // ZeRO-Infinity's testbed, a V100 of a DGX-2, next to its published
-  // figures.
+  return rows;
+}
+
+// How many micro-batches make a published figure's run compute-bound, and the
+// step that gives (or why none does); adds them to the figure's JSON `j`.
+void PrintMicroBatchesToComputeBound(const train::PublishedScale& f,
+                                     const train::ScaleShape& shape,
+                                     const RankProfile& dgx2,
+                                     const ScaleEstimate& e,
+                                     nlohmann::json& j) {
+  const int m = train::MicroBatchesToComputeBound(shape, dgx2, f.ranks);
+  j["micro_batches_to_compute_bound"] = m;
+  if (m > 0) {
+    train::RankProfile accumulated = dgx2;
+    accumulated.micro_batches = m;
+    const ScaleEstimate a = *train::EstimateScale(shape, accumulated, f.ranks);
+    absl::PrintF(
+        "    with %d micro-batches a step: %.0f s, compute-bound, %.1f "
+        "PFLOP/s in all (%.1f TFLOP/s a GPU)\n",
+        m, a.step_s, a.tflops_per_rank * f.ranks / 1000, a.tflops_per_rank);
+    j["accumulated"] = EstimateJson(a);
+  } else {
+    // The gathers and compute both grow with the micro-batch's tokens:
+    // their ratio says how many tokens would hide the collectives.
+    const double ratio = e.comm_s / e.compute_s;
+    absl::PrintF(
+        "    no micro-batch count makes it compute-bound: each micro-batch's "
+        "collectives take %.1fx its compute (about %.0f tokens a "
+        "micro-batch would hide them, if its activations fit)\n",
+        ratio, std::ceil(ratio * dgx2.tokens_per_rank));
+  }
+}
+
+// One published figure next to the model's estimate of its run; returns its
+// JSON (an estimate the model refuses is returned as its error).
+absl::StatusOr<nlohmann::json> CompareFigure(const train::PublishedScale& f,
+                                             const RankProfile& dgx2) {
+  if (f.parameters == 0) {
+    absl::PrintF("  published: %s\n", f.what);
+    return nlohmann::json{
+        {"published", f.what}, {"ranks", f.ranks}, {"petaflops", f.petaflops}};
+  }
+  const train::ScaleShape& shape =
+      f.parameters > 2e12 ? train::ScaleShapes()[3] : train::ScaleShapes()[2];
+  absl::StatusOr<ScaleEstimate> e = train::EstimateScale(shape, dgx2, f.ranks);
+  if (!e.ok()) return e.status();
+  absl::PrintF(
+      "  published: %s. Model: %s (%s shape, %d ranks); %.1f GB of state "
+      "a rank, optimizer on %s; one micro-batch a step: %.0f s, %s-bound, "
+      "%.1f PFLOP/s in all\n",
+      f.what, e->fits ? "fits" : "does not fit", shape.name, f.ranks,
+      e->state_bytes / 1e9, e->fits ? e->optimizer_split.Where().c_str() : "-",
+      e->step_s, e->bound, e->fits ? e->tflops_per_rank * f.ranks / 1000 : 0.0);
+  nlohmann::json j = EstimateJson(*e);
+  j["published"] = f.what;
+  PrintMicroBatchesToComputeBound(f, shape, dgx2, *e, j);
+  return j;
+}
+
+// ZeRO-Infinity's testbed, a V100 of a DGX-2, next to its published
+// figures; returns their JSON (printed up to a figure the model refuses).
+absl::StatusOr<nlohmann::json> PrintZeroInfinity() {
   absl::PrintF(
       "\nZeRO-Infinity (Rajbhandari et al., SC'21) on its testbed, the model "
       "with a DGX-2 rank (train/run/scale_model.h Dgx2V100Rank: V100 32 GB, "
@@ -266,59 +336,28 @@ int RunScale(const std::string& json_path) {
   nlohmann::json published = nlohmann::json::array();
   const RankProfile dgx2 = train::Dgx2V100Rank();
   for (const train::PublishedScale& f : train::ZeroInfinityFigures()) {
-    if (f.parameters == 0) {
-      absl::PrintF("  published: %s\n", f.what);
-      published.push_back({{"published", f.what},
-                           {"ranks", f.ranks},
-                           {"petaflops", f.petaflops}});
-      continue;
-    }
-    const train::ScaleShape& shape =
-        f.parameters > 2e12 ? train::ScaleShapes()[3] : train::ScaleShapes()[2];
-    absl::StatusOr<ScaleEstimate> e =
-        train::EstimateScale(shape, dgx2, f.ranks);
-    if (!e.ok()) return Refuse(e.status());
-    absl::PrintF(
-        "  published: %s. Model: %s (%s shape, %d ranks); %.1f GB of state "
-        "a rank, optimizer on %s; one micro-batch a step: %.0f s, %s-bound, "
-        "%.1f PFLOP/s in all\n",
-        f.what, e->fits ? "fits" : "does not fit", shape.name, f.ranks,
-        e->state_bytes / 1e9,
-        e->fits ? e->optimizer_split.Where().c_str() : "-", e->step_s, e->bound,
-        e->fits ? e->tflops_per_rank * f.ranks / 1000 : 0.0);
-    nlohmann::json j = EstimateJson(*e);
-    j["published"] = f.what;
-    const int m = train::MicroBatchesToComputeBound(shape, dgx2, f.ranks);
-    j["micro_batches_to_compute_bound"] = m;
-    if (m > 0) {
-      train::RankProfile accumulated = dgx2;
-      accumulated.micro_batches = m;
-      const ScaleEstimate a =
-          *train::EstimateScale(shape, accumulated, f.ranks);
-      absl::PrintF(
-          "    with %d micro-batches a step: %.0f s, compute-bound, %.1f "
-          "PFLOP/s in all (%.1f TFLOP/s a GPU)\n",
-          m, a.step_s, a.tflops_per_rank * f.ranks / 1000, a.tflops_per_rank);
-      j["accumulated"] = EstimateJson(a);
-    } else {
-      // The gathers and compute both grow with the micro-batch's tokens:
-      // their ratio says how many tokens would hide the collectives.
-      const double ratio = e->comm_s / e->compute_s;
-      absl::PrintF(
-          "    no micro-batch count makes it compute-bound: each micro-batch's "
-          "collectives take %.1fx its compute (about %.0f tokens a "
-          "micro-batch would hide them, if its activations fit)\n",
-          ratio, std::ceil(ratio * dgx2.tokens_per_rank));
-    }
-    published.push_back(j);
+    STRATA_ASSIGN_OR_RETURN(nlohmann::json j, CompareFigure(f, dgx2));
+    published.push_back(std::move(j));
   }
+  return published;
+}
+
+}  // namespace
+
+int RunScale(const std::string& json_path) {
+  absl::StatusOr<ScaleInputs> in = InputsFromFlags(json_path);
+  if (!in.ok()) return Refuse(in.status());
+  PrintBanner(in->profile, in->from);
+  const nlohmann::json rows = PrintEstimates(in->estimates);
+  absl::StatusOr<nlohmann::json> published = PrintZeroInfinity();
+  if (!published.ok()) return Refuse(published.status());
   absl::PrintF(
       "\nLeft out (scale_model.h): pipeline bubbles, stragglers, shared-link "
       "contention, transfer CPU cost, efficiency at small batches.\n");
   if (!json_path.empty()) {
     nlohmann::json report = {
         {"estimates", rows},
-        {"zero_infinity", published},
+        {"zero_infinity", *published},
         {"config", EffectiveConfig(*FindCommand("scale"))}};
     if (absl::Status s = WriteReportJson(json_path, report); !s.ok()) {
       std::fprintf(stderr, "strata scale: %s\n", ErrorText(s).c_str());

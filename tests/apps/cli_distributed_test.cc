@@ -219,99 +219,116 @@ TEST(CliDistributedTest, GptSavesResumesAndExportsItsShards) {
       << beside.err;
 }
 
-// A crash between two ranks' saves leaves one rank a step ahead: the ranks
-// resume from the newest step both saved, bitwise the uninterrupted run,
-// and the unmatched newer checkpoint is kept aside, not deleted.
-TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
-  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
-  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
-  ::strata::testing::TempDir dir;
-  std::vector<std::string> run = TinyTrain(dir.path());
+// TinyTrain's run for six steps instead of three.
+std::vector<std::string> TinyTrainSixSteps(const std::string& dir) {
+  std::vector<std::string> run = TinyTrain(dir);
   std::replace(run.begin(), run.end(), std::string("--max-steps=3"),
                std::string("--max-steps=6"));
-  run.push_back("--distributed");
-  const std::string mpirun =
+  return run;
+}
+
+// The sharded six-step run of ResumesFromTheNewestStepEveryRankSavedBitwise:
+// two ranks under mpirun, one OpenBLAS thread each.
+struct ShardedRun {
+  std::vector<std::string> args;
+  std::string mpirun =
       "OPENBLAS_NUM_THREADS=1 " + Mpirun() + " -np 2 -x OPENBLAS_NUM_THREADS";
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = run;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return Strata(args, mpirun);
-  };
-  const std::string save = dir.path() + "/save";
-  const Result whole = with({"--json=" + dir.path() + "/whole.json"});
+
+  // The run with `extra` flags appended.
+  Result With(const std::vector<std::string>& extra) const {
+    std::vector<std::string> all = args;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return Strata(all, mpirun);
+  }
+};
+
+// The uninterrupted run, then a saving one whose rank 1 never finished its
+// step-6 save: the resume starts at step 3 on both ranks, keeps rank 0's
+// unmatched step 6 aside, and trains the uninterrupted run's last losses.
+void ExpectResumeFromStepBothSaved(const std::string& dir,
+                                   const ShardedRun& run,
+                                   const std::string& save) {
+  const Result whole = run.With({"--json=" + dir + "/whole.json"});
   ASSERT_EQ(whole.rc, 0) << whole.err;
   // --keep=1: a sharded rank keeps one more, so that a crash between the
   // ranks' saves of one step leaves the step before on every rank.
   const Result saved =
-      with({"--save-dir=" + save, "--save-every=3", "--keep=1"});
+      run.With({"--save-dir=" + save, "--save-every=3", "--keep=1"});
   ASSERT_EQ(saved.rc, 0) << saved.err;
   // Rank 1 never finished its step-6 save.
   const std::string rank0 = save + "/rank-0-of-2/step-00000006";
   ASSERT_TRUE(std::filesystem::exists(rank0 + "/manifest.json"));
   std::filesystem::remove_all(save + "/rank-1-of-2/step-00000006");
-  const Result resumed = with({"--save-dir=" + save, "--resume=" + save,
-                               "--json=" + dir.path() + "/resumed.json"});
+  const Result resumed = run.With({"--save-dir=" + save, "--resume=" + save,
+                                   "--json=" + dir + "/resumed.json"});
   ASSERT_EQ(resumed.rc, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("renamed " + rank0 + ".unmatched, kept"),
             std::string::npos)
       << resumed.err;
   EXPECT_TRUE(std::filesystem::exists(rank0 + ".unmatched/manifest.json"));
-  const nlohmann::json a = ReadJson(dir.path() + "/whole.json");
-  const nlohmann::json b = ReadJson(dir.path() + "/resumed.json");
+  const nlohmann::json a = ReadJson(dir + "/whole.json");
+  const nlohmann::json b = ReadJson(dir + "/resumed.json");
   EXPECT_EQ(b["resume_step"], 3);
   const std::vector<double> all = a["losses"].get<std::vector<double>>();
   ASSERT_EQ(all.size(), 6u);
   EXPECT_EQ(b["losses"].get<std::vector<double>>(),
             std::vector<double>(all.begin() + 3, all.end()));
-  // A rank's checkpoint holds slices: export refuses it, naming the shard.
-  const Result slice =
-      Strata({"export", save + "/rank-1-of-2",
-              "--safetensors=" + dir.path() + "/slice.safetensors"});
+}
+
+// A rank's checkpoint holds slices: export refuses it, naming the shard. The
+// save dir's export gathers the slices: byte for byte the export of one rank
+// accumulating two micro-batches for the same six steps.
+void ExpectExportGathersTheSlices(const std::string& dir,
+                                  const std::string& save) {
+  const Result slice = Strata({"export", save + "/rank-1-of-2",
+                               "--safetensors=" + dir + "/slice.safetensors"});
   EXPECT_EQ(slice.rc, 2) << slice.err;
   EXPECT_NE(slice.err.find("rank 1's shard of a run sharded over 2"),
             std::string::npos)
       << slice.err;
-  // The save dir's export gathers the slices: byte for byte the export of
-  // one rank accumulating two micro-batches for the same six steps.
-  const std::string gathered = dir.path() + "/gathered.safetensors";
+  const std::string gathered = dir + "/gathered.safetensors";
   const Result exported = Strata({"export", save, "--safetensors=" + gathered});
   ASSERT_EQ(exported.rc, 0) << exported.err;
-  std::vector<std::string> one = TinyTrain(dir.path());
-  std::replace(one.begin(), one.end(), std::string("--max-steps=3"),
-               std::string("--max-steps=6"));
-  one.insert(one.end(),
-             {"--accumulate=2", "--save-dir=" + dir.path() + "/one"});
+  std::vector<std::string> one = TinyTrainSixSteps(dir);
+  one.insert(one.end(), {"--accumulate=2", "--save-dir=" + dir + "/one"});
   ASSERT_EQ(Strata(one, "OPENBLAS_NUM_THREADS=1").rc, 0);
-  const std::string single = dir.path() + "/one.safetensors";
-  ASSERT_EQ(
-      Strata({"export", dir.path() + "/one", "--safetensors=" + single}).rc, 0);
+  const std::string single = dir + "/one.safetensors";
+  ASSERT_EQ(Strata({"export", dir + "/one", "--safetensors=" + single}).rc, 0);
   EXPECT_EQ(ReadFile(gathered), ReadFile(single));
-  // Rank directories under each other's names, or of two runs, are refused
-  // by export and by resume; a save dir holds one run.
-  // A save dir `name` holding rank 0's directory from `from0`, rank 1's
-  // from `from1`, each `rank0`/`rank1` there.
-  auto assemble = [&](const std::string& name, const std::string& from0,
-                      const std::string& rank0, const std::string& from1,
-                      const std::string& rank1) {
-    const std::string to = dir.path() + "/" + name;
-    std::filesystem::create_directory(to);
-    const auto deep = std::filesystem::copy_options::recursive;
-    std::filesystem::copy(from0 + "/" + rank0, to + "/rank-0-of-2", deep);
-    std::filesystem::copy(from1 + "/" + rank1, to + "/rank-1-of-2", deep);
-    return to;
-  };
+}
+
+// A save dir `dir`/`name` holding rank 0's directory from `from0`, rank 1's
+// from `from1`, each `rank0`/`rank1` there; returns its path.
+std::string AssembleSaveDir(const std::string& dir, const std::string& name,
+                            const std::string& from0, const std::string& rank0,
+                            const std::string& from1,
+                            const std::string& rank1) {
+  const std::string to = dir + "/" + name;
+  std::filesystem::create_directory(to);
+  const auto deep = std::filesystem::copy_options::recursive;
+  std::filesystem::copy(from0 + "/" + rank0, to + "/rank-0-of-2", deep);
+  std::filesystem::copy(from1 + "/" + rank1, to + "/rank-1-of-2", deep);
+  return to;
+}
+
+// Rank directories under each other's names, or of two runs, are refused by
+// export and by resume; a save dir holds one run.
+void ExpectMixedRankDirectoriesRefused(const std::string& dir,
+                                       const ShardedRun& run,
+                                       const std::string& save) {
   const std::string swapped =
-      assemble("swapped", save, "rank-1-of-2", save, "rank-0-of-2");
-  const Result wrong = Strata(
-      {"export", swapped, "--safetensors=" + dir.path() + "/w.safetensors"});
+      AssembleSaveDir(dir, "swapped", save, "rank-1-of-2", save, "rank-0-of-2");
+  const Result wrong =
+      Strata({"export", swapped, "--safetensors=" + dir + "/w.safetensors"});
   EXPECT_EQ(wrong.rc, 2) << wrong.err;
   EXPECT_NE(wrong.err.find("back under its own name"), std::string::npos)
       << wrong.err;
-  const std::string other = dir.path() + "/other";
-  ASSERT_EQ(with({"--save-dir=" + other, "--seed=2", "--max-steps=3"}).rc, 0);
+  const std::string other = dir + "/other";
+  ASSERT_EQ(run.With({"--save-dir=" + other, "--seed=2", "--max-steps=3"}).rc,
+            0);
   const std::string mixed =
-      assemble("mixed", save, "rank-0-of-2", other, "rank-1-of-2");
-  const Result mix = with({"--resume=" + mixed});
+      AssembleSaveDir(dir, "mixed", save, "rank-0-of-2", other, "rank-1-of-2");
+  const Result mix = run.With({"--resume=" + mixed});
   EXPECT_EQ(mix.rc, 2) << mix.err;
   EXPECT_NE(mix.err.find("different runs"), std::string::npos) << mix.err;
   const Result unsharded =
@@ -319,7 +336,12 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   EXPECT_EQ(unsharded.rc, 2) << unsharded.err;
   EXPECT_NE(unsharded.err.find("one save dir holds one run"), std::string::npos)
       << unsharded.err;
-  // Another rank count, or one step directory, is refused before MPI work.
+}
+
+// Another rank count, a rank's directory missing, or one step directory, is
+// refused before MPI work.
+void ExpectRefusedBeforeMpiWork(const std::string& dir,
+                                const std::string& save) {
   const Result three =
       Strata({"train", "--model=mlp", "--distributed", "--resume=" + save},
              "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0");
@@ -329,7 +351,7 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
       std::string::npos)
       << three.err;
   // Rank 1's directory gone from a 2-rank run's save dir: named as missing.
-  const std::string lonely = dir.path() + "/lonely";
+  const std::string lonely = dir + "/lonely";
   std::filesystem::create_directory(lonely);
   std::filesystem::copy(save + "/rank-0-of-2", lonely + "/rank-0-of-2",
                         std::filesystem::copy_options::recursive);
@@ -347,6 +369,26 @@ TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
   EXPECT_EQ(step.rc, 2) << step.err;
   EXPECT_NE(step.err.find("resumes from the --save-dir"), std::string::npos)
       << step.err;
+}
+
+// A crash between two ranks' saves leaves one rank a step ahead: the ranks
+// resume from the newest step both saved, bitwise the uninterrupted run,
+// and the unmatched newer checkpoint is kept aside, not deleted. Each phase
+// below stops the test at its first fatal failure, as one body would.
+TEST(CliDistributedTest, ResumesFromTheNewestStepEveryRankSavedBitwise) {
+  if (!HasFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist missing";
+  if (!HasMpirun()) GTEST_SKIP() << "mpirun missing (openmpi-bin)";
+  ::strata::testing::TempDir dir;
+  ShardedRun run{.args = TinyTrainSixSteps(dir.path())};
+  run.args.push_back("--distributed");
+  const std::string save = dir.path() + "/save";
+  ExpectResumeFromStepBothSaved(dir.path(), run, save);
+  if (HasFatalFailure()) return;
+  ExpectExportGathersTheSlices(dir.path(), save);
+  if (HasFatalFailure()) return;
+  ExpectMixedRankDirectoriesRefused(dir.path(), run, save);
+  if (HasFatalFailure()) return;
+  ExpectRefusedBeforeMpiWork(dir.path(), save);
 }
 
 // Ranks started with different flags (an MPMD launch) or OpenBLAS thread

@@ -48,14 +48,6 @@ struct StoreShape {
   int prefetch_threads;
 };
 
-// Several threads, each with its own NVMe-homed tensors, acquire them in a
-// repeating order (steps) so the scheduler learns the trace and prefetches
-// onto a device and host too small for all of them; every other pass writes
-// new contents (dirty copies that eviction writes back). Every acquire that
-// succeeds reads the latest contents; with faults off, every tensor reads
-// back right at the end; then a last step starts prefetches and the store is
-// destroyed at once, with them (and write-backs) in flight. Run in a child
-// with a deadline: a hang or crash fails the test.
 // A store of `shape` with room for 4 tensors on the device and 8 on the host,
 // whose NVMe reads fail with EIO at `rate` (seeded) when shape.faults.
 std::unique_ptr<testing::BreakEnv> OpenEnv(const StoreShape& shape,
@@ -74,76 +66,126 @@ std::unique_ptr<testing::BreakEnv> OpenEnv(const StoreShape& shape,
   return env;
 }
 
-void DriveAndClose(const StoreShape& shape, uint64_t seed) {
-  constexpr int kThreads = 3;
-  constexpr int kPerThread = 8;
-  std::unique_ptr<testing::BreakEnv> env = OpenEnv(shape, seed, 0.08);
-  ASSERT_NE(env->store, nullptr);
-  Store& store = *env->store;
-  std::vector<std::vector<TensorId>> ids(kThreads);
-  std::vector<std::vector<uint64_t>> seeds(kThreads);
+// DriveAndClose's threads, and the tensors each owns.
+constexpr int kThreads = 3;
+constexpr int kPerThread = 8;
+
+// What DriveAndClose's threads share: the store, thread t's tensors ids[t]
+// and the seed of the contents each must hold, and the counts of bad outcomes
+// and of acquires that succeeded.
+struct Drive {
+  Store& store;
+  bool faults;
+  std::vector<std::vector<TensorId>> ids =
+      std::vector<std::vector<TensorId>>(kThreads);
+  std::vector<std::vector<uint64_t>> seeds =
+      std::vector<std::vector<uint64_t>>(kThreads);
+  std::atomic<int> bad{0};
+  std::atomic<int> acquired{0};
+
+  // Thread t's acquire of its tensor i in `pass`: it must read the latest
+  // contents; every other pass writes new ones into half of them.
+  void UseTensor(int t, int i, int pass);
+  // Thread t's `passes` passes over its tensors (thread 0 marks the steps).
+  void Passes(int t, int passes);
+  // Runs Passes(t, passes) on a thread of its own for each t, and joins them.
+  void RunThreads(int passes);
+};
+
+void Drive::UseTensor(int t, int i, int pass) {
+  const bool write = pass % 2 == 1 && i % 2 == t % 2;
+  const Tier tier = i % 3 == 0 ? Tier::kHost : Tier::kDevice;
+  auto lease =
+      store.Acquire(ids[t][i], tier, write ? Access::kWrite : Access::kRead);
+  if (!lease.ok()) {
+    // Only an injected read error may stop an acquire.
+    if (!faults || !absl::IsUnavailable(lease.status())) {
+      ++bad;
+      ADD_FAILURE() << "t=" << t << " i=" << i << ": " << lease.status();
+    }
+    return;
+  }
+  ++acquired;
+  if (!MatchesPattern(lease->data(), kTensor, seeds[t][i])) {
+    ++bad;
+    ADD_FAILURE() << "t=" << t << " i=" << i << " pass=" << pass
+                  << ": wrong contents on " << TierName(tier);
+  }
+  if (write) {
+    const uint64_t s = seeds[t][i] + 1000000;
+    FillPattern(lease->data(), kTensor, s);
+    seeds[t][i] = s;
+  }
+  const absl::Status r = lease->Release();
+  if (!r.ok()) {
+    ++bad;
+    ADD_FAILURE() << "release t=" << t << " i=" << i << ": " << r;
+  }
+}
+
+void Drive::Passes(int t, int passes) {
+  for (int pass = 0; pass < passes; ++pass) {
+    if (t == 0) store.BeginStep();
+    for (int i = 0; i < kPerThread; ++i) UseTensor(t, i, pass);
+    if (t == 0) store.EndStep();
+  }
+}
+
+void Drive::RunThreads(int passes) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t, passes] { Passes(t, passes); });
+  }
+  for (std::thread& th : threads) th.join();
+}
+
+// Gives each thread's tensors their first contents, homed on NVMe (ASSERTs).
+void MakeTensors(testing::BreakEnv& env, uint64_t seed, Drive& drive) {
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kPerThread; ++i) {
       const uint64_t s = seed * 1000 + t * 100 + i;
-      TensorId id = env->Make(kTensor);
-      ASSERT_TRUE(store.Write(id, Pattern(kTensor, s).data(), kTensor).ok());
-      ASSERT_TRUE(store.Evict(id, Tier::kNvme).ok());
-      ids[t].push_back(id);
-      seeds[t].push_back(s);
+      TensorId id = env.Make(kTensor);
+      ASSERT_TRUE(
+          drive.store.Write(id, Pattern(kTensor, s).data(), kTensor).ok());
+      ASSERT_TRUE(drive.store.Evict(id, Tier::kNvme).ok());
+      drive.ids[t].push_back(id);
+      drive.seeds[t].push_back(s);
     }
   }
-  std::atomic<int> bad{0};
-  std::atomic<int> acquired{0};
-  const auto user = [&](int t, int passes) {
-    for (int pass = 0; pass < passes; ++pass) {
-      if (t == 0) store.BeginStep();
-      for (int i = 0; i < kPerThread; ++i) {
-        const bool write = pass % 2 == 1 && i % 2 == t % 2;
-        const Tier tier = i % 3 == 0 ? Tier::kHost : Tier::kDevice;
-        auto lease = store.Acquire(ids[t][i], tier,
-                                   write ? Access::kWrite : Access::kRead);
-        if (!lease.ok()) {
-          // Only an injected read error may stop an acquire.
-          if (!shape.faults || !absl::IsUnavailable(lease.status())) {
-            ++bad;
-            ADD_FAILURE() << "t=" << t << " i=" << i << ": " << lease.status();
-          }
-          continue;
-        }
-        ++acquired;
-        if (!MatchesPattern(lease->data(), kTensor, seeds[t][i])) {
-          ++bad;
-          ADD_FAILURE() << "t=" << t << " i=" << i << " pass=" << pass
-                        << ": wrong contents on " << TierName(tier);
-        }
-        if (write) {
-          const uint64_t s = seeds[t][i] + 1000000;
-          FillPattern(lease->data(), kTensor, s);
-          seeds[t][i] = s;
-        }
-        const absl::Status r = lease->Release();
-        if (!r.ok()) {
-          ++bad;
-          ADD_FAILURE() << "release t=" << t << " i=" << i << ": " << r;
-        }
-      }
-      if (t == 0) store.EndStep();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(user, t, 8);
-  for (std::thread& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_GT(acquired.load(), 0);
-  const Stats stats = store.GetStats();
-  EXPECT_GT(stats.prefetch.issued, 0u) << "the scheduler never prefetched";
-  env->NoFaults();
+}
+
+// EXPECTs every tensor to read back its latest contents.
+void ExpectAllHeld(testing::BreakEnv& env, const Drive& drive) {
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kPerThread; ++i) {
-      EXPECT_TRUE(env->Holds(ids[t][i], kTensor, seeds[t][i]))
+      EXPECT_TRUE(env.Holds(drive.ids[t][i], kTensor, drive.seeds[t][i]))
           << "t=" << t << " i=" << i << " lost its contents";
     }
   }
+}
+
+// Several threads, each with its own NVMe-homed tensors, acquire them in a
+// repeating order (steps) so the scheduler learns the trace and prefetches
+// onto a device and host too small for all of them; every other pass writes
+// new contents (dirty copies that eviction writes back). Every acquire that
+// succeeds reads the latest contents; with faults off, every tensor reads
+// back right at the end; then a last step starts prefetches and the store is
+// destroyed at once, with them (and write-backs) in flight. Run in a child
+// with a deadline: a hang or crash fails the test.
+void DriveAndClose(const StoreShape& shape, uint64_t seed) {
+  std::unique_ptr<testing::BreakEnv> env = OpenEnv(shape, seed, 0.08);
+  ASSERT_NE(env->store, nullptr);
+  Store& store = *env->store;
+  Drive drive{.store = store, .faults = shape.faults};
+  MakeTensors(*env, seed, drive);
+  if (::testing::Test::HasFatalFailure()) return;
+  drive.RunThreads(8);
+  EXPECT_EQ(drive.bad.load(), 0);
+  EXPECT_GT(drive.acquired.load(), 0);
+  const Stats stats = store.GetStats();
+  EXPECT_GT(stats.prefetch.issued, 0u) << "the scheduler never prefetched";
+  env->NoFaults();
+  ExpectAllHeld(*env, drive);
   if (shape.faults) {
     env->io->set_spec({.seed = seed + 1,
                        .rate = 0.2,
@@ -151,13 +193,11 @@ void DriveAndClose(const StoreShape& shape, uint64_t seed) {
                        .kind = FaultKind::kEio});
   }
   // One more pass in each thread (prefetches start), then close at once.
-  threads.clear();
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(user, t, 1);
-  for (std::thread& th : threads) th.join();
+  drive.RunThreads(1);
   store.BeginStep();
   for (int i = 0; i < kPerThread; ++i) {
-    (void)store.Prefetch(ids[i % kThreads][i], Tier::kDevice);
-    (void)store.Prefetch(ids[(i + 1) % kThreads][i], Tier::kHost);
+    (void)store.Prefetch(drive.ids[i % kThreads][i], Tier::kDevice);
+    (void)store.Prefetch(drive.ids[(i + 1) % kThreads][i], Tier::kHost);
   }
   env->store.reset();  // with prefetches and write-backs in flight
 }

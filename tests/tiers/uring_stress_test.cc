@@ -134,6 +134,141 @@ struct Shape {
 
 class UringStressTest : public ::testing::TestWithParam<Shape> {};
 
+// ManyCallersRunAndRunInOrderOnOneRing's requests per caller batch (blocks
+// per region).
+constexpr int kPerCaller = 6;
+
+// Where one caller of ManyCallersRunAndRunInOrderOnOneRing works: its blocks
+// of the write buffer and of the read-back buffer, and its region's offset.
+struct CallerRegion {
+  char* out;
+  char* back;
+  uint64_t base;
+};
+
+// Writes the caller's region, block j with pattern seed * 16 + j, as one batch
+// whose request `empty` is 0 bytes.
+absl::Status WriteRegion(BlockIo& io, const CallerRegion& region, uint64_t seed,
+                         int empty) {
+  std::vector<IoRequest> writes;
+  for (int j = 0; j < kPerCaller; ++j) {
+    FillPattern(region.out + j * kBlock, kBlock, seed * 16 + j);
+    writes.push_back({IoOp::kWrite, 0, region.base + j * kBlock,
+                      region.out + j * kBlock, j == empty ? 0 : kBlock});
+  }
+  return io.Run(writes);
+}
+
+// The reads of the region back, in the iteration's form: 0 all good; 1 with a
+// read at end of file appended, and a good one after it; 2 with the caller
+// refusing at `*refuse_at` (reads.size() when it refuses none).
+std::vector<IoRequest> RegionReads(const CallerRegion& region,
+                                   uint64_t file_bytes, int t, int it,
+                                   int empty, size_t* refuse_at) {
+  std::vector<IoRequest> reads;
+  for (int j = 0; j < kPerCaller; ++j) {
+    reads.push_back({IoOp::kRead, 0, region.base + j * kBlock,
+                     region.back + j * kBlock, j == empty ? 0 : kBlock});
+  }
+  const int form = it % 3;
+  *refuse_at = reads.size();
+  if (form == 1) {  // a read at end of file: fails, nothing after it
+    reads.push_back({IoOp::kRead, 0, file_bytes,
+                     region.back + (t % kPerCaller) * kBlock, kBlock});
+    // A good read after it must not be handed over either.
+    reads.push_back({IoOp::kRead, 0, region.base, region.back, kBlock});
+  } else if (form == 2) {
+    *refuse_at = (t + it) % kPerCaller;
+  }
+  return reads;
+}
+
+// What RunInOrder did: its status, the indices it handed over in that order,
+// and how many of the region's blocks came with wrong bytes.
+struct HandOver {
+  absl::Status status;
+  std::vector<size_t> handed;
+  int wrong = 0;
+};
+
+// Reads the region back with RunInOrder; the callbacks are slow (they check
+// the bytes of the whole region) so they overlap the other callers' I/O.
+HandOver ReadInOrder(BlockIo& io, const std::vector<IoRequest>& reads,
+                     const CallerRegion& region, uint64_t seed, int empty,
+                     size_t refuse_at) {
+  HandOver h;
+  char* back = region.back;
+  h.status = io.RunInOrder(reads, [&](size_t i) -> absl::Status {
+    h.handed.push_back(i);
+    if (i < static_cast<size_t>(kPerCaller) && static_cast<int>(i) != empty &&
+        !MatchesPattern(back + i * kBlock, kBlock, seed * 16 + i)) {
+      ++h.wrong;
+    }
+    // Slow: look at every block of the region again.
+    for (int j = 0; j < kPerCaller; ++j) {
+      (void)MatchesPattern(back + j * kBlock, kBlock, seed * 16 + j);
+    }
+    if (i == refuse_at) return absl::CancelledError("refused");
+    return absl::OkStatus();
+  });
+  return h;
+}
+
+// Expects the status the form gives (OK, OutOfRange, Cancelled); returns how
+// many requests must have been handed over.
+size_t ExpectFormStatus(const absl::Status& r, int form, size_t refuse_at,
+                        int t, int it) {
+  size_t want_handed = kPerCaller;
+  if (form == 0) {
+    if (!r.ok()) ADD_FAILURE() << "t=" << t << " it=" << it << ": " << r;
+  } else if (form == 1) {
+    if (!absl::IsOutOfRange(r)) {
+      ADD_FAILURE() << "t=" << t << " it=" << it << ": want OutOfRange, " << r;
+    }
+  } else {
+    want_handed = refuse_at + 1;
+    if (!absl::IsCancelled(r)) {
+      ADD_FAILURE() << "t=" << t << " it=" << it << ": want Cancelled, " << r;
+    }
+  }
+  return want_handed;
+}
+
+// One iteration of caller `t`: writes its region with a fresh pattern, reads
+// it back in the iteration's form, and checks what was handed over (every
+// wanted request once, in order, with its bytes). False when the write failed
+// (the caller stops).
+bool RunCallerIteration(BlockIo& io, const CallerRegion& region,
+                        uint64_t file_bytes, int t, int it,
+                        std::atomic<int>& bad) {
+  const uint64_t seed = 1000 * t + it + 1;
+  const int empty = (t + it) % kPerCaller;  // the 0-byte request
+  absl::Status w = WriteRegion(io, region, seed, empty);
+  if (!w.ok()) {
+    ++bad;
+    ADD_FAILURE() << "write t=" << t << " it=" << it << ": " << w;
+    return false;
+  }
+  std::memset(region.back, 0, kPerCaller * kBlock);
+  size_t refuse_at = 0;
+  const std::vector<IoRequest> reads =
+      RegionReads(region, file_bytes, t, it, empty, &refuse_at);
+  const int form = it % 3;
+  const HandOver h = ReadInOrder(io, reads, region, seed, empty, refuse_at);
+  const size_t want_handed = ExpectFormStatus(h.status, form, refuse_at, t, it);
+  bool order_ok = h.handed.size() == want_handed;
+  for (size_t k = 0; order_ok && k < h.handed.size(); ++k) {
+    order_ok = h.handed[k] == k;
+  }
+  if (!order_ok || h.wrong != 0) {
+    ++bad;
+    ADD_FAILURE() << "t=" << t << " it=" << it << " form=" << form
+                  << ": handed " << h.handed.size() << " (want " << want_handed
+                  << "), " << h.wrong << " with wrong bytes";
+  }
+  return true;
+}
+
 // Many callers share one ring of depth 1, 2 or 4. Each owns a region of the
 // file: it writes its region with a fresh pattern (one 0-byte request in the
 // batch), then reads it back with RunInOrder, in one of three forms by
@@ -145,9 +280,8 @@ class UringStressTest : public ::testing::TestWithParam<Shape> {};
 TEST_P(UringStressTest, ManyCallersRunAndRunInOrderOnOneRing) {
   const Shape shape = GetParam();
   constexpr int kThreads = 16;
-  constexpr int kPer = 6;  // requests per caller batch (blocks per region)
   constexpr int kIters = 12;
-  UringFile file(kThreads * kPer);
+  UringFile file(kThreads * kPerCaller);
   AlignedBuf buf = Aligned(2 * file.bytes());
   std::vector<iovec> regs;
   if (shape.registered) regs.push_back({buf.get(), 2 * file.bytes()});
@@ -158,80 +292,12 @@ TEST_P(UringStressTest, ManyCallersRunAndRunInOrderOnOneRing) {
 
   std::atomic<int> bad{0};
   const auto caller = [&](int t) {
-    char* out = buf.get() + t * kPer * kBlock;
-    char* back = buf.get() + file.bytes() + t * kPer * kBlock;
-    const uint64_t base = t * kPer * kBlock;
+    const CallerRegion region{
+        .out = buf.get() + t * kPerCaller * kBlock,
+        .back = buf.get() + file.bytes() + t * kPerCaller * kBlock,
+        .base = t * kPerCaller * kBlock};
     for (int it = 0; it < kIters; ++it) {
-      const uint64_t seed = 1000 * t + it + 1;
-      const int empty = (t + it) % kPer;  // the 0-byte request
-      std::vector<IoRequest> writes;
-      for (int j = 0; j < kPer; ++j) {
-        FillPattern(out + j * kBlock, kBlock, seed * 16 + j);
-        writes.push_back({IoOp::kWrite, 0, base + j * kBlock, out + j * kBlock,
-                          j == empty ? 0 : kBlock});
-      }
-      absl::Status w = io->Run(writes);
-      if (!w.ok()) {
-        ++bad;
-        ADD_FAILURE() << "write t=" << t << " it=" << it << ": " << w;
-        return;
-      }
-      std::memset(back, 0, kPer * kBlock);
-      std::vector<IoRequest> reads;
-      for (int j = 0; j < kPer; ++j) {
-        reads.push_back({IoOp::kRead, 0, base + j * kBlock, back + j * kBlock,
-                         j == empty ? 0 : kBlock});
-      }
-      const int form = it % 3;
-      size_t refuse_at = reads.size();
-      if (form == 1) {  // a read at end of file: fails, nothing after it
-        reads.push_back(
-            {IoOp::kRead, 0, file.bytes(), back + (t % kPer) * kBlock, kBlock});
-        // A good read after it must not be handed over either.
-        reads.push_back({IoOp::kRead, 0, base, back, kBlock});
-      } else if (form == 2) {
-        refuse_at = (t + it) % kPer;
-      }
-      std::vector<size_t> handed;
-      int wrong = 0;
-      absl::Status r = io->RunInOrder(reads, [&](size_t i) -> absl::Status {
-        handed.push_back(i);
-        if (i < static_cast<size_t>(kPer) && static_cast<int>(i) != empty &&
-            !MatchesPattern(back + i * kBlock, kBlock, seed * 16 + i)) {
-          ++wrong;
-        }
-        // Slow: look at every block of the region again.
-        for (int j = 0; j < kPer; ++j) {
-          (void)MatchesPattern(back + j * kBlock, kBlock, seed * 16 + j);
-        }
-        if (i == refuse_at) return absl::CancelledError("refused");
-        return absl::OkStatus();
-      });
-      size_t want_handed = kPer;
-      if (form == 0) {
-        if (!r.ok()) ADD_FAILURE() << "t=" << t << " it=" << it << ": " << r;
-      } else if (form == 1) {
-        if (!absl::IsOutOfRange(r)) {
-          ADD_FAILURE() << "t=" << t << " it=" << it << ": want OutOfRange, "
-                        << r;
-        }
-      } else {
-        want_handed = refuse_at + 1;
-        if (!absl::IsCancelled(r)) {
-          ADD_FAILURE() << "t=" << t << " it=" << it << ": want Cancelled, "
-                        << r;
-        }
-      }
-      bool order_ok = handed.size() == want_handed;
-      for (size_t k = 0; order_ok && k < handed.size(); ++k) {
-        order_ok = handed[k] == k;
-      }
-      if (!order_ok || wrong != 0) {
-        ++bad;
-        ADD_FAILURE() << "t=" << t << " it=" << it << " form=" << form
-                      << ": handed " << handed.size() << " (want "
-                      << want_handed << "), " << wrong << " with wrong bytes";
-      }
+      if (!RunCallerIteration(*io, region, file.bytes(), t, it, bad)) return;
     }
   };
   RunCallers(60, "ManyCallersRunAndRunInOrderOnOneRing", kThreads, caller);
