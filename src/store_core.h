@@ -40,8 +40,8 @@
 #include "src/extent_allocator.h"
 #include "src/lease_releaser.h"
 #include "src/mover.h"
-#include "src/store_parts.h"
 #include "src/step_plans.h"
+#include "src/store_parts.h"
 #include "src/tensor_record.h"
 #include "src/timeline.h"
 #include "strata/options.h"
@@ -50,7 +50,6 @@
 #include "tiers/nvme/nvme_tier.h"
 
 namespace strata {
-
 
 class StoreCore : public internal::LeaseReleaser,
                   public std::enable_shared_from_this<StoreCore> {

@@ -70,8 +70,8 @@ struct SchedulerStats {
   // shape planned; all 0 before one is made. Per step: the bytes it puts
   // on each link (Link order), its floor of NVMe writes, its lower bound
   // on the step and the step time it predicts (seconds).
-  uint64_t plans = 0;            // plans made, re-plans included
-  double planning_seconds = 0;   // time spent making them
+  uint64_t plans = 0;           // plans made, re-plans included
+  double planning_seconds = 0;  // time spent making them
   std::array<uint64_t, kNumLinks> planned_link_bytes{};
   uint64_t nvme_write_floor_bytes = 0;
   double plan_bound_seconds = 0;

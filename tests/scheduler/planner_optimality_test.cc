@@ -67,7 +67,8 @@ struct Oracle {
       if (in.accesses[a].access != Access::kRead) version_dirty.push_back(1);
       if (in.accesses[b].access == Access::kOverwrite) continue;  // dead
       const uint32_t distance = b > a ? b - a : b + n - a;
-      if (in.accesses[a].hold_end - a > distance) continue;  // still leased at b
+      if (in.accesses[a].hold_end - a > distance)
+        continue;  // still leased at b
       OracleGap g{.tensor = t};
       for (uint32_t q = in.accesses[a].hold_end % n; q != b; q = (q + 1) % n) {
         g.positions.push_back(q);

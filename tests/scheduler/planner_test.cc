@@ -53,9 +53,9 @@ uint64_t LinkBytes(const ResidencyPlan& plan, Link link) {
 }
 
 int Count(const ResidencyPlan& plan, TransferKind kind) {
-  return static_cast<int>(std::count_if(
-      plan.transfers.begin(), plan.transfers.end(),
-      [&](const PlannedTransfer& t) { return t.kind == kind; }));
+  return static_cast<int>(
+      std::count_if(plan.transfers.begin(), plan.transfers.end(),
+                    [&](const PlannedTransfer& t) { return t.kind == kind; }));
 }
 
 // A training-like step: a weight read in forward and backward on the
@@ -301,8 +301,7 @@ TEST(PlannerTest, RandomTimedStepsStayWithinBudget) {
     EXPECT_LE(plan->peak_bytes[0], 24 * kKiB) << "trial " << trial;
     EXPECT_LE(plan->peak_bytes[1], 24 * kKiB) << "trial " << trial;
     EXPECT_GE(LinkBytes(*plan, Link::kNvmeRead), plan->nvme_read_floor_bytes);
-    EXPECT_GE(LinkBytes(*plan, Link::kNvmeWrite),
-              plan->nvme_write_floor_bytes);
+    EXPECT_GE(LinkBytes(*plan, Link::kNvmeWrite), plan->nvme_write_floor_bytes);
     EXPECT_GE(plan->predicted_seconds, 4e-3 - 1e-12);
   }
   EXPECT_GT(planned, 100);

@@ -25,15 +25,15 @@ class PlannedStoreTest : public ::testing::Test {
   // A device that holds three of the 1 MiB tensors and a host that holds
   // two: a step over eight must stream through NVMe.
   void Open(bool planned) {
-    StoreOptions o = ::strata::testing::SmallStoreOptions(
-        dir_.path(), 3 * kMiB, 2 * kMiB, 64 * kMiB);
+    StoreOptions o = ::strata::testing::SmallStoreOptions(dir_.path(), 3 * kMiB,
+                                                          2 * kMiB, 64 * kMiB);
     o.scheduler.planned = planned;
     auto s = Store::Open(o);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
     for (int i = 0; i < kTensors; ++i) {
-      auto id = store_->Create(
-          {.name = "t" + std::to_string(i), .size_bytes = kMiB});
+      auto id =
+          store_->Create({.name = "t" + std::to_string(i), .size_bytes = kMiB});
       ASSERT_TRUE(id.ok()) << id.status();
       ASSERT_TRUE(store_->Write(*id, Counter(0).data(), kMiB).ok());
       ids_.push_back(*id);
