@@ -180,21 +180,10 @@ std::optional<int> MlpTrain::ReadFlags() {
 
 std::optional<int> MlpTrain::CheckOutputs() {
   // Fail before a long run, not after it.
-  for (const auto& [path, flag] : {std::pair{json_path_, "--json"},
-                                   std::pair{timeline_path_, "--timeline"}}) {
-    if (absl::Status w = CheckWritable(path, flag); !w.ok()) return Refuse(w);
-  }
-  if (absl::Status d = CheckDistinctFiles(
-          {{json_path_, "--json"},
-           {timeline_path_, "--timeline"},
-           {plot_path_, "--plot"}},
-          {{absl::GetFlag(FLAGS_config), "--config"},
-           {absl::GetFlag(FLAGS_machine_profile), "--machine-profile"}});
-      !d.ok()) {
-    return Refuse(d);
-  }
-  if (absl::Status p = CheckPlotOutput(plot_path_, "--plot"); !p.ok()) {
-    return Refuse(p);
+  if (absl::Status o =
+          CheckTrainOutputs(json_path_, timeline_path_, plot_path_, {});
+      !o.ok()) {
+    return Refuse(o);
   }
   // After the refusals of the flags: a refused run leaves no --save-dir
   // created or locked.

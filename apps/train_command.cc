@@ -10,12 +10,15 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "apps/cli/exit_code.h"
+#include "apps/cli/gnuplot.h"
+#include "apps/cli/output_path.h"
 #include "apps/cli/store_flags.h"
 #include "apps/cli/train_defaults.h"
 #include "apps/distributed_run.h"
 #include "apps/gpt_train_command.h"
 #include "apps/mlp_train_command.h"
 #include "apps/train_flags.h"
+#include "strata/status.h"
 
 ABSL_FLAG(std::string, model, "gpt",
           "gpt (a GPT-2 style transformer on the King James Bible; flags "
@@ -68,6 +71,23 @@ int Refuse(const absl::Status& status) {
 }
 
 }  // namespace
+
+absl::Status CheckTrainOutputs(const std::string& json_path,
+                               const std::string& timeline_path,
+                               const std::string& plot_path,
+                               std::vector<FileFlag> inputs) {
+  for (const auto& [path, flag] : {std::pair{json_path, "--json"},
+                                   std::pair{timeline_path, "--timeline"}}) {
+    STRATA_RETURN_IF_ERROR(CheckWritable(path, flag));
+  }
+  inputs.push_back({absl::GetFlag(FLAGS_config), "--config"});
+  inputs.push_back({absl::GetFlag(FLAGS_machine_profile), "--machine-profile"});
+  STRATA_RETURN_IF_ERROR(CheckDistinctFiles({{json_path, "--json"},
+                                             {timeline_path, "--timeline"},
+                                             {plot_path, "--plot"}},
+                                            inputs));
+  return CheckPlotOutput(plot_path, "--plot");
+}
 
 void ApplyTrainDefaults() {
   SetBudgetDefaults(kTrainDeviceBudget, kTrainHostBudget, kTrainNvmeBudget);

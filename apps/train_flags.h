@@ -5,8 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/status.h"
+#include "apps/cli/output_path.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int64_t, batch);
@@ -26,5 +29,18 @@ ABSL_DECLARE_FLAG(std::string, resume);
 // Inputs an output must not overwrite (strata_main.cc, store_flags.cc).
 ABSL_DECLARE_FLAG(std::string, config);
 ABSL_DECLARE_FLAG(std::string, machine_profile);
+
+namespace strata {
+
+// A training run's output files, checked before the run (defined in
+// train_command.cc): --json and --timeline writable, no two outputs (and
+// --plot) one file nor one of `inputs`, --config or --machine-profile, and
+// --plot a PNG gnuplot can write. The first refusal, naming its flag.
+absl::Status CheckTrainOutputs(const std::string& json_path,
+                               const std::string& timeline_path,
+                               const std::string& plot_path,
+                               std::vector<FileFlag> inputs = {});
+
+}  // namespace strata
 
 #endif  // STRATA_APPS_TRAIN_FLAGS_H_
