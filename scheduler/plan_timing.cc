@@ -169,7 +169,6 @@ StepSimulation SimulateStep(const PlanInput& input,
   double queue_free[3] = {0, 0, 0};
   double clock = 0, cycle_start = 0;
   StepSimulation sim;
-  sim.end_seconds.assign(transfers.size(), 0);
   sim.wait_seconds.assign(transfers.size(), 0);
   constexpr int kCycles =
       2;  // the first fills the queues, the second is steady
@@ -182,7 +181,6 @@ StepSimulation SimulateStep(const PlanInput& input,
         if (t.kind == TransferKind::kDrop) continue;
         double& free = queue_free[QueueOf(t)];
         free = std::max(free, clock) + seconds[i];
-        if (last) sim.end_seconds[i] = free - cycle_start;
         if (t.kind == TransferKind::kLoad) {
           ready[t.access] = free;
           serving[t.access] = i;

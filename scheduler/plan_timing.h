@@ -50,10 +50,8 @@ struct StepSimulation {
   double seconds = 0;        // the step's length, stalls included
   uint64_t stalls = 0;       // accesses that waited for a load
   double stall_seconds = 0;  // their waits, summed
-  // Per transfer (the input's order): when it ended, seconds from the
-  // step's start (past the step's length: in the next step), and how long
-  // its access waited for it (loads).
-  std::vector<double> end_seconds;
+  // Per transfer (the input's order): how long its access waited for it
+  // (loads; 0 for the rest).
   std::vector<double> wait_seconds;
 };
 
