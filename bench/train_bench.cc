@@ -25,6 +25,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -75,6 +76,10 @@ ABSL_FLAG(double, sim_link_gbps, 0,
 ABSL_FLAG(std::string, data_dir, strata::train::kFashionMnistDir,
           "Fashion-MNIST directory.");
 ABSL_FLAG(std::string, json, "", "Also write the results as JSON here.");
+ABSL_FLAG(std::string, timeline, "",
+          "Write the scheduler mode's timeline here (Chrome trace-event JSON: "
+          "each transfer, stall and lease, and the plan's transfers as "
+          "issued, for Perfetto).");
 ABSL_FLAG(int64_t, matrix_steps, 10,
           "Timed steps of each precision x checkpoint run (offloaded, with "
           "the scheduler; then fp32 and bf16 with --accumulate=4, the GPT's "
@@ -153,6 +158,12 @@ LinkRates MeasureNvmeRates() {
   return {r->read_gbps, r->write_gbps};
 }
 
+// --timeline records the mode table's scheduler run.
+bool TimelineWanted(const Mode& mode) {
+  return !absl::GetFlag(FLAGS_timeline).empty() && !mode.resident &&
+         mode.prefetch && mode.planned;
+}
+
 absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
   StoreOptions s;
   STRATA_ASSIGN_OR_RETURN(
@@ -165,6 +176,7 @@ absl::StatusOr<StoreOptions> ModeStoreOptions(const Mode& mode) {
   s.nvme.budget_bytes = absl::GetFlag(FLAGS_nvme_budget).bytes;
   s.scheduler.prefetch = mode.prefetch;
   s.scheduler.planned = mode.planned;
+  s.timeline = TimelineWanted(mode);
   return s;
 }
 
@@ -180,6 +192,9 @@ absl::StatusOr<ModeResult> Summarize(const Mode& mode,
         "the run took %d steps, not more than --warmup=%d (one epoch at this "
         "--batch is that short); lower --warmup or --batch",
         step_seconds.size(), warmup));
+  }
+  if (TimelineWanted(mode) && std::string_view(mode.name) == "scheduler") {
+    STRATA_RETURN_IF_ERROR(store.WriteTimeline(absl::GetFlag(FLAGS_timeline)));
   }
   ModeResult m{.name = mode.name, .losses = losses};
   const std::vector<double> timed(step_seconds.begin() + warmup,
@@ -324,6 +339,7 @@ absl::StatusOr<VariantResult> RunVariant(const Variant& v,
                                          const FashionMnist& data) {
   STRATA_ASSIGN_OR_RETURN(StoreOptions s,
                           ModeStoreOptions({"scheduler", false, true}));
+  s.timeline = false;  // --timeline is the mode table's run
   TrainOptions t = BenchJob(absl::GetFlag(FLAGS_matrix_steps));
   t.model.batch /= v.accumulate;
   t.model.accumulate = v.accumulate;
@@ -340,6 +356,7 @@ absl::StatusOr<VariantResult> RunVariant(const Variant& v,
 absl::StatusOr<VariantResult> RunGptVariant(const Variant& v) {
   STRATA_ASSIGN_OR_RETURN(StoreOptions s,
                           ModeStoreOptions({"scheduler", false, true}));
+  s.timeline = false;  // --timeline is the mode table's run
   GptConfig c = BenchGpt(s.device.budget_bytes);
   c.precision = v.precision;
   c.checkpoint = v.checkpoint;

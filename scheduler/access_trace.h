@@ -5,13 +5,15 @@
 // Align() replays a sequence against a trace with the predictor's cursor rule;
 // the predictor uses it to judge at a step boundary how well a step fitted.
 //
-// Thread safety: none; a Trace is immutable once the predictor stores it.
+// Thread safety: none. Once the predictor stores a Trace only an event's
+// access kind changes (SetAccess).
 #ifndef STRATA_SCHEDULER_ACCESS_TRACE_H_
 #define STRATA_SCHEDULER_ACCESS_TRACE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -28,6 +30,10 @@ struct AccessEvent {
   Access access = Access::kRead;
 
   friend bool operator==(const AccessEvent&, const AccessEvent&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const AccessEvent& e) {
+    return H::combine(std::move(h), e.id, e.tier, e.access);
+  }
 };
 
 class Trace {
@@ -46,6 +52,10 @@ class Trace {
   }
   const std::vector<AccessEvent>& events() const { return events_; }
 
+  // Sets the access kind of the event at `position` (< size()).
+  void SetAccess(size_t position, Access access) {
+    events_[position].access = access;
+  }
   // The sorted positions where `id` is used (any tier, any access); empty when
   // the trace never uses it.
   absl::Span<const uint32_t> Positions(TensorId id) const;

@@ -63,7 +63,7 @@ PlanModel::PlanModel(const PlanInput& input)
   AddLeasesAndHomes();
   for (PlanGap& g : gaps_) {
     if (g.allowed == 0) continue;
-    if (g.placement == GapPlacement::kNvme && g.live) {
+    if (g.placement == GapPlacement::kNvme && (g.live || g.kept)) {
       ++versions_[g.version].out_gaps;
     }
   }
@@ -94,7 +94,7 @@ void PlanModel::BuildGaps(uint32_t tensor, const std::vector<uint32_t>& uses) {
     }
     PlanGap g = MakeGap(tensor, uses[i], uses[(i + 1) % k]);
     g.version = static_cast<uint32_t>(versions_.size() - 1);
-    if (g.live && !g.held) ++versions_.back().live_gaps;
+    if ((g.live || g.kept) && !g.held) ++versions_.back().live_gaps;
     gaps_.push_back(g);
   }
 }
@@ -120,22 +120,45 @@ PlanGap PlanModel::MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const {
     g.placement = PlacementOf(from.tier);
     return g;
   }
-  if (!g.live) return g;  // dropped: kNvme, no choice
+  if (!g.live) {
+    const uint32_t kept = KeptLength(g);
+    if (kept == 0) return g;  // dead: dropped, kNvme, no choice
+    g.kept = true;
+    g.end = (g.begin + kept) % n;
+    g.length = kept;
+  }
   if (home == Tier::kDevice) {
     g.allowed = PlacementBit(GapPlacement::kDevice);
     g.placement = GapPlacement::kDevice;
   } else if (home == Tier::kHost) {
-    g.allowed =
-        PlacementBit(GapPlacement::kDevice) | PlacementBit(GapPlacement::kHost);
+    g.allowed = PlacementBit(GapPlacement::kHost);
+    if (!g.kept) g.allowed |= PlacementBit(GapPlacement::kDevice);
     g.placement = GapPlacement::kHost;
-  } else if (!IsUpper(from.tier) || !IsUpper(to.tier)) {
+  } else if (!IsUpper(from.tier) || (g.live && !IsUpper(to.tier))) {
     g.allowed = PlacementBit(GapPlacement::kNvme);
+  } else if (g.kept) {
+    // Kept contents stay where they were used, or go out to NVMe.
+    g.allowed = PlacementBit(PlacementOf(from.tier)) |
+                PlacementBit(GapPlacement::kNvme);
   } else {
     g.allowed = PlacementBit(GapPlacement::kDevice) |
                 PlacementBit(GapPlacement::kHost) |
                 PlacementBit(GapPlacement::kNvme);
   }
   return g;
+}
+
+// Positions from g.begin over which the store keeps the contents of a gap
+// its next use overwrites (PlanAccess::dies_at); 0: dead from the start. A
+// death outside the gap (a discard seen in another replay) keeps them to the
+// overwrite.
+uint32_t PlanModel::KeptLength(const PlanGap& g) const {
+  const uint32_t dies_at = input_.accesses[g.from_access].dies_at;
+  if (dies_at == PlanAccess::kDiesAtRelease || g.length == 0) return 0;
+  if (dies_at == PlanAccess::kKeptToOverwrite) return g.length;
+  const auto n = static_cast<uint32_t>(positions());
+  const uint32_t d = (dies_at + n - g.begin) % n;
+  return d <= g.length ? d : g.length;
 }
 
 // Leases occupy their tier from the acquire to the first acquire after the
@@ -186,10 +209,11 @@ void PlanModel::Place(PlanGap& g, GapPlacement p) {
   if (p == g.placement) return;
   PlanVersion& v = versions_[g.version];
   Occupy(g, g.placement, -1);
-  if (g.placement == GapPlacement::kNvme && g.live) --v.out_gaps;
+  const bool counts = g.live || g.kept;
+  if (g.placement == GapPlacement::kNvme && counts) --v.out_gaps;
   g.placement = p;
   Occupy(g, p, +1);
-  if (p == GapPlacement::kNvme && g.live) ++v.out_gaps;
+  if (p == GapPlacement::kNvme && counts) ++v.out_gaps;
 }
 
 uint64_t PlanModel::DeviceLinkBytes(const PlanGap& g, GapPlacement p) const {
@@ -202,19 +226,21 @@ uint64_t PlanModel::DeviceLinkBytes(const PlanGap& g, GapPlacement p) const {
     if (g.from_tier == Tier::kDevice && versions_[g.version].dirty) {
       moved += bytes;
     }
-    if (g.to_tier == Tier::kDevice) moved += bytes;
+    if (g.live && g.to_tier == Tier::kDevice) moved += bytes;
     return moved;
   }
   if (IsUpper(g.from_tier) && g.from_tier != tier) moved += bytes;
-  if (IsUpper(g.to_tier) && g.to_tier != tier) moved += bytes;
+  if (g.live && IsUpper(g.to_tier) && g.to_tier != tier) moved += bytes;
   return moved;
 }
 
 PlanCost PlanModel::Cost() const {
   PlanCost cost;
   for (const PlanGap& g : gaps_) {
-    if (!g.live || g.held) continue;
-    if (g.placement == GapPlacement::kNvme) cost.nvme_read += tensor(g).bytes;
+    if ((!g.live && !g.kept) || g.held) continue;
+    if (g.live && g.placement == GapPlacement::kNvme) {
+      cost.nvme_read += tensor(g).bytes;
+    }
     cost.device_link += DeviceLinkBytes(g, g.placement);
   }
   for (const PlanVersion& v : versions_) {
@@ -226,14 +252,14 @@ PlanCost PlanModel::Cost() const {
 int64_t PlanModel::NvmeDelta(const PlanGap& g, GapPlacement p) const {
   const bool out_now = g.placement == GapPlacement::kNvme;
   const bool out_then = p == GapPlacement::kNvme;
-  if (!g.live || g.held || out_now == out_then) return 0;
+  if ((!g.live && !g.kept) || g.held || out_now == out_then) return 0;
   const PlanVersion& v = versions_[g.version];
   const auto bytes = static_cast<int64_t>(tensor(g).bytes);
   // The version's write-back comes with its first gap on NVMe and goes
-  // with its last.
+  // with its last; only a live gap is read back.
   const bool write_changes =
       v.dirty && !v.nvme_access && v.out_gaps == (out_then ? 0u : 1u);
-  const int64_t delta = bytes + (write_changes ? bytes : 0);
+  const int64_t delta = (g.live ? bytes : 0) + (write_changes ? bytes : 0);
   return out_then ? delta : -delta;
 }
 

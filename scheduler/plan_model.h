@@ -35,7 +35,11 @@ struct PlanGap {
   uint32_t version = 0;  // index into PlanModel::versions
   Tier from_tier = Tier::kDevice;
   Tier to_tier = Tier::kDevice;
-  bool live = false;    // to_access needs the contents (not an overwrite)
+  bool live = false;  // to_access needs the contents (not an overwrite)
+  // Not live, but the store keeps the contents until `end` (their Discard,
+  // or the overwrite): they wait somewhere, and go to NVMe written but are
+  // never read back.
+  bool kept = false;
   bool held = false;    // from_access's lease is still held at to_access
   uint8_t allowed = 0;  // PlacementBit()s open to this gap
   GapPlacement placement = GapPlacement::kNvme;
@@ -46,8 +50,8 @@ struct PlanVersion {
   uint32_t tensor = 0;
   bool dirty = false;        // written in the step: NVMe holds an older one
   bool nvme_access = false;  // an access on the NVMe tier reads it there
-  uint32_t live_gaps = 0;    // live gaps of the version
-  uint32_t out_gaps = 0;     // live gaps placed on NVMe
+  uint32_t live_gaps = 0;    // live and kept gaps of the version
+  uint32_t out_gaps = 0;     // of those, the gaps placed on NVMe
   // Whether NVMe must receive this version: a write-back per step.
   bool WritesBack() const { return dirty && (nvme_access || out_gaps > 0); }
 };
@@ -110,6 +114,7 @@ class PlanModel {
   static int Upper(Tier tier) { return tier == Tier::kDevice ? 0 : 1; }
   void BuildGaps(uint32_t tensor, const std::vector<uint32_t>& uses);
   PlanGap MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const;
+  uint32_t KeptLength(const PlanGap& g) const;
   void AddLeasesAndHomes();
   void Occupy(const PlanGap& g, GapPlacement p, int64_t sign);
 

@@ -25,12 +25,13 @@ std::array<GapPlacement, 2> Preferred(const PlanGap& g) {
   return {GapPlacement::kHost, GapPlacement::kDevice};
 }
 
-// NVMe bytes `g` saves by staying above NVMe (its read, and its version's
-// write-back shared among the version's live gaps), per byte-position.
+// NVMe bytes `g` saves by staying above NVMe (its read where it is live,
+// and its version's write-back shared among the version's live and kept
+// gaps), per byte-position.
 double Density(const PlanModel& model, const PlanGap& g) {
   const PlanTensor& t = model.tensor(g);
   const PlanVersion& v = model.versions()[g.version];
-  double saved = static_cast<double>(t.bytes);
+  double saved = g.live ? static_cast<double>(t.bytes) : 0;
   if (v.dirty && !v.nvme_access && v.live_gaps > 0) {
     saved += static_cast<double>(t.bytes) / v.live_gaps;
   }

@@ -31,7 +31,7 @@ class TransferBuilder {
            uint32_t* written_version) {
     const PlanTensor& t = model_.tensor(g);
     if (g.held) return;
-    if (!g.live || g.placement == GapPlacement::kNvme) {
+    if ((!g.live && !g.kept) || g.placement == GapPlacement::kNvme) {
       LeaveFrom(g, prev, written_version);
       if (g.live && IsUpper(g.to_tier)) {
         Add(g, TransferKind::kLoad, Tier::kNvme, g.to_tier, g.to_access);
@@ -39,8 +39,18 @@ class TransferBuilder {
       return;
     }
     const Tier tier = TierOf(g.placement);
-    if (IsUpper(g.from_tier) && g.from_tier != tier && !KeptFromPrev(g, prev)) {
-      Add(g, TransferKind::kMove, g.from_tier, tier, g.from_access);
+    if (!g.live) {  // kept where it was used until the contents die
+      if (t.home != tier) AddDrop(g, tier, g.end);
+      return;
+    }
+    if (IsUpper(g.from_tier) && g.from_tier != tier) {
+      // A read left the copy on `tier` valid: the one on the tier of the
+      // use is freed (unless that tier is its home).
+      if (!KeptFromPrev(g, prev)) {
+        Add(g, TransferKind::kMove, g.from_tier, tier, g.from_access);
+      } else if (t.home != g.from_tier) {
+        AddDrop(g, g.from_tier, g.begin);
+      }
     }
     if (IsUpper(g.to_tier) && g.to_tier != tier) {
       Add(g, TransferKind::kLoad, tier, g.to_tier, g.to_access);
@@ -71,7 +81,7 @@ class TransferBuilder {
     if (!IsUpper(g.from_tier) || t.home == g.from_tier) return;
     if (KeptFromPrev(g, prev)) return;
     const PlanVersion& v = model_.versions()[g.version];
-    if (g.live && v.WritesBack() && *written_version != g.version) {
+    if ((g.live || g.kept) && v.WritesBack() && *written_version != g.version) {
       *written_version = g.version;
       Add(g, TransferKind::kWriteBack, g.from_tier, Tier::kNvme, g.from_access);
       return;

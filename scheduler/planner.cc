@@ -27,6 +27,11 @@ absl::Status Validate(const PlanInput& input) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "access %d: hold_end %d is not in (%d, %d]", p, a.hold_end, p, n));
     }
+    if (a.dies_at >= n && a.dies_at != PlanAccess::kDiesAtRelease &&
+        a.dies_at != PlanAccess::kKeptToOverwrite) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "access %d: dies_at %d is not a position of %d", p, a.dies_at, n));
+    }
     if (p > 0 && a.at_seconds < input.accesses[p - 1].at_seconds) {
       return absl::InvalidArgumentError(
           absl::StrFormat("access %d: time goes back", p));
@@ -41,11 +46,12 @@ absl::Status Validate(const PlanInput& input) {
 }
 
 // Live bytes at each position (a gap's contents count from after its first
-// use through its next, as in nvme_floor.h), and those of them whose
-// version NVMe already holds (clean: dropping them writes nothing).
+// use through its next, as in nvme_floor.h), the bytes kept without being
+// read again (they may go to NVMe written, never read), and those of both
+// whose version NVMe already holds (clean: dropping them writes nothing).
 void Floors(const PlanModel& model, ResidencyPlan* plan) {
   const size_t n = model.positions();
-  std::vector<int64_t> live(n + 1, 0), clean(n + 1, 0);
+  std::vector<int64_t> live(n + 1, 0), kept(n + 1, 0), clean(n + 1, 0);
   const auto add = [&](std::vector<int64_t>& d, size_t from, size_t to,
                        int64_t bytes) {  // positions from..to, cyclic
     if (from <= to) {
@@ -59,21 +65,23 @@ void Floors(const PlanModel& model, ResidencyPlan* plan) {
     }
   };
   for (const PlanGap& g : model.gaps()) {
-    if (!g.live) continue;
+    if (!g.live && !g.kept) continue;
     const auto bytes = static_cast<int64_t>(model.tensor(g).bytes);
     const size_t from = (g.from_access + 1) % n;
-    add(live, from, g.to_access, bytes);
-    if (!model.versions()[g.version].dirty)
-      add(clean, from, g.to_access, bytes);
+    // A kept gap's contents die before the first acquire at g.end.
+    const size_t to = g.live ? g.to_access : (g.end + n - 1) % n;
+    add(g.live ? live : kept, from, to, bytes);
+    if (!model.versions()[g.version].dirty) add(clean, from, to, bytes);
   }
   const int64_t above = static_cast<int64_t>(model.capacity(Tier::kDevice) +
                                              model.capacity(Tier::kHost));
-  int64_t l = 0, c = 0, read = 0, write = 0;
+  int64_t l = 0, k = 0, c = 0, read = 0, write = 0;
   for (size_t p = 0; p < n; ++p) {
     l += live[p];
+    k += kept[p];
     c += clean[p];
     read = std::max(read, l - above);
-    write = std::max(write, l - above - c);
+    write = std::max(write, l + k - above - c);
   }
   plan->nvme_read_floor_bytes = static_cast<uint64_t>(read);
   plan->nvme_write_floor_bytes = static_cast<uint64_t>(write);
@@ -94,7 +102,7 @@ void Residencies(const PlanModel& model, ResidencyPlan* plan) {
   const size_t n = model.positions();
   std::vector<uint8_t> tiers(model.input().tensors.size(), 0);
   for (const PlanGap& g : model.gaps()) {
-    if (!g.live && !g.held) continue;  // dead contents go nowhere
+    if (!g.live && !g.kept && !g.held) continue;  // dead: nowhere
     if (g.placement == GapPlacement::kNvme) {
       tiers[g.tensor] |= 4;
       continue;

@@ -66,6 +66,18 @@ void Predictor::ObserveRelease(const PredictedUse& use) {
   }
 }
 
+void Predictor::ObserveDiscard(const PredictedUse& use) {
+  const auto at = static_cast<uint32_t>(step_.size());
+  if (use.step == step_serial_ && use.in_step < step_discards_.size()) {
+    step_discards_[use.in_step] = at;
+  }
+  if (use.trace == 0) return;
+  Slot* slot = FindSlot(use.trace);
+  if (slot != nullptr && use.position < slot->discards.size()) {
+    slot->discards[use.position] = at;
+  }
+}
+
 // The matched position's time is this replay's: the trace's times follow the
 // step's as it speeds up (prefetches land) or slows down.
 void Predictor::RecordTime(Outcome outcome, double at_seconds) {
@@ -96,6 +108,7 @@ Predictor::Outcome Predictor::Advance(const AccessEvent& event) {
       ++step_matched_;
       return Outcome::kResync;
     }
+    if (LearnAccessKind(event)) return Outcome::kHit;
     if (!explicit_steps_) {
       std::optional<Outcome> crossed = CrossDetectedBoundary(event);
       if (crossed.has_value()) return *crossed;
@@ -103,6 +116,23 @@ Predictor::Outcome Predictor::Advance(const AccessEvent& event) {
   }
   if (step_matched_ == 0 && SwitchToLookahead(event)) return Outcome::kResync;
   return Outcome::kMiss;
+}
+
+// The acquire at the cursor with another access kind, found nowhere in the
+// resync window (a step that only reads a tensor the recorded one wrote,
+// say: a rolled-back update): the trace takes the new kind in place, and its
+// generation changes so that a plan made from the old kind is made again.
+// Without this the acquire would miss on every later step, and the rest of the
+// trace fits too well for a re-record.
+bool Predictor::LearnAccessKind(const AccessEvent& event) {
+  if (current_ == nullptr || cursor_ >= current_->trace.size()) return false;
+  const AccessEvent& expected = current_->trace[cursor_];
+  if (expected.id != event.id || expected.tier != event.tier) return false;
+  current_->trace.SetAccess(cursor_, event.access);
+  ++current_->generation;
+  ++cursor_;
+  ++step_matched_;
+  return true;
 }
 
 // While the step so far equals the first events of the current trace, finds

@@ -42,9 +42,11 @@
 //   boundaries, S and T one a prefix of the other and their lengths differing
 //   by >= `shape_length_fraction` of the longer -> S is stored as a new shape;
 //   more than `rerecord_miss_fraction` of S's events were misses (replayed
-//   from position 0), or more than `resync_window_events` misses came in a
-//   row (a region T does not know) -> S replaces T (a re-record); otherwise
-//   T is kept.
+//   from position 0), more than `resync_window_events` misses came in a
+//   row (a region T does not know), or S missed and is the very sequence
+//   the step before it on T was (the step changed for good, not once: an
+//   optimizer that now interleaves its updates with the backward pass) ->
+//   S replaces T (a re-record); otherwise T is kept.
 //
 // Thread safety: none. The store calls it with its mutex held.
 #ifndef STRATA_SCHEDULER_PREDICTOR_H_
@@ -105,14 +107,20 @@ struct PredictedUse {
 // One learned step shape as the residency planner reads it. The spans
 // point into the predictor and stay valid until its next call.
 struct StepShape {
-  uint64_t serial = 0;      // the trace's stable name
-  uint64_t generation = 0;  // bumped each time the trace is (re)recorded
-  uint64_t steps = 0;       // steps ended on it, its recording included
+  uint64_t serial = 0;  // the trace's stable name
+  // Bumped each time the trace is (re)recorded or learns an access kind.
+  uint64_t generation = 0;
+  uint64_t steps = 0;  // steps ended on it, its recording included
   const Trace* trace = nullptr;
   // Per position: seconds from the step's first acquire at its last
   // replay, and the position of the first acquire after its lease ended.
   absl::Span<const double> offsets;
   absl::Span<const uint32_t> hold_ends;
+  // Per position: where the contents that acquire left were discarded at
+  // the last replay that saw it: the position of the first acquire after
+  // the Discard (this step's or, cyclically, the next's);
+  // Predictor::kNotDiscarded when they were kept until the next use.
+  absl::Span<const uint32_t> discards;
   double length_seconds = 0;  // first acquire to the next step's; 0: unknown
 };
 
@@ -136,6 +144,13 @@ class Predictor {
   // Records that the lease of the acquire `use` ended now. A release after
   // its step ended is ignored.
   void ObserveRelease(const PredictedUse& use);
+
+  // Records that the contents the acquire `use` left were discarded now
+  // (Store::Discard): they died here, not at the next overwrite. A discard
+  // in the step after the acquire's is kept for the trace it replayed.
+  void ObserveDiscard(const PredictedUse& use);
+  // StepShape::discards' value for contents not seen discarded.
+  static constexpr uint32_t kNotDiscarded = UINT32_MAX;
 
   // The next `n` predicted events after the cursor, continuing into the step
   // predicted to follow; fewer (none) only without a prediction.
@@ -195,12 +210,13 @@ class Predictor {
  private:
   // One stored trace (a step shape).
   struct Slot {
-    uint64_t serial = 0;      // stable name; kept across re-records
-    uint64_t generation = 0;  // SetTrace calls: recordings and re-records
-    uint64_t steps = 0;       // steps ended on it
-    Trace trace;              // never empty
-    uint64_t last_used = 0;   // use_clock_ when a step last ended on it
-    uint64_t successor = 0;   // serial of the trace that followed it; 0: none
+    uint64_t serial = 0;  // stable name; kept across re-records
+    // SetTrace calls (recordings and re-records) and access kinds learned
+    uint64_t generation = 0;
+    uint64_t steps = 0;      // steps ended on it
+    Trace trace;             // never empty
+    uint64_t last_used = 0;  // use_clock_ when a step last ended on it
+    uint64_t successor = 0;  // serial of the trace that followed it; 0: none
     // Per position, seconds from the step's first event; trace.size() long.
     std::vector<double> offsets;
     // Seconds from the step's first event to the next step's; 0: unknown.
@@ -208,10 +224,14 @@ class Predictor {
     // Per position, the position of the first acquire after its lease's
     // release (position + 1: released before the next acquire).
     std::vector<uint32_t> hold_ends;
+    std::vector<uint32_t> discards;  // StepShape::discards
+    // Hash of the last step replayed on it that missed; 0: it did not miss.
+    size_t missed_step_hash = 0;
   };
   enum class Outcome { kHit, kResync, kMiss };
 
   Outcome Advance(const AccessEvent& event);
+  bool LearnAccessKind(const AccessEvent& event);
   bool SwitchToPrefixMatch(const AccessEvent& event);
   bool SwitchToLookahead(const AccessEvent& event);
   std::optional<Outcome> CrossDetectedBoundary(const AccessEvent& event);
@@ -244,9 +264,10 @@ class Predictor {
   // Per event of step_, the step position of the first acquire after its
   // release; position + 1 until released.
   std::vector<uint32_t> step_hold_ends_;
-  uint64_t step_serial_ = 1;           // names the step being observed
-  double previous_start_seconds_ = 0;  // the previous step's first event
-  Slot* previous_ = nullptr;           // trace of the previous step
+  std::vector<uint32_t> step_discards_;  // per event of step_, as discards
+  uint64_t step_serial_ = 1;             // names the step being observed
+  double previous_start_seconds_ = 0;    // the previous step's first event
+  Slot* previous_ = nullptr;             // trace of the previous step
 
   PredictorStats stats_;
 };

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "scheduler/predictor.h"
 
 namespace strata {
@@ -31,6 +32,7 @@ void Predictor::AppendToStep(const AccessEvent& event, double at_seconds) {
   step_.push_back(event);
   step_seconds_.push_back(at_seconds);
   step_hold_ends_.push_back(static_cast<uint32_t>(step_.size()));
+  step_discards_.push_back(kNotDiscarded);
   if (!explicit_steps_) DetectRepetition();
 }
 
@@ -50,6 +52,7 @@ void Predictor::DetectRepetition() {
   step_.resize(boundary);
   step_seconds_.resize(boundary);
   step_hold_ends_.resize(boundary);
+  step_discards_.resize(boundary);
   FinishStep();
   for (size_t i = 0; i < repeat.size(); ++i) {
     RecordTime(Advance(repeat[i]), times[i]);
@@ -60,6 +63,7 @@ void Predictor::DetectRepetition() {
     step_.push_back(repeat[i]);
     step_seconds_.push_back(times[i]);
     step_hold_ends_.push_back(static_cast<uint32_t>(step_.size()));
+    step_discards_.push_back(kNotDiscarded);
   }
 }
 
@@ -79,6 +83,7 @@ void Predictor::FinishStep() {
   step_.clear();
   step_seconds_.clear();
   step_hold_ends_.clear();
+  step_discards_.clear();
   ++step_serial_;
 }
 
@@ -94,9 +99,13 @@ Predictor::Slot* Predictor::RecordStep() {
   // the trace does not know at all (the optimizer switched to another
   // scheme, say), however small a fraction of the step it is: left alone,
   // every later step would miss it again and get no prefetch there.
+  // A step that misses the same way twice in a row changed for good.
+  const size_t hash = fit.misses > 0 ? absl::HashOf(step_) | 1 : 0;
+  const bool missed_again = hash != 0 && hash == current_->missed_step_hash;
+  current_->missed_step_hash = hash;
   if (static_cast<double>(fit.misses) >
           options_.rerecord_miss_fraction * static_cast<double>(step_.size()) ||
-      fit.longest_miss_run > options_.resync_window_events) {
+      fit.longest_miss_run > options_.resync_window_events || missed_again) {
     SetTrace(current_);
     ++stats_.rerecords;
     ++stats_.traces_recorded;
@@ -147,6 +156,7 @@ void Predictor::SetTrace(Slot* slot) {
   }
   slot->length_seconds = 0;
   slot->hold_ends = step_hold_ends_;
+  slot->discards = step_discards_;
 }
 
 std::optional<StepShape> Predictor::Shape(uint64_t serial) const {
@@ -158,6 +168,7 @@ std::optional<StepShape> Predictor::Shape(uint64_t serial) const {
                    .trace = &slot->trace,
                    .offsets = slot->offsets,
                    .hold_ends = slot->hold_ends,
+                   .discards = slot->discards,
                    .length_seconds = slot->length_seconds};
 }
 

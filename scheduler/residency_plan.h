@@ -59,6 +59,16 @@ struct PlanAccess {
   // Compute seconds from the step's first acquire to this one (stalls not
   // counted), non-decreasing; all 0 when no times are known.
   double at_seconds = 0;
+  // When the next use overwrites the contents this access leaves, where
+  // they die: kDiesAtRelease (dead once this lease ends), a position p (the
+  // store keeps them until the first acquire after their Discard, which is
+  // p, cyclically: in the next step when p comes before this access), or
+  // kKeptToOverwrite (never discarded: kept until the overwrite). Kept
+  // contents need room above NVMe or a write-back, never a read. Ignored
+  // where the next use reads them.
+  static constexpr uint32_t kDiesAtRelease = UINT32_MAX - 1;
+  static constexpr uint32_t kKeptToOverwrite = UINT32_MAX;
+  uint32_t dies_at = kDiesAtRelease;
 };
 
 struct PlanInput {

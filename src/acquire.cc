@@ -40,7 +40,10 @@ absl::StatusOr<Lease> StoreCore::AcquireLease(TensorId id, Tier tier,
       access == Access::kRead
           ? AcquireShared(id, tier, stream, &stalled, use)
           : AcquireExclusive(id, tier, access, stream, &stalled, nullptr, use);
-  if (lease.ok()) CountAcquire(id, tier, start, stalled);
+  if (lease.ok()) {
+    tensors_.at(id)->last_use = use;
+    CountAcquire(id, tier, start, stalled);
+  }
   return lease;
 }
 

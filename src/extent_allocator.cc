@@ -59,6 +59,26 @@ std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes,
   return Extent{at, want};
 }
 
+bool ExtentAllocator::AllocateAt(const Extent& extent) {
+  if (extent.bytes == 0 || extent.offset % alignment_ != 0 ||
+      extent.bytes % alignment_ != 0) {
+    return false;
+  }
+  auto it = free_by_offset_.upper_bound(extent.offset);
+  if (it == free_by_offset_.begin()) return false;
+  --it;
+  const auto [offset, size] = *it;
+  if (extent.offset + extent.bytes > offset + size) return false;
+  EraseFree(it);
+  if (extent.offset > offset) InsertFree(offset, extent.offset - offset);
+  const uint64_t end = extent.offset + extent.bytes;
+  if (offset + size > end) InsertFree(end, offset + size - end);
+  used_ += extent.bytes;
+  if (used_ > peak_) peak_ = used_;
+  ++allocations_;
+  return true;
+}
+
 void ExtentAllocator::Free(const Extent& extent) {
   assert(extent.bytes > 0 && extent.offset + extent.bytes <= capacity_);
   uint64_t offset = extent.offset;

@@ -42,8 +42,11 @@ class ExtentAllocator {
   // Reserves at least `bytes` (> 0). nullopt when no free range fits.
   std::optional<Extent> Allocate(uint64_t bytes,
                                  Placement placement = Placement::kBestFit);
-  // Returns an extent from Allocate. Freeing anything else is a bug
-  // (checked with assert in debug builds).
+  // Reserves exactly `extent` (aligned), which must lie in one free range;
+  // false (nothing changes) when it does not.
+  bool AllocateAt(const Extent& extent);
+  // Returns an extent from Allocate or AllocateAt. Freeing anything else is a
+  // bug (checked with assert in debug builds).
   void Free(const Extent& extent);
 
   // `bytes` rounded up to the alignment.

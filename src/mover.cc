@@ -196,6 +196,22 @@ void Mover::Leave(Tier src, Tier dst, absl::Time now) {
   }
 }
 
+absl::Status Mover::Relocate(Tier tier, const Extent& from, const Extent& to,
+                             uint64_t bytes, std::string_view label) {
+  const absl::Time start = absl::Now();
+  std::byte* dst = Pointer({tier, to});
+  const std::byte* src = Pointer({tier, from});
+  absl::Status status;
+  if (tier == Tier::kDevice) {
+    status = device_->Copy(CopyKind::kD2D, dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+  Span(label, absl::StrFormat("relocate %s", TierName(tier)), start,
+       status.ok());
+  return status;
+}
+
 absl::Status Mover::Dispatch(const Place& src, const Place& dst, uint64_t bytes,
                              uint64_t* checksum, DeviceEvent* after) {
   switch (static_cast<int>(src.tier) * kNumTiers + static_cast<int>(dst.tier)) {

@@ -84,6 +84,13 @@ class Mover {
   // Waits for the asynchronous requests still running.
   ~Mover();
 
+  // Copies `bytes` from extent `from` to extent `to` of the same tier
+  // (device or host; they do not overlap): a copy moved by compaction
+  // (src/compaction.h). Crosses no link. On error `to` is undefined and
+  // `from` untouched.
+  absl::Status Relocate(Tier tier, const Extent& from, const Extent& to,
+                        uint64_t bytes, std::string_view label);
+
   // Copies the first `bytes` of `src` to `dst` (different tiers). When the
   // source is NVMe, `*checksum` is the expected XXH3-64; when the destination
   // is NVMe, `*checksum` receives it. `after` (device sources) is the event the

@@ -15,32 +15,7 @@
 #include "strata/status.h"
 
 namespace strata {
-namespace {
-
-// A size for messages: binary units, with the exact byte count when the
-// rounded figure would hide it ("4.0 MiB (4194307 bytes)").
-std::string Bytes(uint64_t n) {
-  const std::string rounded = FormatByteSize(n);
-  if (n < 1024 || absl::StrCat(n / 1024 / 1024, " MiB") == rounded ||
-      absl::StrCat(n / 1024, " KiB") == rounded) {
-    return rounded;
-  }
-  return absl::StrFormat("%s (%d bytes)", rounded, n);
-}
-
-std::string_view BudgetFlag(Tier tier) {
-  switch (tier) {
-    case Tier::kDevice:
-      return "--device-budget";
-    case Tier::kHost:
-      return "--host-budget";
-    case Tier::kNvme:
-      return "--nvme-budget";
-  }
-  return "";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::Status StoreCore::FillCopy(TensorRecord& rec, Tier tier, Fill fill,
                                  uint64_t protect_within, bool demand,
@@ -236,10 +211,7 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
                                     const TensorSpec& spec,
                                     uint64_t protect_within, bool explain) {
   if (alloc(tier).RoundUp(bytes) > capacity_[static_cast<int>(tier)]) {
-    return Room::Failed(absl::ResourceExhaustedError(absl::StrFormat(
-        "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
-        spec.name, Bytes(bytes), TierName(tier),
-        Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier))));
+    return Room::Failed(TooLarge(tier, bytes, spec));
   }
   while (true) {
     if (closed_) {
@@ -249,6 +221,8 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
             bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
       return {.kind = Room::kReserved, .extent = *e};
     }
+    // The bytes are free but split: idle copies move, none is evicted.
+    if (Compact(tier, bytes)) continue;
     // Write-backs in flight (WriteBackMore's) will leave room enough: wait
     // for them rather than evict one more. (With none in flight the trial is
     // the allocator that just failed: not copied.)
@@ -449,6 +423,7 @@ Tier StoreCore::WriteBackTarget(TensorRecord& rec, Tier tier) {
       rec.copy(Tier::kHost).extent = *e;
       return Tier::kHost;
     }
+    if (Compact(Tier::kHost, bytes)) continue;
     // Only copies needed later than this one: a write-back must not push
     // out what a prefetch just brought for an earlier access.
     TensorRecord* victim = PickVictim(Tier::kHost, NextUseDistance(rec));
@@ -549,51 +524,6 @@ void StoreCore::AbandonCopy(TensorRecord& rec, Tier tier) {
     c.extent.reset();
   }
   Changed();
-}
-
-absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
-                                 const TensorSpec& spec) const {
-  struct Holder {
-    uint64_t bytes;
-    std::string what;
-  };
-  std::vector<Holder> holders;
-  for (const auto& [id, rec] : tensors_) {
-    const TierCopy& c = rec->copy(tier);
-    if (!c.extent) continue;
-    std::string why = rec->is_home(tier) ? "home" : "cache";
-    if (c.read_leases > 0)
-      absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
-    if (c.write_lease) absl::StrAppend(&why, ", write lease");
-    if (c.busy()) absl::StrAppend(&why, ", in transfer");
-    if (unified() && tier == Tier::kHost &&
-        rec->copy(Tier::kDevice).state() != CopyState::kAbsent) {
-      // Unified memory: these pages are also the device copy.
-      absl::StrAppend(&why, rec->copy(Tier::kDevice).leased()
-                                ? ", leased on the device"
-                                : ", resident on the device");
-    }
-    holders.push_back({c.extent->bytes,
-                       absl::StrFormat("'%s' (id %d, %s, %s)", rec->spec.name,
-                                       id.value, Bytes(c.extent->bytes), why)});
-  }
-  std::sort(holders.begin(), holders.end(),
-            [](const Holder& a, const Holder& b) { return a.bytes > b.bytes; });
-  std::vector<std::string> top;
-  for (size_t i = 0; i < holders.size() && i < 8; ++i)
-    top.push_back(holders[i].what);
-  const ExtentAllocator& a = *alloc_[static_cast<int>(tier)];
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s tier full: tensor '%s' needs %s; %s of %s in use (largest free "
-      "range %s) and nothing can be evicted. Held by: %s%s. Release leases, "
-      "Destroy or Discard tensors, or raise %s",
-      TierName(tier), spec.name, Bytes(bytes), Bytes(a.used_bytes()),
-      Bytes(a.capacity()), Bytes(a.largest_free_bytes()),
-      absl::StrJoin(top, "; "),
-      holders.size() > top.size()
-          ? absl::StrFormat(" and %d more", holders.size() - top.size())
-          : "",
-      BudgetFlag(tier)));
 }
 
 }  // namespace strata

@@ -92,7 +92,7 @@ PredictedUse StoreCore::ObserveAndPrefetch(TensorId id, Tier tier,
       !predictor_.has_prediction()) {
     return use;
   }
-  if (ExecutePlan(use)) return use;
+  if (ExecutePlan(id, use)) return use;
   const uint64_t limit[kNumTiers] = {LookaheadBytes(Tier::kDevice),
                                      LookaheadBytes(Tier::kHost), 0};
   const std::array<double, kNumLinks> gbps = mover_->Gbps();

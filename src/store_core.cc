@@ -282,6 +282,7 @@ absl::Status StoreCore::Discard(TensorId id) {
         DropCopy(*rec, static_cast<Tier>(t), /*eviction=*/false);
       }
     }
+    if (rec->has_contents) predictor_.ObserveDiscard(rec->last_use);
     rec->has_contents = false;
     // A failed stream-ordered load's report was about these contents.
     rec->queued_load_error = absl::OkStatus();

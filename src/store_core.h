@@ -254,6 +254,12 @@ class StoreCore : public internal::LeaseReleaser,
                 uint64_t protect_within, bool explain = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // --- store_compaction.cc: when `tier` has `bytes` free but not in one
+  // range, moves idle copies within it (src/compaction.h) so that they are;
+  // true when a range of `bytes` is free now. Copies under mu_ (idle copies
+  // only: nothing else can touch them meanwhile).
+  bool Compact(Tier tier, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // --- prefetch.cc: a prefetch is a job on the executor, whose handlers
   // never wait. A job's steps run with mu_ held: a step that starts a
   // transfer (the load, or the write-back or migration that makes room)
@@ -404,9 +410,16 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues the planned transfers due at the acquire `use`; false when no
   // plan covers the trace replayed (the reactive prefetch then runs).
-  bool ExecutePlan(const PredictedUse& use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LeaveTier(TensorRecord& rec, Tier tier, TransferKind kind)
+  bool ExecutePlan(TensorId id, const PredictedUse& use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Leave LeaveTier(TensorRecord& rec, PendingLeave& leave)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Leave MoveClean(TensorRecord& rec, PendingLeave& leave)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tries the blocked leaves again; drops those of tensor `accessed` (its
+  // next use came: the plan's gap is over).
+  void RetryLeaves(TensorId accessed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordPlanned(const PlannedTransfer& t, const std::string& name) const;
   void AddPlanStats(SchedulerStats* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next-use distance eviction ranks rec's copy on `tier` by: Belady's,
   // except that a copy the plan does not keep there now ranks furthest.
@@ -505,6 +518,8 @@ class StoreCore : public internal::LeaseReleaser,
   // changed_ and resumes the parked prefetch jobs (on the executor).
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ResourceExhausted naming what fills `tier`.
+  absl::Status TooLarge(Tier tier, uint64_t bytes, const TensorSpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TierFull(Tier tier, uint64_t bytes, const TensorSpec& spec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ExtentAllocator& alloc(Tier t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -554,6 +569,8 @@ class StoreCore : public internal::LeaseReleaser,
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t leased_bytes_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
   uint64_t evictions_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
+  uint64_t compactions_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
+  uint64_t relocated_bytes_[kNumTiers] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
   uint64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_backs_ ABSL_GUARDED_BY(mu_) = 0;
   double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
@@ -567,6 +584,8 @@ class StoreCore : public internal::LeaseReleaser,
   StepPlans plans_ ABSL_GUARDED_BY(mu_);
   uint64_t plans_made_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t plan_position_ ABSL_GUARDED_BY(mu_) = 0;  // last acquire's
+  // Planned leaves LeaveTier found blocked, to try again.
+  std::vector<PendingLeave> pending_leaves_ ABSL_GUARDED_BY(mu_);
   double planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   // NvmeReadFloor's last answer, and the predictor's traces_recorded then
   // (no trace changes without a recording).

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "scheduler/residency_plan.h"
 #include "src/bounce_pool.h"
 #include "src/extent_allocator.h"
 #include "strata/tensor.h"
@@ -52,6 +53,20 @@ struct MakeRoomResult {
     return {.kind = kFailed, .status = std::move(status)};
   }
 };
+
+// A planned move, write-back or drop of tensor `id`'s copy on `from`
+// (`to`: a move's target), as the executor (planning.cc) carries it out.
+struct PendingLeave {
+  TensorId id;
+  Tier from;
+  Tier to;
+  TransferKind kind;
+  bool asked = false;  // a move's load to `to` was queued
+};
+
+// What leaving a tier did: done (or nothing to do), or blocked for now (the
+// copy is leased, waited for or in a transfer) and to be tried again.
+enum class Leave : uint8_t { kDone, kBlocked };
 
 // A background load of one copy, taken step by step on the store's
 // executor (prefetch.cc).

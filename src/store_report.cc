@@ -11,6 +11,32 @@
 #include "strata/status.h"
 
 namespace strata {
+namespace {
+
+// A size for messages: binary units, with the exact byte count when the
+// rounded figure would hide it ("4.0 MiB (4194307 bytes)").
+std::string Bytes(uint64_t n) {
+  const std::string rounded = FormatByteSize(n);
+  if (n < 1024 || absl::StrCat(n / 1024 / 1024, " MiB") == rounded ||
+      absl::StrCat(n / 1024, " KiB") == rounded) {
+    return rounded;
+  }
+  return absl::StrFormat("%s (%d bytes)", rounded, n);
+}
+
+std::string_view BudgetFlag(Tier tier) {
+  switch (tier) {
+    case Tier::kDevice:
+      return "--device-budget";
+    case Tier::kHost:
+      return "--host-budget";
+    case Tier::kNvme:
+      return "--nvme-budget";
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<TensorSpec> StoreCore::GetSpec(TensorId id) const {
   MutexLock lock(&mu_);
@@ -84,6 +110,8 @@ Stats StoreCore::GetStats() const {
     ts.allocations = a.allocations();
     ts.frees = a.frees();
     ts.evictions = evictions_[t];
+    ts.compactions = compactions_[t];
+    ts.relocated_bytes = relocated_bytes_[t];
   }
   s.prefetch = prefetch_;
   const PredictorStats& p = predictor_.stats();
@@ -156,6 +184,61 @@ absl::Status StoreCore::WriteTimeline(const std::string& path) const {
         "true (--timeline=FILE)");
   }
   return timeline_->WriteChromeTrace(path);
+}
+
+// The error of a tensor larger than a tier's whole budget.
+absl::Status StoreCore::TooLarge(Tier tier, uint64_t bytes,
+                                 const TensorSpec& spec) const {
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "tensor '%s' is %s; the %s budget is %s: raise %s or split the tensor",
+      spec.name, Bytes(bytes), TierName(tier),
+      Bytes(capacity_[static_cast<int>(tier)]), BudgetFlag(tier)));
+}
+
+// The error of a tier that cannot make room: what holds it, largest first.
+absl::Status StoreCore::TierFull(Tier tier, uint64_t bytes,
+                                 const TensorSpec& spec) const {
+  struct Holder {
+    uint64_t bytes;
+    std::string what;
+  };
+  std::vector<Holder> holders;
+  for (const auto& [id, rec] : tensors_) {
+    const TierCopy& c = rec->copy(tier);
+    if (!c.extent) continue;
+    std::string why = rec->is_home(tier) ? "home" : "cache";
+    if (c.read_leases > 0)
+      absl::StrAppend(&why, ", ", c.read_leases, " read lease(s)");
+    if (c.write_lease) absl::StrAppend(&why, ", write lease");
+    if (c.busy()) absl::StrAppend(&why, ", in transfer");
+    if (unified() && tier == Tier::kHost &&
+        rec->copy(Tier::kDevice).state() != CopyState::kAbsent) {
+      // Unified memory: these pages are also the device copy.
+      absl::StrAppend(&why, rec->copy(Tier::kDevice).leased()
+                                ? ", leased on the device"
+                                : ", resident on the device");
+    }
+    holders.push_back({c.extent->bytes,
+                       absl::StrFormat("'%s' (id %d, %s, %s)", rec->spec.name,
+                                       id.value, Bytes(c.extent->bytes), why)});
+  }
+  std::sort(holders.begin(), holders.end(),
+            [](const Holder& a, const Holder& b) { return a.bytes > b.bytes; });
+  std::vector<std::string> top;
+  for (size_t i = 0; i < holders.size() && i < 8; ++i)
+    top.push_back(holders[i].what);
+  const ExtentAllocator& a = *alloc_[static_cast<int>(tier)];
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s tier full: tensor '%s' needs %s; %s of %s in use (largest free "
+      "range %s) and nothing can be evicted. Held by: %s%s. Release leases, "
+      "Destroy or Discard tensors, or raise %s",
+      TierName(tier), spec.name, Bytes(bytes), Bytes(a.used_bytes()),
+      Bytes(a.capacity()), Bytes(a.largest_free_bytes()),
+      absl::StrJoin(top, "; "),
+      holders.size() > top.size()
+          ? absl::StrFormat(" and %d more", holders.size() - top.size())
+          : "",
+      BudgetFlag(tier)));
 }
 
 }  // namespace strata

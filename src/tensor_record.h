@@ -108,6 +108,7 @@ struct TensorRecord {
   TensorSpec spec;
   TierCopy copies[kNumTiers];
   bool has_contents = false;  // false when new or discarded
+  PredictedUse last_use;      // of the latest acquire, for Discard
   // An exclusive (write/overwrite) acquire is preparing its copy: new readers
   // and prefetches wait or skip, so the preparation never waits on them.
   bool exclusive_pending = false;
@@ -132,6 +133,16 @@ struct TensorRecord {
     if (copy(t).state() != CopyState::kValid) return false;
     for (int s = static_cast<int>(t) + 1; s < kNumTiers; ++s) {
       if (copies[s].state() == CopyState::kValid) return false;
+    }
+    return true;
+  }
+  // Valid and no other valid copy on any tier.
+  bool only_copy(Tier t) const {
+    if (copy(t).state() != CopyState::kValid) return false;
+    for (int s = 0; s < kNumTiers; ++s) {
+      if (s != static_cast<int>(t) && copies[s].state() == CopyState::kValid) {
+        return false;
+      }
     }
     return true;
   }

@@ -18,6 +18,10 @@ struct TierStats {
   uint64_t allocations = 0;      // extents allocated
   uint64_t frees = 0;            // extents freed
   uint64_t evictions = 0;        // copies removed to make room or by Evict
+  // Times idle copies were moved within the tier to join its free space
+  // into one range for a copy (fragmentation), and the bytes they moved.
+  uint64_t compactions = 0;
+  uint64_t relocated_bytes = 0;
 };
 
 // The links bytes move over. H2D/D2H: host<->device. NVMe read/write:

@@ -1,7 +1,8 @@
 // Unit tests for PlanResidency (scheduler/residency_plan.h) on hand-built
 // steps: what stays, what moves and over which link, what is never written
-// back, when loads are issued, what the simulation predicts, the floors,
-// and bad input.
+// back, contents kept until their discard or overwrite (dies_at), when
+// loads are issued, what the simulation predicts, the floors, and bad
+// input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -276,6 +277,181 @@ TEST(PlannerTest, BadInputIsInvalidArgument) {
   EXPECT_EQ(PlanResidency(bad).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(PlanResidency(PlanInput{})->transfers.empty());
+}
+
+// Contents the next use overwrites (PlanAccess::dies_at). A 4 KiB tensor A
+// written on the device at 0 and overwritten there at 3; between them a
+// filler X is leased at 1 and 2 (on a 4 KiB device only the leases fit).
+struct OverwriteStep {
+  StepBuilder b;
+  uint32_t a, x;
+  OverwriteStep() {
+    a = b.Tensor(4 * kKiB);
+    x = b.Tensor(4 * kKiB);
+    b.Use(a, Tier::kDevice, Access::kOverwrite)
+        .Use(x, Tier::kDevice, Access::kOverwrite)
+        .Use(x, Tier::kDevice, Access::kRead)
+        .Use(a, Tier::kDevice, Access::kOverwrite);
+  }
+};
+
+// The transfers of one kind for `tensor`.
+std::vector<PlannedTransfer> Of(const ResidencyPlan& plan, uint32_t tensor,
+                                TransferKind kind) {
+  std::vector<PlannedTransfer> out;
+  for (const PlannedTransfer& t : plan.transfers) {
+    if (t.tensor == tensor && t.kind == kind) out.push_back(t);
+  }
+  return out;
+}
+
+// The default: A's contents die when its lease ends, so they need no room
+// on the full device and cost no NVMe bytes.
+TEST(PlannerTest, DeadAtReleaseNeedsNoRoomNorBytes) {
+  OverwriteStep step;
+  const absl::StatusOr<ResidencyPlan> plan =
+      PlanResidency(step.b.Build(4 * kKiB, 64 * kKiB));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nvme_bytes(), 0u);
+  EXPECT_EQ(plan->overflow_bytes[0], 0u);
+  EXPECT_LE(plan->peak_bytes[0], 4 * kKiB);
+  for (const PlannedTransfer& t : plan->transfers) {
+    EXPECT_EQ(t.kind, TransferKind::kDrop) << TransferKindName(t.kind);
+  }
+}
+
+// Never discarded, A's contents are kept until the overwrite at 3: with no
+// room for them on the device they go out to NVMe, written back once and
+// never read (the host, with room, is not where device contents are kept).
+// With room they stay on the device and are dropped at the overwrite.
+TEST(PlannerTest, KeptToOverwriteIsWrittenNotRead) {
+  OverwriteStep step;
+  PlanInput input = step.b.Build(4 * kKiB, 64 * kKiB);
+  input.accesses[0].dies_at = PlanAccess::kKeptToOverwrite;
+  absl::StatusOr<ResidencyPlan> plan = PlanResidency(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(LinkBytes(*plan, Link::kNvmeWrite), 4 * kKiB);
+  EXPECT_EQ(LinkBytes(*plan, Link::kNvmeRead), 0u);
+  const std::vector<PlannedTransfer> written =
+      Of(*plan, step.a, TransferKind::kWriteBack);
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0].from, Tier::kDevice);
+  EXPECT_EQ(written[0].to, Tier::kNvme);
+  EXPECT_EQ(written[0].bytes, 4 * kKiB);
+  EXPECT_EQ(written[0].access, 0u);
+  EXPECT_TRUE(Of(*plan, step.a, TransferKind::kLoad).empty());
+  EXPECT_TRUE(Of(*plan, step.a, TransferKind::kMove).empty());
+  EXPECT_LE(plan->peak_bytes[0], 4 * kKiB);
+
+  input.capacity[0] = 8 * kKiB;
+  plan = PlanResidency(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nvme_bytes(), 0u);
+  EXPECT_TRUE(Of(*plan, step.a, TransferKind::kWriteBack).empty());
+  bool dropped_at_overwrite = false;
+  for (const PlannedTransfer& t : Of(*plan, step.a, TransferKind::kDrop)) {
+    if (t.from == Tier::kDevice && t.access == 0 && t.issue_at == 3) {
+      dropped_at_overwrite = true;
+    }
+  }
+  EXPECT_TRUE(dropped_at_overwrite);
+  EXPECT_EQ(plan->peak_bytes[0], 8 * kKiB) << "A beside X's lease";
+}
+
+// Two 4 KiB tensors on an 8 KiB device (no host): A written at 0 and
+// discarded before 2, B written at 1 and read at 4, a filler F leased at 2
+// and 3. A's kept contents end at 2, where B's wait begins: both fit, no
+// NVMe bytes. Kept to the overwrite at 5, A overlaps B's wait beside F's
+// lease (12 KiB): the cheaper one goes out, A (written, 4 KiB) rather than
+// B (written and read, 8 KiB).
+TEST(PlannerTest, DiesAtFreesRoomForAnother) {
+  StepBuilder b;
+  const uint32_t a = b.Tensor(4 * kKiB);
+  const uint32_t bb = b.Tensor(4 * kKiB);
+  const uint32_t f = b.Tensor(4 * kKiB);
+  b.Use(a, Tier::kDevice, Access::kOverwrite)
+      .Use(bb, Tier::kDevice, Access::kOverwrite)
+      .Use(f, Tier::kDevice, Access::kOverwrite)
+      .Use(f, Tier::kDevice, Access::kRead)
+      .Use(bb, Tier::kDevice, Access::kRead)
+      .Use(a, Tier::kDevice, Access::kOverwrite);
+  PlanInput input = b.Build(8 * kKiB, 0);
+  input.accesses[0].dies_at = 2;
+  absl::StatusOr<ResidencyPlan> plan = PlanResidency(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nvme_bytes(), 0u);
+  EXPECT_TRUE(Of(*plan, bb, TransferKind::kLoad).empty());
+  const std::vector<PlannedTransfer> drops = Of(*plan, a, TransferKind::kDrop);
+  EXPECT_TRUE(std::any_of(drops.begin(), drops.end(), [](const auto& t) {
+    return t.from == Tier::kDevice && t.issue_at == 2;
+  })) << "A's copy is freed where its contents die";
+  EXPECT_LE(plan->peak_bytes[0], 8 * kKiB);
+
+  input.accesses[0].dies_at = PlanAccess::kKeptToOverwrite;
+  plan = PlanResidency(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(LinkBytes(*plan, Link::kNvmeWrite), 4 * kKiB);
+  EXPECT_EQ(LinkBytes(*plan, Link::kNvmeRead), 0u);
+  EXPECT_EQ(Of(*plan, a, TransferKind::kWriteBack).size(), 1u);
+  EXPECT_TRUE(Of(*plan, bb, TransferKind::kWriteBack).empty());
+  EXPECT_TRUE(Of(*plan, bb, TransferKind::kLoad).empty());
+  EXPECT_LE(plan->peak_bytes[0], 8 * kKiB);
+}
+
+// dies_at is a position of the step or one of the two sentinels.
+TEST(PlannerTest, DiesAtOutOfRangeIsInvalid) {
+  OverwriteStep step;
+  const PlanInput good = step.b.Build(8 * kKiB, 0);
+  const uint32_t n = static_cast<uint32_t>(good.accesses.size());
+  for (uint32_t dies_at :
+       {0u, n - 1, PlanAccess::kDiesAtRelease, PlanAccess::kKeptToOverwrite}) {
+    PlanInput input = good;
+    input.accesses[0].dies_at = dies_at;
+    EXPECT_TRUE(PlanResidency(input).ok()) << dies_at;
+  }
+  for (uint32_t dies_at : {n, n + 7, PlanAccess::kDiesAtRelease - 1}) {
+    PlanInput input = good;
+    input.accesses[0].dies_at = dies_at;
+    EXPECT_EQ(PlanResidency(input).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << dies_at;
+  }
+}
+
+// A weight written on the host (0) and read twice on the device (2, 5);
+// fillers keep the device full of leases everywhere else (X at 1, Y at 3
+// and 4, Z at 6), the host has room for it all step. It waits on the host
+// between the reads, whose host copy stays valid (no move back): the
+// device copy is dropped after each read instead of staying there.
+TEST(PlannerTest, KeptHostCopyDropsTheDeviceCopyAfterARead) {
+  StepBuilder b;
+  const uint32_t w = b.Tensor(4 * kKiB);
+  const uint32_t x = b.Tensor(4 * kKiB);
+  const uint32_t y = b.Tensor(4 * kKiB);
+  const uint32_t z = b.Tensor(4 * kKiB);
+  b.Use(w, Tier::kHost, Access::kWrite)
+      .Use(x, Tier::kDevice, Access::kOverwrite)
+      .Use(w, Tier::kDevice, Access::kRead)
+      .Use(y, Tier::kDevice, Access::kOverwrite)
+      .Use(y, Tier::kDevice, Access::kRead)
+      .Use(w, Tier::kDevice, Access::kRead)
+      .Use(z, Tier::kDevice, Access::kOverwrite);
+  const absl::StatusOr<ResidencyPlan> plan =
+      PlanResidency(b.Build(4 * kKiB, 64 * kKiB));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nvme_bytes(), 0u);
+  EXPECT_EQ(plan->overflow_bytes[0], 0u);
+  EXPECT_TRUE(Of(*plan, w, TransferKind::kMove).empty());
+  EXPECT_EQ(Of(*plan, w, TransferKind::kLoad).size(), 2u);
+  std::vector<uint32_t> dropped_after;  // the device reads followed by a drop
+  for (const PlannedTransfer& t : Of(*plan, w, TransferKind::kDrop)) {
+    if (t.from == Tier::kDevice) dropped_after.push_back(t.access);
+  }
+  std::sort(dropped_after.begin(), dropped_after.end());
+  EXPECT_EQ(dropped_after, (std::vector<uint32_t>{2, 5}));
+  EXPECT_EQ(LinkBytes(*plan, Link::kH2D), 8 * kKiB);
+  EXPECT_EQ(LinkBytes(*plan, Link::kD2H), 0u);
+  EXPECT_LE(plan->peak_bytes[0], 4 * kKiB);
 }
 
 // On random timed steps whose leases fit, the plan's peak, loads in flight
