@@ -116,10 +116,11 @@ struct StepShape {
   // replay, and the position of the first acquire after its lease ended.
   absl::Span<const double> offsets;
   absl::Span<const uint32_t> hold_ends;
-  // Per position: where the contents that acquire left were discarded at
-  // the last replay that saw it: the position of the first acquire after
-  // the Discard (this step's or, cyclically, the next's);
-  // Predictor::kNotDiscarded when they were kept until the next use.
+  // Per position: where the contents that acquire left were discarded, as
+  // the latest Discard of them seen since the trace was recorded said: the
+  // position of the first acquire after it (this step's or, cyclically,
+  // the next's); Predictor::kNotDiscarded when none was seen (kept until
+  // the next use).
   absl::Span<const uint32_t> discards;
   double length_seconds = 0;  // first acquire to the next step's; 0: unknown
 };

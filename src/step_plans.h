@@ -5,8 +5,11 @@
 //
 // Policy: a shape is planned after the step that recorded it and again
 // after each of its next kReplans steps (the links' bandwidths and the
-// step's times are measured better with each), and whenever its trace is
-// re-recorded. A plan whose trace the predictor dropped is dropped too.
+// step's times are measured better with each), then after its steps 8, 16,
+// 32, ... (times drift as a run warms up; the plans' cost stays a vanishing
+// share of the steps between them), and whenever its trace is re-recorded
+// or learns an access kind. A plan whose trace the predictor dropped is dropped
+// too.
 //
 // Thread safety: none; the store calls it with its mutex held.
 #ifndef STRATA_SRC_STEP_PLANS_H_
