@@ -73,6 +73,11 @@ nlohmann::json StoreReportJson(const Stats& st) {
       {"queued_loads", st.queued_loads},
       {"stall_seconds", st.stall_seconds},
       {"room_seconds", st.room_seconds},
+      // Copies moved within a tier to join split free space (compaction),
+      // per tier: device, host.
+      {"compactions", {st.tiers[0].compactions, st.tiers[1].compactions}},
+      {"relocated_bytes",
+       {st.tiers[0].relocated_bytes, st.tiers[1].relocated_bytes}},
       {"lease_group_retries", train::LeaseGroup::retries()},
       // Transient NVMe errors survived: requests run again, and reads whose
       // checksum did not match that were read once more.

@@ -13,12 +13,13 @@ struct Segment {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   Kind kind = Kind::kPinned;
+  Placement placement = Placement::kBestFit;  // a movable one's
 };
 
 // The arena in offset order: its free ranges, the movable extents (sorted),
 // and the allocated bytes between them that stay.
 std::vector<Segment> Segments(const ExtentAllocator& arena,
-                              const std::vector<Extent>& movable) {
+                              const std::vector<MovableExtent>& movable) {
   std::vector<Segment> out;
   const std::map<uint64_t, uint64_t>& free = arena.free_ranges();
   auto f = free.begin();
@@ -27,7 +28,7 @@ std::vector<Segment> Segments(const ExtentAllocator& arena,
   while (at < arena.capacity()) {
     const uint64_t next_free = f != free.end() ? f->first : arena.capacity();
     const uint64_t next_move =
-        m < movable.size() ? movable[m].offset : arena.capacity();
+        m < movable.size() ? movable[m].extent.offset : arena.capacity();
     const uint64_t next = std::min(next_free, next_move);
     if (next > at) {
       out.push_back({at, next - at, Kind::kPinned});
@@ -37,8 +38,9 @@ std::vector<Segment> Segments(const ExtentAllocator& arena,
       at += f->second;
       ++f;
     } else {
-      out.push_back({at, movable[m].bytes, Kind::kMovable});
-      at += movable[m].bytes;
+      out.push_back(
+          {at, movable[m].extent.bytes, Kind::kMovable, movable[m].placement});
+      at += movable[m].extent.bytes;
       ++m;
     }
   }
@@ -78,40 +80,42 @@ std::pair<size_t, size_t> CheapestWindow(const std::vector<Segment>& segments,
 }  // namespace
 
 std::optional<Compaction> PlanCompaction(const ExtentAllocator& arena,
-                                         std::vector<Extent> movable,
+                                         std::vector<MovableExtent> movable,
                                          uint64_t bytes) {
   const uint64_t want = arena.RoundUp(bytes);
   if (want == 0 || arena.largest_free_bytes() >= want ||
       arena.capacity() - arena.used_bytes() < want) {
     return std::nullopt;
   }
-  std::sort(
-      movable.begin(), movable.end(),
-      [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+  std::sort(movable.begin(), movable.end(),
+            [](const MovableExtent& a, const MovableExtent& b) {
+              return a.extent.offset < b.extent.offset;
+            });
   const std::vector<Segment> segments = Segments(arena, movable);
   const auto [first, last] = CheapestWindow(segments, want);
   if (first == last) return std::nullopt;
   // The window's free bytes are taken first so that no move lands there.
   const uint64_t window_end = segments[first].offset + want;
   ExtentAllocator trial = arena;
-  std::vector<Extent> out;
+  std::vector<Segment> out;
   for (size_t s = first; s < last; ++s) {
     const Segment& seg = segments[s];
     if (seg.kind == Kind::kMovable) {
-      out.push_back({seg.offset, seg.bytes});
+      out.push_back(seg);
     } else if (const uint64_t end =
                    std::min(seg.offset + seg.bytes, window_end);
                !trial.AllocateAt({seg.offset, end - seg.offset})) {
       return std::nullopt;
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const Extent& a, const Extent& b) { return a.bytes > b.bytes; });
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {
+    return a.bytes > b.bytes;
+  });
   Compaction plan{.window = {segments[first].offset, want}};
-  for (const Extent& from : out) {
-    std::optional<Extent> to = trial.Allocate(from.bytes);
+  for (const Segment& from : out) {
+    std::optional<Extent> to = trial.Allocate(from.bytes, from.placement);
     if (!to.has_value()) return std::nullopt;
-    plan.moves.push_back({from, *to});
+    plan.moves.push_back({{from.offset, from.bytes}, *to});
     plan.moved_bytes += from.bytes;
   }
   return plan;

@@ -12,8 +12,9 @@
 //
 // The choice: the window of `bytes` (aligned to the start of a free range or
 // movable extent, spanning no immovable byte) whose movable extents hold the
-// fewest bytes; each of those goes to a free range outside the window, best
-// fit, largest first. Linear in the arena's ranges.
+// fewest bytes; each of those goes to a free range outside the window by
+// its own placement (so compaction keeps large state and short-lived copies
+// apart, as allocation does), largest first. Linear in the arena's ranges.
 //
 // Thread safety: a pure function of its arguments.
 #ifndef STRATA_SRC_COMPACTION_H_
@@ -26,6 +27,13 @@
 #include "src/extent_allocator.h"
 
 namespace strata {
+
+// An allocated extent that may move, and where in the arena it belongs
+// (the store's placement class: large model state high, the rest low).
+struct MovableExtent {
+  Extent extent;
+  Placement placement = Placement::kBestFit;
+};
 
 struct ExtentMove {
   Extent from;  // an allocated extent of the arena
@@ -40,11 +48,11 @@ struct Compaction {
 
 // Moves that free a range of `bytes` (rounded to the arena's alignment) in
 // `arena`, moving only extents of `movable` (allocated extents of the arena,
-// any order). nullopt when the arena already has such a range, has too few
-// free bytes, or no window of movable and free ranges can be cleared into
-// the free space outside it.
+// any order, none twice). nullopt when the arena already has such a range, has
+// too few free bytes, or no window of movable and free ranges can be cleared
+// into the free space outside it.
 std::optional<Compaction> PlanCompaction(const ExtentAllocator& arena,
-                                         std::vector<Extent> movable,
+                                         std::vector<MovableExtent> movable,
                                          uint64_t bytes);
 
 }  // namespace strata

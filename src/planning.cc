@@ -209,15 +209,20 @@ Leave StoreCore::MoveClean(TensorRecord& rec, PendingLeave& leave) {
   return Leave::kBlocked;
 }
 
+bool StoreCore::PlanKeeps(const TensorRecord& rec, Tier tier) const {
+  if (!options_.scheduler.planned) return false;
+  const StepPlans::Entry* entry = plans_.Find(predictor_.current_trace());
+  return entry != nullptr &&
+         StepPlans::Keeps(*entry, rec.id, tier, plan_position_);
+}
+
 uint64_t StoreCore::EvictionDistance(const TensorRecord& rec, Tier tier) const {
-  if (options_.scheduler.planned) {
-    const StepPlans::Entry* entry = plans_.Find(predictor_.current_trace());
-    // A copy the plan does not keep here now goes first, before any the
-    // plan keeps (whose order is Belady's).
-    if (entry != nullptr &&
-        !StepPlans::Keeps(*entry, rec.id, tier, plan_position_)) {
-      return kNoPredictedUse;
-    }
+  // A copy a running plan does not keep here now goes first, before any the
+  // plan keeps (whose order is Belady's).
+  if (options_.scheduler.planned &&
+      plans_.Find(predictor_.current_trace()) != nullptr &&
+      !PlanKeeps(rec, tier)) {
+    return kNoPredictedUse;
   }
   return NextUseDistance(rec);
 }

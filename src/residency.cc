@@ -186,16 +186,6 @@ std::optional<Tier> StoreCore::PickSource(const TensorRecord& rec,
   return std::nullopt;
 }
 
-namespace {
-
-// Large model state (parameters, gradients, optimizer states: at least a
-// sixteenth of the tier) packs against the top of the device and host arenas;
-// activations and small tensors against the bottom. Short-lived copies then do
-// not split the room a large weight needs while others are leased (the idea
-// of the small/large pools of PyTorch's caching allocator, by lifetime).
-// Leased copies cannot move, so this lowers the odds of a fragmented tier
-// rather than ruling it out. NVMe extents are reserved once per tensor: best
-// fit.
 Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
   if (tier == Tier::kNvme) return Placement::kBestFit;
   const bool state = spec.kind == TensorKind::kParameter ||
@@ -204,8 +194,6 @@ Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity) {
   return state && spec.size_bytes >= capacity / 16 ? Placement::kHigh
                                                    : Placement::kLow;
 }
-
-}  // namespace
 
 StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
                                     const TensorSpec& spec,
@@ -221,8 +209,6 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
             bytes, PlacementFor(tier, spec, alloc(tier).capacity()))) {
       return {.kind = Room::kReserved, .extent = *e};
     }
-    // The bytes are free but split: idle copies move, none is evicted.
-    if (Compact(tier, bytes)) continue;
     // Write-backs in flight (WriteBackMore's) will leave room enough: wait
     // for them rather than evict one more. (With none in flight the trial is
     // the allocator that just failed: not copied.)
@@ -242,12 +228,18 @@ StoreCore::Room StoreCore::MakeRoom(Tier tier, uint64_t bytes,
           victim->copy(Tier::kDevice).state() == CopyState::kValid) {
         return {.kind = Room::kEvictUnified, .victim = victim};
       }
-      if (victim->has_contents && victim->dirty(tier)) {
-        return {.kind = Room::kWriteBack, .victim = victim};
+      // An eviction that costs bytes (a write-back, or a reload the plan
+      // does not expect) gives way to moving idle copies when the tier's
+      // free bytes are enough but split; a drop the plan expects does not.
+      const bool dirty = victim->has_contents && victim->dirty(tier);
+      if ((dirty || PlanKeeps(*victim, tier)) && Compact(tier, bytes)) {
+        continue;
       }
+      if (dirty) return {.kind = Room::kWriteBack, .victim = victim};
       DropCopy(*victim, tier, /*eviction=*/true);
       continue;
     }
+    if (Compact(tier, bytes)) continue;
     if (!TransfersInFlight(tier) && !WriteBackInFlight(tier)) {
       Room full =
           Room::Failed(explain ? TierFull(tier, bytes, spec)

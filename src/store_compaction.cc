@@ -28,11 +28,12 @@ bool StoreCore::Compact(Tier tier, uint64_t bytes) {
       arena.capacity() - arena.used_bytes() < want) {
     return false;
   }
-  std::vector<Extent> movable;
+  std::vector<MovableExtent> movable;
   absl::flat_hash_map<uint64_t, TensorRecord*> owner;  // by extent offset
   for (auto& [id, rec] : tensors_) {
     if (!Relocatable(*rec, tier)) continue;
-    movable.push_back(*rec->copy(tier).extent);
+    movable.push_back({*rec->copy(tier).extent,
+                       PlacementFor(tier, rec->spec, arena.capacity())});
     owner[rec->copy(tier).extent->offset] = rec.get();
   }
   std::optional<Compaction> plan =

@@ -254,10 +254,8 @@ class StoreCore : public internal::LeaseReleaser,
                 uint64_t protect_within, bool explain = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // --- store_compaction.cc: when `tier` has `bytes` free but not in one
-  // range, moves idle copies within it (src/compaction.h) so that they are;
-  // true when a range of `bytes` is free now. Copies under mu_ (idle copies
-  // only: nothing else can touch them meanwhile).
+  // --- store_compaction.cc: moves idle copies within `tier` (under mu_)
+  // when its free bytes hold `bytes` but not in one range; true if one does.
   bool Compact(Tier tier, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- prefetch.cc: a prefetch is a job on the executor, whose handlers
@@ -416,13 +414,15 @@ class StoreCore : public internal::LeaseReleaser,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Leave MoveClean(TensorRecord& rec, PendingLeave& leave)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tries the blocked leaves again; drops those of tensor `accessed` (its
-  // next use came: the plan's gap is over).
+  // Tries the blocked leaves again, but not tensor `accessed`'s (in use).
   void RetryLeaves(TensorId accessed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordPlanned(const PlannedTransfer& t, const std::string& name) const;
   void AddPlanStats(SchedulerStats* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The next-use distance eviction ranks rec's copy on `tier` by: Belady's,
-  // except that a copy the plan does not keep there now ranks furthest.
+  // Whether a plan runs and keeps rec's copy on `tier` now (PlanKeeps), and
+  // the next-use distance eviction ranks that copy by: Belady's, except
+  // that a copy a running plan does not keep there now ranks furthest.
+  bool PlanKeeps(const TensorRecord& rec, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EvictionDistance(const TensorRecord& rec, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

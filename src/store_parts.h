@@ -54,6 +54,16 @@ struct MakeRoomResult {
   }
 };
 
+// Large model state (parameters, gradients, optimizer states: at least a
+// sixteenth of the tier) packs against the top of the device and host arenas;
+// activations and small tensors against the bottom. Short-lived copies then do
+// not split the room a large weight needs while others are leased (the idea
+// of the small/large pools of PyTorch's caching allocator, by lifetime).
+// Leased copies cannot move, so this lowers the odds of a fragmented tier
+// rather than ruling it out. NVMe extents are reserved once per tensor: best
+// fit.
+Placement PlacementFor(Tier tier, const TensorSpec& spec, uint64_t capacity);
+
 // A planned move, write-back or drop of tensor `id`'s copy on `from`
 // (`to`: a move's target), as the executor (planning.cc) carries it out.
 struct PendingLeave {

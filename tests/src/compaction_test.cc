@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "src/extent_allocator.h"
+#include "src/store_open.h"
 #include "strata/store.h"
+#include "tests/util/faulty_device_seams.h"
 #include "tests/util/test_util.h"
 
 namespace strata {
@@ -38,7 +40,7 @@ TEST(PlanCompactionTest, MovesTheCheapestExtentOutOfTheWindow) {
   // A A _ _ C C _ _ : 4 pages free in two holes; a 4-page request.
   Arena a(8, {2, 2, 2, 2}, {1, 3});
   std::optional<Compaction> plan =
-      PlanCompaction(a.arena, {a.extents[0], a.extents[2]}, 4 * kPage);
+      PlanCompaction(a.arena, {{a.extents[0]}, {a.extents[2]}}, 4 * kPage);
   ASSERT_TRUE(plan.has_value());
   // Window from offset 0 (A and the first hole); A goes to the last hole.
   EXPECT_EQ(plan->window.offset, 0u);
@@ -53,7 +55,7 @@ TEST(PlanCompactionTest, PrefersTheWindowWithFewerBytesToMove) {
   // B B B _ _ D _ _ : moving D (1 page) clears pages 3..7 for 4 pages.
   Arena a(8, {3, 2, 1, 2}, {1, 3});
   std::optional<Compaction> plan =
-      PlanCompaction(a.arena, {a.extents[0], a.extents[2]}, 4 * kPage);
+      PlanCompaction(a.arena, {{a.extents[0]}, {a.extents[2]}}, 4 * kPage);
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->window.offset, 3 * kPage);
   ASSERT_EQ(plan->moves.size(), 1u);
@@ -72,7 +74,7 @@ TEST(PlanCompactionTest, PinnedExtentsAreNeverMovedOrSpanned) {
   // Only C movable: the window cannot span A; it is pages 2..5 (the first
   // hole and C), and C goes to the last hole.
   std::optional<Compaction> plan =
-      PlanCompaction(a.arena, {a.extents[2]}, 4 * kPage);
+      PlanCompaction(a.arena, {{a.extents[2]}}, 4 * kPage);
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->window.offset, 2 * kPage);
   ASSERT_EQ(plan->moves.size(), 1u);
@@ -83,19 +85,22 @@ TEST(PlanCompactionTest, PinnedExtentsAreNeverMovedOrSpanned) {
 TEST(PlanCompactionTest, NoPlanWhenItFitsAlreadyOrTheBytesAreShort) {
   Arena a(8, {2, 2, 2, 2}, {1, 3});
   // 2 pages fit in a hole as they are.
-  EXPECT_FALSE(PlanCompaction(a.arena, {a.extents[0], a.extents[2]}, 2 * kPage)
-                   .has_value());
+  EXPECT_FALSE(
+      PlanCompaction(a.arena, {{a.extents[0]}, {a.extents[2]}}, 2 * kPage)
+          .has_value());
   // 5 pages are more than the 4 free.
-  EXPECT_FALSE(PlanCompaction(a.arena, {a.extents[0], a.extents[2]}, 5 * kPage)
-                   .has_value());
+  EXPECT_FALSE(
+      PlanCompaction(a.arena, {{a.extents[0]}, {a.extents[2]}}, 5 * kPage)
+          .has_value());
 }
 
 TEST(PlanCompactionTest, NoPlanWhenTheMovedExtentFindsNoRoomOutside) {
   // A A _ C C _ : 2 free pages in two 1-page holes; whichever 2-page extent
   // the window holds has only a 1-page hole outside it.
   Arena a(6, {2, 1, 2, 1}, {1, 3});
-  EXPECT_FALSE(PlanCompaction(a.arena, {a.extents[0], a.extents[2]}, 2 * kPage)
-                   .has_value());
+  EXPECT_FALSE(
+      PlanCompaction(a.arena, {{a.extents[0]}, {a.extents[2]}}, 2 * kPage)
+          .has_value());
 }
 
 TEST(ExtentAllocatorTest, AllocateAtTakesExactlyAFreeRange) {
@@ -166,6 +171,50 @@ TEST(StoreCompactionTest, AFragmentedTierMovesACopyInsteadOfEvictingIt) {
   }
   EXPECT_EQ(s.GetStats().links[static_cast<int>(Link::kNvmeRead)].bytes,
             before.links[static_cast<int>(Link::kNvmeRead)].bytes);
+}
+
+// The device tier, with the move failing: the copy stays where it was,
+// whole, and the store evicts instead (a write-back to the host).
+TEST(StoreCompactionTest, AFailedMoveLeavesTheCopyAndEvictsInstead) {
+  ::strata::testing::TempDir dir;
+  StoreOptions o = ::strata::testing::SmallStoreOptions(dir.path(), 4 * kMiB,
+                                                        8 * kMiB, 64 * kMiB);
+  o.scheduler.prefetch = false;
+  FaultyDevice* device = nullptr;
+  auto store = OpenStore(o, ::strata::testing::FaultyDeviceSeams(&device));
+  ASSERT_TRUE(store.ok()) << store.status();
+  Store& s = **store;
+  std::vector<TensorId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = s.Create({.name = "t" + std::to_string(i), .size_bytes = kMiB});
+    ASSERT_TRUE(id.ok()) << id.status();
+    auto lease = s.Acquire(*id, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ::strata::testing::FillPattern(lease->data(), kMiB, i);
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(s.Discard(ids[1]).ok());
+  ASSERT_TRUE(s.Discard(ids[3]).ok());
+  device->set_spec(
+      {.nth = 1, .ops = FaultOps::kD2D, .kind = FaultKind::kTornCopy});
+  const Stats before = s.GetStats();
+  auto big = s.Create({.name = "big", .size_bytes = 2 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  {
+    auto lease = s.Acquire(*big, Tier::kDevice, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+  }
+  EXPECT_EQ(device->injected(), 1u);
+  const Stats after = s.GetStats();
+  EXPECT_EQ(after.tiers[0].compactions, before.tiers[0].compactions);
+  EXPECT_EQ(after.tiers[0].relocated_bytes, before.tiers[0].relocated_bytes);
+  EXPECT_GT(after.write_backs, before.write_backs);
+  for (int i : {0, 2}) {
+    std::vector<std::byte> back(kMiB);
+    ASSERT_TRUE(s.Read(ids[i], back.data(), kMiB).ok());
+    EXPECT_TRUE(::strata::testing::MatchesPattern(back.data(), kMiB, i))
+        << "t" << i;
+  }
 }
 
 }  // namespace

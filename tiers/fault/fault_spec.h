@@ -49,6 +49,9 @@ enum class FaultOps : uint8_t {
   kWrites,  // block I/O writes
   kH2D,     // device: copies, prefetches and page faults toward the device
   kD2H,     // device: copies, prefetches and page faults toward the host
+  // Device: device-to-device copies (compaction moving a copy within the
+  // device tier); no other op matches them.
+  kD2D,
 };
 
 struct FaultSpec {

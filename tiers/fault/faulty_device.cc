@@ -13,6 +13,7 @@ namespace strata {
 namespace {
 
 const char* KindName(CopyKind kind) {
+  if (kind == CopyKind::kD2D) return "D2D";
   return kind == CopyKind::kH2D ? "H2D" : "D2H";
 }
 
@@ -44,11 +45,12 @@ uint64_t FaultyDevice::injected() const {
 
 bool FaultyDevice::ShouldFail(CopyKind kind, uint64_t* ordinal, bool* torn) {
   MutexLock lock(&mu_);
-  // Device-to-device copies are not injected: they do not cross the link.
-  if (kind == CopyKind::kD2D) return false;
-  const bool ops = spec_.ops == FaultOps::kAll ||
+  // Device-to-device copies fail only where asked for by name (kD2D): they
+  // do not cross the link.
+  const bool ops = (spec_.ops == FaultOps::kAll && kind != CopyKind::kD2D) ||
                    (spec_.ops == FaultOps::kH2D && kind == CopyKind::kH2D) ||
-                   (spec_.ops == FaultOps::kD2H && kind == CopyKind::kD2H);
+                   (spec_.ops == FaultOps::kD2H && kind == CopyKind::kD2H) ||
+                   (spec_.ops == FaultOps::kD2D && kind == CopyKind::kD2D);
   const bool kind_applies =
       spec_.kind == FaultKind::kEio || spec_.kind == FaultKind::kTornCopy;
   if (!ops || !kind_applies) return false;

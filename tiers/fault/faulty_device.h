@@ -4,9 +4,9 @@
 //
 // Policy: every call is forwarded to the wrapped backend. The spec is a
 // FaultSpec (fault_spec.h). A Copy matches when its direction passes `ops`
-// (kAll, kH2D, kD2H; kReads and kWrites match nothing here; device-to-device
-// copies never match: they do not cross the link) and the kind is kEio or
-// kTornCopy (the block-I/O kinds match nothing). A failing copy with
+// (kAll, kH2D, kD2H; kD2D alone matches device-to-device copies, which do
+// not cross the link; kReads and kWrites match nothing here) and the kind is
+// kEio or kTornCopy (the block-I/O kinds match nothing). A failing copy with
 // kTornCopy first copies the first half of its bytes, so the destination
 // holds a mix of old and new data (callers must not trust it); either way it
 // returns Internal("injected copy fault ..."). The source is never touched.
