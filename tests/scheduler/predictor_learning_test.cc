@@ -126,16 +126,27 @@ TEST(PredictorLearningTest, TheOtherKindAheadInTheWindowIsAResync) {
   EXPECT_EQ(Generation(q, far_serial), 2u);
 }
 
+// A 100-acquire step, and the same with every 4th acquire replaced by one
+// of a tensor the step never uses.
+std::vector<AccessEvent> Hundred() {
+  std::vector<AccessEvent> step;
+  for (uint64_t i = 1; i <= 100; ++i) step.push_back(Dev(i));
+  return step;
+}
+std::vector<AccessEvent> EveryFourthUnknown() {
+  std::vector<AccessEvent> divergent = Hundred();
+  for (size_t i = 3; i < divergent.size(); i += 4) divergent[i] = Dev(1000 + i);
+  return divergent;
+}
+
 // A 100-acquire step whose every 4th acquire is an unknown tensor: 25%
 // misses (below rerecord_miss_fraction) in runs of one (below the resync
 // window). Once is noise and keeps the trace; the same step twice in a row
 // changed for good and is re-recorded, once, and the step after hits
 // throughout.
 TEST(PredictorLearningTest, AStepThatMissesTheSameWayTwiceIsReRecorded) {
-  std::vector<AccessEvent> step;
-  for (uint64_t i = 1; i <= 100; ++i) step.push_back(Dev(i));
-  std::vector<AccessEvent> divergent = step;
-  for (size_t i = 3; i < divergent.size(); i += 4) divergent[i] = Dev(1000 + i);
+  const std::vector<AccessEvent> step = Hundred();
+  const std::vector<AccessEvent> divergent = EveryFourthUnknown();
 
   Predictor p;
   RunStep(p, step);
@@ -165,10 +176,8 @@ TEST(PredictorLearningTest, AStepThatMissesTheSameWayTwiceIsReRecorded) {
 // A divergent step with the original between two of them is a one-off each
 // time: nothing is re-recorded, and the original keeps hitting.
 TEST(PredictorLearningTest, OneOffDivergentStepsReRecordNothing) {
-  std::vector<AccessEvent> step;
-  for (uint64_t i = 1; i <= 100; ++i) step.push_back(Dev(i));
-  std::vector<AccessEvent> divergent = step;
-  for (size_t i = 3; i < divergent.size(); i += 4) divergent[i] = Dev(1000 + i);
+  const std::vector<AccessEvent> step = Hundred();
+  const std::vector<AccessEvent> divergent = EveryFourthUnknown();
 
   Predictor p;
   RunStep(p, step);

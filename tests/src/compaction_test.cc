@@ -122,6 +122,29 @@ TEST(ExtentAllocatorTest, AllocateAtTakesExactlyAFreeRange) {
   EXPECT_EQ(arena.free_ranges().at(2 * kPage), 6 * kPage);
 }
 
+// Four 1 MiB tensors written on `tier` (t<i> holds Pattern(kMiB, i)), the
+// second and fourth then discarded: 2 MiB free on the tier, in two pieces.
+void SplitTier(Store& s, Tier tier, std::vector<TensorId>* ids) {
+  for (int i = 0; i < 4; ++i) {
+    auto id = s.Create({.name = "t" + std::to_string(i), .size_bytes = kMiB});
+    ASSERT_TRUE(id.ok()) << id.status();
+    auto lease = s.Acquire(*id, tier, Access::kOverwrite);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ::strata::testing::FillPattern(lease->data(), kMiB, i);
+    ids->push_back(*id);
+  }
+  ASSERT_TRUE(s.Discard((*ids)[1]).ok());
+  ASSERT_TRUE(s.Discard((*ids)[3]).ok());
+}
+
+// A new 2 MiB tensor acquired on `tier` (overwrite), then released.
+void AcquireTwoMiB(Store& s, Tier tier) {
+  auto big = s.Create({.name = "big", .size_bytes = 2 * kMiB});
+  ASSERT_TRUE(big.ok()) << big.status();
+  auto lease = s.Acquire(*big, tier, Access::kOverwrite);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+}
+
 // The store: a 4 MiB host tier holds four 1 MiB copies; two are discarded,
 // leaving 2 MiB free in two pieces. A 2 MiB tensor acquired on the host
 // then moves one idle copy rather than writing one back to NVMe.
@@ -134,25 +157,11 @@ TEST(StoreCompactionTest, AFragmentedTierMovesACopyInsteadOfEvictingIt) {
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   std::vector<TensorId> ids;
-  for (int i = 0; i < 4; ++i) {
-    auto id = s.Create({.name = "t" + std::to_string(i), .size_bytes = kMiB});
-    ASSERT_TRUE(id.ok()) << id.status();
-    auto lease = s.Acquire(*id, Tier::kHost, Access::kOverwrite);
-    ASSERT_TRUE(lease.ok()) << lease.status();
-    ::strata::testing::FillPattern(lease->data(), kMiB, i);
-    ids.push_back(*id);
-  }
-  ASSERT_TRUE(s.Discard(ids[1]).ok());
-  ASSERT_TRUE(s.Discard(ids[3]).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitTier(s, Tier::kHost, &ids));
   const Stats before = s.GetStats();
   ASSERT_EQ(before.tiers[1].used_bytes, 2 * kMiB);
 
-  auto big = s.Create({.name = "big", .size_bytes = 2 * kMiB});
-  ASSERT_TRUE(big.ok()) << big.status();
-  {
-    auto lease = s.Acquire(*big, Tier::kHost, Access::kOverwrite);
-    ASSERT_TRUE(lease.ok()) << lease.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(AcquireTwoMiB(s, Tier::kHost));
   const Stats after = s.GetStats();
   EXPECT_EQ(after.tiers[1].compactions, before.tiers[1].compactions + 1);
   EXPECT_EQ(after.tiers[1].relocated_bytes,
@@ -185,25 +194,11 @@ TEST(StoreCompactionTest, AFailedMoveLeavesTheCopyAndEvictsInstead) {
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   std::vector<TensorId> ids;
-  for (int i = 0; i < 4; ++i) {
-    auto id = s.Create({.name = "t" + std::to_string(i), .size_bytes = kMiB});
-    ASSERT_TRUE(id.ok()) << id.status();
-    auto lease = s.Acquire(*id, Tier::kDevice, Access::kOverwrite);
-    ASSERT_TRUE(lease.ok()) << lease.status();
-    ::strata::testing::FillPattern(lease->data(), kMiB, i);
-    ids.push_back(*id);
-  }
-  ASSERT_TRUE(s.Discard(ids[1]).ok());
-  ASSERT_TRUE(s.Discard(ids[3]).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitTier(s, Tier::kDevice, &ids));
   device->set_spec(
       {.nth = 1, .ops = FaultOps::kD2D, .kind = FaultKind::kTornCopy});
   const Stats before = s.GetStats();
-  auto big = s.Create({.name = "big", .size_bytes = 2 * kMiB});
-  ASSERT_TRUE(big.ok()) << big.status();
-  {
-    auto lease = s.Acquire(*big, Tier::kDevice, Access::kOverwrite);
-    ASSERT_TRUE(lease.ok()) << lease.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(AcquireTwoMiB(s, Tier::kDevice));
   EXPECT_EQ(device->injected(), 1u);
   const Stats after = s.GetStats();
   EXPECT_EQ(after.tiers[0].compactions, before.tiers[0].compactions);
