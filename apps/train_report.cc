@@ -73,6 +73,7 @@ nlohmann::json StoreReportJson(const Stats& st) {
       {"queued_loads", st.queued_loads},
       {"stall_seconds", st.stall_seconds},
       {"room_seconds", st.room_seconds},
+      {"stall_seconds_by_cause", train::StallJson(st)},
       // Copies moved within a tier to join split free space (compaction),
       // per tier: device, host.
       {"compactions", {st.tiers[0].compactions, st.tiers[1].compactions}},

@@ -83,6 +83,7 @@ nlohmann::json PrintModes(const std::vector<ModeResult>& results,
          {"prefetch_hit_rate", r.hit_rate},
          {"stall_seconds", r.stats.stall_seconds},
          {"room_seconds", r.stats.room_seconds},
+         {"stall_seconds_by_cause", StallJson(r.stats)},
          {"stall_fraction", stall_fraction},
          {"plan", PlanJson(r.stats.scheduler)}});
   }

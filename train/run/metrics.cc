@@ -17,6 +17,11 @@ double PrefetchHitRate(const Stats& s) {
   return needed > 0 ? s.prefetch.hit / needed : 1.0;
 }
 
+nlohmann::json StallJson(const Stats& s) {
+  const double room = std::min(s.room_seconds, s.stall_seconds);
+  return {{"room", room}, {"load", s.stall_seconds - room}};
+}
+
 nlohmann::json PlanJson(const SchedulerStats& s) {
   if (s.plans == 0) return nullptr;
   const auto link = [&](Link l) { return s.planned_link_bytes[int(l)]; };

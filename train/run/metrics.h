@@ -25,6 +25,12 @@ double PrefetchHitRate(const Stats& stats);
 // them); null when no plan was made.
 nlohmann::json PlanJson(const SchedulerStats& s);
 
+// The acquires' stall seconds by cause: "room" (making room on a full tier:
+// writing a victim back, waiting for write-backs or loads in flight to
+// free space) and "load" (waiting for the copy's own transfer), summing to
+// Stats::stall_seconds.
+nlohmann::json StallJson(const Stats& s);
+
 }  // namespace strata::train
 
 #endif  // STRATA_TRAIN_RUN_METRICS_H_
