@@ -71,7 +71,8 @@ void Predictor::ObserveDiscard(const PredictedUse& use) {
   if (use.step == step_serial_ && use.in_step < step_discards_.size()) {
     step_discards_[use.in_step] = at;
   }
-  if (use.trace == 0) return;
+  // A discard more than a step after the acquire says nothing of a cycle.
+  if (use.trace == 0 || use.step + 1 < step_serial_) return;
   Slot* slot = FindSlot(use.trace);
   if (slot != nullptr && use.position < slot->discards.size()) {
     slot->discards[use.position] = at;

@@ -148,7 +148,8 @@ class Predictor {
 
   // Records that the contents the acquire `use` left were discarded now
   // (Store::Discard): they died here, not at the next overwrite. A discard
-  // in the step after the acquire's is kept for the trace it replayed.
+  // in the step after the acquire's is kept for the trace it replayed; a
+  // later one is ignored.
   void ObserveDiscard(const PredictedUse& use);
   // StepShape::discards' value for contents not seen discarded.
   static constexpr uint32_t kNotDiscarded = UINT32_MAX;

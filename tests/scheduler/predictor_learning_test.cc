@@ -237,6 +237,24 @@ TEST(PredictorLearningTest, ObserveDiscardRecordsWhereContentsDied) {
   EXPECT_EQ(Discards(p, serial)[0], kKept);
   EXPECT_EQ(Discards(p, serial)[2], kKept);
   EXPECT_EQ(p.stats().misses, 5u) << "all from the recording";
+
+  // A discard two steps after the acquire (C's of the step before last)
+  // says nothing of the cycle: ignored.
+  p.BeginStep();
+  p.Observe(step[0]);
+  p.Observe(step[1]);
+  const PredictedUse c = p.Observe(step[2]);
+  for (size_t i = 3; i < step.size(); ++i) p.Observe(step[i]);
+  p.EndStep();
+  for (int k = 0; k < 2; ++k) {
+    p.BeginStep();
+    for (const AccessEvent& event : step) p.Observe(event);
+    p.EndStep();
+  }
+  p.BeginStep();
+  p.Observe(step[0]);
+  p.ObserveDiscard(c);
+  EXPECT_EQ(Discards(p, serial)[2], kKept);
 }
 
 // A discard in the step that records the trace (no trace replayed: the
