@@ -136,10 +136,6 @@ PlanGap PlanModel::MakeGap(uint32_t tensor, uint32_t a, uint32_t b) const {
     g.placement = GapPlacement::kHost;
   } else if (!IsUpper(from.tier) || (g.live && !IsUpper(to.tier))) {
     g.allowed = PlacementBit(GapPlacement::kNvme);
-  } else if (g.kept) {
-    // Kept contents stay where they were used, or go out to NVMe.
-    g.allowed = PlacementBit(PlacementOf(from.tier)) |
-                PlacementBit(GapPlacement::kNvme);
   } else {
     g.allowed = PlacementBit(GapPlacement::kDevice) |
                 PlacementBit(GapPlacement::kHost) |

@@ -39,7 +39,10 @@ class TransferBuilder {
       return;
     }
     const Tier tier = TierOf(g.placement);
-    if (!g.live) {  // kept where it was used until the contents die
+    if (!g.live) {  // kept above NVMe until the contents die
+      if (IsUpper(g.from_tier) && g.from_tier != tier) {
+        Add(g, TransferKind::kMove, g.from_tier, tier, g.from_access);
+      }
       if (t.home != tier) AddDrop(g, tier, g.end);
       return;
     }

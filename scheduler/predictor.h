@@ -40,7 +40,10 @@
 // - Recording, at each boundary, for the step's sequence S against the trace T
 //   it ended on: nothing matched -> S is stored as a new shape; with explicit
 //   boundaries, S and T one a prefix of the other and their lengths differing
-//   by >= `shape_length_fraction` of the longer -> S is stored as a new shape;
+//   by >= `shape_length_fraction` of the longer, or S leaving that fraction
+//   of T unvisited (skipped over or after its end) with at most
+//   `rerecord_miss_fraction` of its events missed -> S is stored as a new
+//   shape;
 //   more than `rerecord_miss_fraction` of S's events were misses (replayed
 //   from position 0), more than `resync_window_events` misses came in a
 //   row (a region T does not know), or S missed and is the very sequence

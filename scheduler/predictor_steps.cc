@@ -95,6 +95,20 @@ Predictor::Slot* Predictor::RecordStep() {
       Align(current_->trace, step_, options_.resync_window_events);
   if (fit.hits + fit.resyncs == 0) return AddSlot();
   if (explicit_steps_ && IsDistinctShape(current_->trace)) return AddSlot();
+  // A step that the trace predicted (few misses) but that left at least
+  // that fraction of it unvisited (an evaluation's forward pass replayed on
+  // the training step, not quite its prefix) is a shape of its own too:
+  // else its steps count as the trace's, and a plan for the whole step
+  // runs on a part of it.
+  const bool mostly_missed =
+      static_cast<double>(fit.misses) >
+      options_.rerecord_miss_fraction * static_cast<double>(step_.size());
+  if (explicit_steps_ && !mostly_missed &&
+      static_cast<double>(fit.skipped) >=
+          options_.shape_length_fraction *
+              static_cast<double>(current_->trace.size())) {
+    return AddSlot();
+  }
   // A run of misses longer than the resync window is a region of the step
   // the trace does not know at all (the optimizer switched to another
   // scheme, say), however small a fraction of the step it is: left alone,

@@ -321,12 +321,12 @@ TEST(PlannerTest, DeadAtReleaseNeedsNoRoomNorBytes) {
 }
 
 // Never discarded, A's contents are kept until the overwrite at 3: with no
-// room for them on the device they go out to NVMe, written back once and
-// never read (the host, with room, is not where device contents are kept).
-// With room they stay on the device and are dropped at the overwrite.
+// room for them above NVMe they go out, written back once and never read;
+// with room on the host they move there (D2H, no NVMe byte) and are dropped
+// at the overwrite; with room on the device they stay there.
 TEST(PlannerTest, KeptToOverwriteIsWrittenNotRead) {
   OverwriteStep step;
-  PlanInput input = step.b.Build(4 * kKiB, 64 * kKiB);
+  PlanInput input = step.b.Build(4 * kKiB, 0);
   input.accesses[0].dies_at = PlanAccess::kKeptToOverwrite;
   absl::StatusOr<ResidencyPlan> plan = PlanResidency(input);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -343,7 +343,19 @@ TEST(PlannerTest, KeptToOverwriteIsWrittenNotRead) {
   EXPECT_TRUE(Of(*plan, step.a, TransferKind::kMove).empty());
   EXPECT_LE(plan->peak_bytes[0], 4 * kKiB);
 
-  input.capacity[0] = 8 * kKiB;
+  input.capacity[1] = 64 * kKiB;
+  plan = PlanResidency(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nvme_bytes(), 0u);
+  const std::vector<PlannedTransfer> moved =
+      Of(*plan, step.a, TransferKind::kMove);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].from, Tier::kDevice);
+  EXPECT_EQ(moved[0].to, Tier::kHost);
+  EXPECT_EQ(LinkBytes(*plan, Link::kD2H), 4 * kKiB);
+  EXPECT_TRUE(Of(*plan, step.a, TransferKind::kLoad).empty());
+
+  input.capacity = {8 * kKiB, 0, 0};
   plan = PlanResidency(input);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->nvme_bytes(), 0u);
