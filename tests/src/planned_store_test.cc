@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,10 +27,11 @@ class PlannedStoreTest : public ::testing::Test {
  protected:
   // A device that holds three of the 1 MiB tensors and a host that holds
   // two: a step over eight must stream through NVMe.
-  void Open(bool planned) {
+  void Open(bool planned, bool timeline = false) {
     StoreOptions o = ::strata::testing::SmallStoreOptions(dir_.path(), 3 * kMiB,
                                                           2 * kMiB, 64 * kMiB);
     o.scheduler.planned = planned;
+    o.timeline = timeline;
     auto s = Store::Open(o);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
@@ -122,6 +126,26 @@ TEST_F(PlannedStoreTest, AChangedStepIsPlannedAgain) {
   std::vector<uint8_t> want(kTensors, 3);
   for (int i = 3; i < kTensors; ++i) want[i] = 5;
   ExpectCounts(want);
+}
+
+// --timeline: the planned transfers appear on "plan" lanes beside the
+// mover's, one NVMe read planned per NVMe read made once the plan runs.
+TEST_F(PlannedStoreTest, TheTimelineShowsThePlanBesideTheTransfers) {
+  Open(/*planned=*/true, /*timeline=*/true);
+  for (int i = 0; i < 6; ++i) Step();
+  const std::string path = dir_.path() + "/timeline.json";
+  ASSERT_TRUE(store_->WriteTimeline(path).ok());
+  const nlohmann::json trace = nlohmann::json::parse(std::ifstream(path));
+  std::map<std::string, int> lanes;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") ++lanes[e["cat"].get<std::string>()];
+  }
+  EXPECT_GT(lanes["plan nvme -> device"] + lanes["plan nvme -> host"], 0);
+  EXPECT_GT(lanes["plan device -> nvme"] + lanes["plan host -> nvme"], 0);
+  // Every planned NVMe read is made (the first steps, before a plan, make
+  // more).
+  EXPECT_GE(lanes["nvme -> device"] + lanes["nvme -> host"],
+            lanes["plan nvme -> device"] + lanes["plan nvme -> host"]);
 }
 
 TEST_F(PlannedStoreTest, TheReactivePathMakesNoPlan) {
