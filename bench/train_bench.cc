@@ -25,7 +25,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -193,7 +192,7 @@ absl::StatusOr<ModeResult> Summarize(const Mode& mode,
         "--batch is that short); lower --warmup or --batch",
         step_seconds.size(), warmup));
   }
-  if (TimelineWanted(mode) && std::string_view(mode.name) == "scheduler") {
+  if (TimelineWanted(mode)) {
     STRATA_RETURN_IF_ERROR(store.WriteTimeline(absl::GetFlag(FLAGS_timeline)));
   }
   ModeResult m{.name = mode.name, .losses = losses};

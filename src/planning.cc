@@ -217,12 +217,14 @@ bool StoreCore::PlanKeeps(const TensorRecord& rec, Tier tier) const {
 }
 
 uint64_t StoreCore::EvictionDistance(const TensorRecord& rec, Tier tier) const {
-  // A copy a running plan does not keep here now goes first, before any the
-  // plan keeps (whose order is Belady's).
-  if (options_.scheduler.planned &&
-      plans_.Find(predictor_.current_trace()) != nullptr &&
-      !PlanKeeps(rec, tier)) {
-    return kNoPredictedUse;
+  if (options_.scheduler.planned) {
+    // A copy a running plan does not keep here now goes first, before any
+    // the plan keeps (whose order is Belady's).
+    const StepPlans::Entry* entry = plans_.Find(predictor_.current_trace());
+    if (entry != nullptr &&
+        !StepPlans::Keeps(*entry, rec.id, tier, plan_position_)) {
+      return kNoPredictedUse;
+    }
   }
   return NextUseDistance(rec);
 }
