@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "scheduler/nvme_floor.h"
 #include "scheduler/plan_phases.h"
 #include "scheduler/plan_timing.h"
 #include "scheduler/residency_plan.h"
@@ -43,48 +44,6 @@ absl::Status Validate(const PlanInput& input) {
     }
   }
   return absl::OkStatus();
-}
-
-// Live bytes at each position (a gap's contents count from after its first
-// use through its next, as in nvme_floor.h), the bytes kept without being
-// read again (they may go to NVMe written, never read), and those of both
-// whose version NVMe already holds (clean: dropping them writes nothing).
-void Floors(const PlanModel& model, ResidencyPlan* plan) {
-  const size_t n = model.positions();
-  std::vector<int64_t> live(n + 1, 0), kept(n + 1, 0), clean(n + 1, 0);
-  const auto add = [&](std::vector<int64_t>& d, size_t from, size_t to,
-                       int64_t bytes) {  // positions from..to, cyclic
-    if (from <= to) {
-      d[from] += bytes;
-      d[to + 1] -= bytes;
-    } else {
-      d[from] += bytes;
-      d[n] -= bytes;
-      d[0] += bytes;
-      d[to + 1] -= bytes;
-    }
-  };
-  for (const PlanGap& g : model.gaps()) {
-    if (!g.live && !g.kept) continue;
-    const auto bytes = static_cast<int64_t>(model.tensor(g).bytes);
-    const size_t from = (g.from_access + 1) % n;
-    // A kept gap's contents die before the first acquire at g.end.
-    const size_t to = g.live ? g.to_access : (g.end + n - 1) % n;
-    add(g.live ? live : kept, from, to, bytes);
-    if (!model.versions()[g.version].dirty) add(clean, from, to, bytes);
-  }
-  const int64_t above = static_cast<int64_t>(model.capacity(Tier::kDevice) +
-                                             model.capacity(Tier::kHost));
-  int64_t l = 0, k = 0, c = 0, read = 0, write = 0;
-  for (size_t p = 0; p < n; ++p) {
-    l += live[p];
-    k += kept[p];
-    c += clean[p];
-    read = std::max(read, l - above);
-    write = std::max(write, l + k - above - c);
-  }
-  plan->nvme_read_floor_bytes = static_cast<uint64_t>(read);
-  plan->nvme_write_floor_bytes = static_cast<uint64_t>(write);
 }
 
 double Bound(const PlanInput& input, const ResidencyPlan& plan) {
@@ -163,7 +122,9 @@ absl::StatusOr<ResidencyPlan> PlanResidency(const PlanInput& input) {
   }
   HoldLoads(model, plan, -1);
   Residencies(model, &plan);
-  Floors(model, &plan);
+  const NvmeFloors floors = NvmeFloorBytes(model);
+  plan.nvme_read_floor_bytes = floors.read_bytes;
+  plan.nvme_write_floor_bytes = floors.write_bytes;
   plan.bound_seconds = Bound(input, plan);
   return plan;
 }

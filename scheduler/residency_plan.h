@@ -133,9 +133,8 @@ struct ResidencyPlan {
   std::vector<uint32_t> stays_host;
   // Planned bytes over each link per step (strata/stats.h's Link order).
   std::array<uint64_t, kNumLinks> link_bytes{};
-  // Lower bounds on NVMe bytes per step whatever the plan: live bytes that
-  // cannot fit above NVMe at the step's fullest point (reads), the dirty
-  // part of them (writes).
+  // Lower bounds on NVMe bytes per step whatever the plan
+  // (scheduler/nvme_floor.h).
   uint64_t nvme_read_floor_bytes = 0;
   uint64_t nvme_write_floor_bytes = 0;
   // Lower bound on the step: the compute, each link's floor bytes over its

@@ -245,7 +245,6 @@ void StoreCore::AddPlanStats(SchedulerStats* s) const {
   if (longest == nullptr) return;
   const ResidencyPlan& plan = longest->plan;
   s->planned_link_bytes = plan.link_bytes;
-  s->nvme_write_floor_bytes = plan.nvme_write_floor_bytes;
   s->plan_bound_seconds = plan.bound_seconds;
   s->plan_predicted_seconds = plan.predicted_seconds;
 }

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "base/sync.h"
 #include "scheduler/eviction.h"
+#include "scheduler/nvme_floor.h"
 #include "scheduler/predictor.h"
 #include "scheduler/prefetch_planner.h"
 #include "scheduler/snapshot.h"
@@ -465,8 +466,8 @@ class StoreCore : public internal::LeaseReleaser,
                                uint64_t bytes, uint64_t protect_within) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stats' SchedulerStats::nvme_read_floor_bytes (store_report.cc).
-  uint64_t NvmeReadFloor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stats' SchedulerStats NVMe floors (store_report.cc).
+  NvmeFloors Floors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Predicted distance to rec's next use; no prediction = furthest.
   uint64_t NextUseDistance(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -587,10 +588,10 @@ class StoreCore : public internal::LeaseReleaser,
   // Planned leaves LeaveTier found blocked, to try again.
   std::vector<PendingLeave> pending_leaves_ ABSL_GUARDED_BY(mu_);
   double planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  // NvmeReadFloor's last answer, and the predictor's traces_recorded then
-  // (no trace changes without a recording).
+  // Floors' last answer, and the predictor's traces_recorded then (no
+  // trace changes without a recording).
   mutable uint64_t floor_traces_recorded_ ABSL_GUARDED_BY(mu_) = 0;
-  mutable uint64_t floor_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable NvmeFloors floors_ ABSL_GUARDED_BY(mu_);
   // PickVictim's snapshot, kept to reuse its storage.
   mutable std::vector<CopyView> victim_views_ ABSL_GUARDED_BY(mu_);
 };

@@ -72,28 +72,28 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
   return r;
 }
 
-uint64_t StoreCore::NvmeReadFloor() const {
-  if (tiers_.nvme == nullptr) return 0;
-  // Training steps call GetStats twice each, with mu_ held: the floor is
+NvmeFloors StoreCore::Floors() const {
+  if (tiers_.nvme == nullptr) return {};
+  // Training steps call GetStats twice each, with mu_ held: the floors are
   // recomputed only when the traces change (every change is a recording).
   const uint64_t recorded = predictor_.stats().traces_recorded;
-  if (floor_traces_recorded_ == recorded) return floor_bytes_;
-  // Unified memory: device copies are host pages, so only host memory
-  // holds bytes above NVMe.
-  const uint64_t above =
-      capacity_[static_cast<int>(Tier::kHost)] +
-      (unified() ? 0 : capacity_[static_cast<int>(Tier::kDevice)]);
-  const auto bytes_of = [this](TensorId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = tensors_.find(id);  // called here, with mu_ held
-    return it == tensors_.end() ? uint64_t{0} : it->second->spec.size_bytes;
-  };
-  uint64_t floor = 0;
-  for (const Trace* trace : predictor_.traces()) {
-    floor = std::max(floor, NvmeReadFloorBytes(*trace, bytes_of, above));
+  if (floor_traces_recorded_ == recorded) return floors_;
+  NvmeFloors most;
+  for (uint64_t serial : predictor_.trace_serials()) {
+    const std::optional<StepShape> shape = predictor_.Shape(serial);
+    PlanInput input;
+    std::vector<TensorId> ids;
+    if (!shape.has_value() || !BuildPlanInput(*shape, &input, &ids)) continue;
+    // Unified memory: device copies are host pages, so only host memory
+    // holds bytes above NVMe.
+    if (unified()) input.capacity[static_cast<int>(Tier::kDevice)] = 0;
+    const NvmeFloors f = NvmeFloorBytes(input);
+    most.read_bytes = std::max(most.read_bytes, f.read_bytes);
+    most.write_bytes = std::max(most.write_bytes, f.write_bytes);
   }
   floor_traces_recorded_ = recorded;
-  floor_bytes_ = floor;
-  return floor;
+  floors_ = most;
+  return most;
 }
 
 Stats StoreCore::GetStats() const {
@@ -120,8 +120,10 @@ Stats StoreCore::GetStats() const {
                  .hits = p.hits,
                  .resyncs = p.resyncs,
                  .misses = p.misses,
-                 .rerecords = p.rerecords,
-                 .nvme_read_floor_bytes = NvmeReadFloor()};
+                 .rerecords = p.rerecords};
+  const NvmeFloors floors = Floors();
+  s.scheduler.nvme_read_floor_bytes = floors.read_bytes;
+  s.scheduler.nvme_write_floor_bytes = floors.write_bytes;
   AddPlanStats(&s.scheduler);
   s.acquires = acquires_;
   s.write_backs = write_backs_;

@@ -64,20 +64,21 @@ struct SchedulerStats {
   uint64_t resyncs = 0;    // found further ahead in the trace (a skip)
   uint64_t misses = 0;     // not predicted at all
   uint64_t rerecords = 0;  // traces replaced after a step diverged
-  // The fewest bytes a step must read from NVMe at these budgets: the live
-  // bytes at the step's fullest point beyond the device and host budgets
-  // (scheduler/nvme_floor.h), for the largest step shape learned (a
-  // training step's, where evaluation steps hold less); 0 without NVMe or
-  // before a step is learned. Set it beside the NVMe read bytes per step.
+  // The fewest bytes a step must read from and write to NVMe at these
+  // budgets, whatever the schedule (scheduler/nvme_floor.h: live contents
+  // that cannot all stay above NVMe, evicted where that costs least), for
+  // the step shape learned that needs the most (a training step's, where
+  // evaluation steps hold less); 0 without NVMe or before a step is
+  // learned. Set them beside the NVMe bytes per step.
   uint64_t nvme_read_floor_bytes = 0;
+  uint64_t nvme_write_floor_bytes = 0;
   // The residency plan (SchedulerOptions::planned) of the largest step
   // shape planned; all 0 before one is made. Per step: the bytes it puts
-  // on each link (Link order), its floor of NVMe writes, its lower bound
-  // on the step and the step time it predicts (seconds).
+  // on each link (Link order), its lower bound on the step and the step
+  // time it predicts (seconds).
   uint64_t plans = 0;           // plans made, re-plans included
   double planning_seconds = 0;  // time spent making them
   std::array<uint64_t, kNumLinks> planned_link_bytes{};
-  uint64_t nvme_write_floor_bytes = 0;
   double plan_bound_seconds = 0;
   double plan_predicted_seconds = 0;
 };

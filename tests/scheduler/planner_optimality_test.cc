@@ -37,6 +37,9 @@ struct Oracle {
   // Bytes the leases hold on the device (0) and host (1) at each position.
   std::vector<int64_t> used[2];
   uint64_t best = std::numeric_limits<uint64_t>::max();
+  // The fewest reads and writes of any plan (each of its own plan).
+  uint64_t fewest_reads = std::numeric_limits<uint64_t>::max();
+  uint64_t fewest_writes = std::numeric_limits<uint64_t>::max();
   std::vector<int> choice;
 
   explicit Oracle(const PlanInput& input) : in(input) {
@@ -79,20 +82,21 @@ struct Oracle {
   }
   std::vector<uint32_t> version_of_gap;  // the use that starts its version
 
-  uint64_t Nvme() const {
-    uint64_t bytes = 0;
+  // NVMe bytes of the choices: reads, then writes.
+  std::pair<uint64_t, uint64_t> Nvme() const {
+    uint64_t reads = 0, writes = 0;
     std::vector<std::pair<uint32_t, uint32_t>> written;  // (tensor, version)
     for (size_t i = 0; i < gaps.size(); ++i) {
       if (choice[i] != 2) continue;
       const uint64_t b = in.tensors[gaps[i].tensor].bytes;
-      bytes += b;
+      reads += b;
       const auto key = std::make_pair(gaps[i].tensor, VersionStart(i));
       if (std::find(written.begin(), written.end(), key) == written.end()) {
         written.push_back(key);
-        bytes += b;  // the version's one write-back
+        writes += b;  // the version's one write-back
       }
     }
-    return bytes;
+    return {reads, writes};
   }
 
   // The write that started gap i's version: the last write at or before
@@ -111,7 +115,10 @@ struct Oracle {
 
   void Search(size_t i) {
     if (i == gaps.size()) {
-      best = std::min(best, Nvme());
+      const auto [reads, writes] = Nvme();
+      best = std::min(best, reads + writes);
+      fewest_reads = std::min(fewest_reads, reads);
+      fewest_writes = std::min(fewest_writes, writes);
       return;
     }
     for (int c = 0; c < 3; ++c) {
@@ -232,6 +239,35 @@ TEST(PlannerOptimalityTest, WithinFivePercentOfExhaustiveSearch) {
       "planner: optimal in %d of %d steps; NVMe bytes %.4fx optimum\n", optimal,
       compared,
       static_cast<double>(planned_total) / std::max<uint64_t>(1, best_total));
+}
+
+// The floors (scheduler/nvme_floor.h) are lower bounds: no plan reads or
+// writes less. Where they are tight is printed, not asserted: a bound is
+// only as tight as its relaxation.
+TEST(PlannerOptimalityTest, FloorsNeverPassTheFewestBytesOfAnyPlan) {
+  std::mt19937 rng(7);
+  int compared = 0, tight = 0;
+  uint64_t floor_total = 0, best_total = 0;
+  while (compared < 200) {
+    const PlanInput in = RandomStep(rng, 4);
+    Oracle oracle(in);
+    if (!LeasesFit(in) || oracle.gaps.size() > 9) continue;
+    const uint64_t best = oracle.Best();
+    const absl::StatusOr<ResidencyPlan> plan = PlanResidency(in);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const uint64_t reads = plan->nvme_read_floor_bytes;
+    const uint64_t writes = plan->nvme_write_floor_bytes;
+    EXPECT_LE(reads, oracle.fewest_reads) << Describe(in);
+    EXPECT_LE(writes, oracle.fewest_writes) << Describe(in);
+    tight += reads + writes == best ? 1 : 0;
+    floor_total += reads + writes;
+    best_total += best;
+    ++compared;
+  }
+  std::printf(
+      "floors: equal to the optimum in %d of %d steps; %.4fx it\n", tight,
+      compared,
+      static_cast<double>(floor_total) / std::max<uint64_t>(1, best_total));
 }
 
 }  // namespace

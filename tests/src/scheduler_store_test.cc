@@ -260,8 +260,11 @@ TEST_F(SchedulerStoreTest, PrefetchServesAReplayedLoop) {
 
 // The NVMe read floor the store reports for the step it learned
 // (scheduler/nvme_floor.h): four 1 MiB tensors read every step, 1 MiB of
-// device and 2 MiB of host memory above NVMe, so 1 MiB must come from NVMe
-// each step, whatever the schedule; and the store reads at least that.
+// device and 2 MiB of host memory above NVMe. At every position one is
+// leased and three wait, 1 MiB too many; a byte kept on NVMe for a whole
+// wait covers three positions, so at least 4/3 MiB come from NVMe each
+// step, whatever the schedule (short by at most what crosses the sweep's
+// cut over its copies); and the store reads at least that.
 TEST(SchedulerStoreFloorTest, ReportsTheFewestBytesAStepMustReadFromNvme) {
   ::strata::testing::TempDir dir;
   StoreOptions o = ::strata::testing::SmallStoreOptions(dir.path(), kMiB,
@@ -294,7 +297,8 @@ TEST(SchedulerStoreFloorTest, ReportsTheFewestBytesAStepMustReadFromNvme) {
     store.EndStep();
   }
   const Stats s = store.GetStats();
-  EXPECT_EQ(s.scheduler.nvme_read_floor_bytes, kMiB);
+  EXPECT_LE(s.scheduler.nvme_read_floor_bytes, 4 * kMiB / 3);
+  EXPECT_GT(s.scheduler.nvme_read_floor_bytes, 4 * kMiB / 3 - kMiB / 1000);
   EXPECT_GE(s.links[static_cast<int>(Link::kNvmeRead)].bytes - read_before_last,
             kMiB);
 }
