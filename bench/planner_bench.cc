@@ -153,7 +153,8 @@ int Main() {
   }
   std::sort(seconds.begin(), seconds.end());
   const double planning = seconds[seconds.size() / 2];
-  // The floors alone (part of every plan, and of every report).
+  // The floors computed alone, their model built included (part of every
+  // plan, and of every report).
   std::vector<double> floor_seconds;
   for (int r = 0; r < std::max(1, absl::GetFlag(FLAGS_repeats)); ++r) {
     const auto start = std::chrono::steady_clock::now();
@@ -179,7 +180,7 @@ int Main() {
   absl::PrintF("%-28s %12.1f\n", "step (compute) ms", in.step_seconds * 1e3);
   absl::PrintF("%-28s %12.1f\n", "planning ms (median)", planning * 1e3);
   absl::PrintF("%-28s %12.4f\n", "planning / step", planning / in.step_seconds);
-  absl::PrintF("%-28s %12.1f\n", "of it floors ms (median)", flooring * 1e3);
+  absl::PrintF("%-28s %12.1f\n", "floors alone ms (median)", flooring * 1e3);
   absl::PrintF("%-28s %12.1f\n", "nvme read MB/step",
                link(Link::kNvmeRead) / 1e6);
   absl::PrintF("%-28s %12.3f\n", "nvme read / floor",
