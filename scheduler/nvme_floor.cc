@@ -14,9 +14,9 @@ namespace strata {
 namespace {
 
 // Copies of the step the sweep runs over: as many as fit in kSweepPositions,
-// at least kMinCycles. The floor found is short of the cyclic optimum by at
-// most the bytes of the gaps crossing the cut over the copies, and the sweep
-// costs O(copies * accesses).
+// at least kMinCycles (more positions than that past 2^14 accesses). The floor
+// found is short of the cyclic optimum by at most the bytes of the gaps
+// crossing the cut over the copies, and the sweep costs O(copies * accesses).
 constexpr uint64_t kSweepPositions = uint64_t{1} << 17;
 constexpr uint64_t kMinCycles = 8;
 constexpr uint64_t kMaxCycles = 4096;
@@ -129,12 +129,19 @@ NvmeFloors NvmeFloorBytes(const PlanModel& model) {
   if (model.positions() == 0) return {};
   const std::vector<int64_t> fixed = FixedBytes(model);
   const std::vector<uint32_t> lease_ends = LeaseUnionEnds(model, false);
-  const auto above = static_cast<int64_t>(model.capacity(Tier::kDevice) +
-                                          model.capacity(Tier::kHost));
-  // Reads: each live gap evicts on its own.
+  // Pooled, saturating: budgets past INT64_MAX bytes hold everything.
+  uint64_t pooled = 0;
+  if (__builtin_add_overflow(model.capacity(Tier::kDevice),
+                             model.capacity(Tier::kHost), &pooled) ||
+      pooled > INT64_MAX) {
+    pooled = INT64_MAX;
+  }
+  const auto above = static_cast<int64_t>(pooled);
+  // Reads: each live gap evicts on its own (one whose next use reads on
+  // the NVMe tier reads nothing over a link).
   std::vector<Group> reads;
   for (const PlanGap& g : model.gaps()) {
-    if (!g.live) continue;
+    if (!g.live || g.to_tier == Tier::kNvme) continue;
     const Piece piece = Waiting(model, g, lease_ends);
     if (piece.length > 0) reads.push_back({model.tensor(g).bytes, {piece}});
   }
@@ -164,8 +171,8 @@ NvmeFloors NvmeFloorBytes(const PlanModel& model) {
 
 namespace {
 
-// A set of positions with the largest found in a few word scans: a bitmap
-// and a summary bitmap of its nonzero words.
+// A set of positions that knows its largest: a bitmap, a summary bitmap of
+// its nonzero words to find the next largest when the largest leaves.
 class Ends {
  public:
   static constexpr uint64_t kNone = UINT64_MAX;
@@ -174,26 +181,38 @@ class Ends {
   void Set(uint64_t i) {
     words_[i / 64] |= uint64_t{1} << (i % 64);
     summary_[i / 4096] |= uint64_t{1} << (i / 64 % 64);
+    if (last_ == kNone || i > last_) last_ = i;
   }
   void Clear(uint64_t i) {
     words_[i / 64] &= ~(uint64_t{1} << (i % 64));
     if (words_[i / 64] == 0) {
       summary_[i / 4096] &= ~(uint64_t{1} << (i / 64 % 64));
     }
+    if (i == last_) last_ = Below(i);
   }
-  // The largest in the set that is at most `bound`'s word's last, or kNone.
-  uint64_t Last(uint64_t bound) const {
-    for (size_t s = std::min(summary_.size(), bound / 4096 + 1); s-- > 0;) {
-      if (summary_[s] == 0) continue;
-      const uint64_t w = s * 64 + 63 - std::countl_zero(summary_[s]);
-      return w * 64 + 63 - std::countl_zero(words_[w]);
+  uint64_t Last() const { return last_; }
+
+ private:
+  // The largest in the set below i, or kNone.
+  uint64_t Below(uint64_t i) const {
+    const uint64_t w = i / 64;
+    if (const uint64_t low = words_[w] & ((uint64_t{1} << (i % 64)) - 1)) {
+      return w * 64 + 63 - std::countl_zero(low);
+    }
+    const uint64_t s = w / 64;
+    uint64_t in_summary = summary_[s] & ((uint64_t{1} << (w % 64)) - 1);
+    for (uint64_t k = s + 1; k-- > 0;) {
+      if (k < s) in_summary = summary_[k];
+      if (in_summary == 0) continue;
+      const uint64_t word = k * 64 + 63 - std::countl_zero(in_summary);
+      return word * 64 + 63 - std::countl_zero(words_[word]);
     }
     return kNone;
   }
 
- private:
   std::vector<uint64_t> words_;
   std::vector<uint64_t> summary_;
+  uint64_t last_ = kNone;
 };
 
 // One copy of a group in the unrolled steps: it covers [start, end).
@@ -240,6 +259,13 @@ uint32_t Cut(const std::vector<Group>& groups, uint32_t n) {
   return best;
 }
 
+// Of `evictable` bytes beside `fixed` ones, those that cannot stay within
+// `above`: where the leases and homes alone pass the budgets (the plan
+// reports that overflow), all of them, and no more.
+int64_t Shortfall(int64_t fixed, int64_t evictable, int64_t above) {
+  return evictable - std::max<int64_t>(0, above - fixed);
+}
+
 // The fullest position's shortfall: bytes that cannot all stay above NVMe.
 int64_t Peak(const std::vector<int64_t>& fixed,
              const std::vector<Group>& groups, int64_t above) {
@@ -262,7 +288,7 @@ int64_t Peak(const std::vector<int64_t>& fixed,
   int64_t load = 0, peak = 0;
   for (uint32_t p = 0; p < n; ++p) {
     load += delta[p];
-    peak = std::max(peak, fixed[p] + load - above);
+    peak = std::max(peak, Shortfall(fixed[p], load, above));
   }
   return peak;
 }
@@ -323,10 +349,9 @@ uint64_t Cover(const std::vector<int64_t>& fixed,
       room[items[next].end] += items[next].room;
       ends.Set(items[next].end);
     }
-    int64_t shortfall = fixed[p] + held - above - covered;
+    int64_t shortfall = Shortfall(fixed[p], held, above) - covered;
     while (shortfall > 0) {
-      // No item spans more than a step.
-      const uint64_t end = ends.Last(q + n);
+      const uint64_t end = ends.Last();
       if (end == Ends::kNone || end <= q) break;
       const int64_t take = std::min(room[end], shortfall);
       room[end] -= take;

@@ -24,12 +24,14 @@
 // unified approach to approximating resource allocation and scheduling",
 // JACM 2001; the rule's optimality is the usual exchange argument for
 // covering by intervals). The step is a cycle: the sweep runs over k copies
-// of it (k >= 8, up to 2^17 positions in all), cut where the fewest gaps
-// cross, with the gaps that cross the ends left out; a cyclic schedule
-// repeated is feasible there, so the optimum over the k copies, divided by
-// k, is at most the cyclic optimum (and short of it by at most the bytes
-// crossing the cut, over k). The floors are that, or the fullest position's
-// shortfall, the larger.
+// of it (k >= 8; up to 2^17 positions in all where that allows 8), cut
+// where the fewest gaps cross, with the gaps that cross the ends left out;
+// a cyclic schedule repeated is feasible there, so the optimum over the k
+// copies, divided by k, is at most the cyclic optimum (and short of it by
+// at most the bytes crossing the cut, over k). The floors are that, or the
+// fullest position's shortfall, the larger. Where the leases and homes
+// alone pass the budgets (the plan reports that overflow), only what waits
+// counts.
 //
 // Thread safety: pure functions.
 #ifndef STRATA_SCHEDULER_NVME_FLOOR_H_

@@ -2,10 +2,14 @@
 // steps whose floors can be worked out by hand: the fullest point, a
 // shortfall at every position (where the floor counts each position's
 // eviction, not only the fullest one's), writes per dirty version, clean
-// contents that evict for free, leases counted once, and homes.
+// contents that evict for free, leases counted once, and homes; and the
+// edges: one-access steps, zero-byte tensors, dead and kept contents,
+// NVMe-tier reads, budgets past INT64_MAX, leases alone past the budgets.
 #include "scheduler/nvme_floor.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdint>
 
 namespace strata {
 namespace {
@@ -138,6 +142,176 @@ TEST(NvmeFloorTest, AHomeAboveNvmeTakesItsBytesAllStep) {
   // 2 short everywhere: b must give 2 where a is leased, a where b is, and
   // those 4 cover the position where both wait.
   EXPECT_EQ(s.Floors(24).read_bytes, 4u);
+}
+
+// A one-access step: the tensor is leased at its only position and its
+// wait back to that use is empty (the lease is released right before the
+// next step's acquire), so nothing ever waits and nothing is read or
+// written, however the sweep unrolls a step of one position (4,096 copies).
+TEST(NvmeFloorTest, AOneAccessStepHasNothingWaiting) {
+  Step s;
+  const uint32_t a = s.Tensor(10);
+  s.Use(a, Access::kWrite);
+  const NvmeFloors f = s.Floors(10);
+  EXPECT_EQ(f.read_bytes, 0u);
+  EXPECT_EQ(f.write_bytes, 0u);
+}
+
+// Every lease held to the step's end: at the last position every tensor
+// used is leased (a twice, one copy), and at every other one each is
+// either leased or waiting out its wrap-around gap, which starts at the
+// step's end (after all of its tensor's leases). So 30 bytes sit above
+// NVMe everywhere: a budget of 30 needs nothing from NVMe, though a and c
+// are written, and a wait counted beside its own tensor's lease (or a's
+// two leases counted twice) would show.
+TEST(NvmeFloorTest, LeasesHeldToTheStepsEndAndTheirWrapAroundWaits) {
+  Step s;
+  const uint32_t a = s.Tensor(10), b = s.Tensor(10), c = s.Tensor(10);
+  s.Use(a, Access::kRead, 4).Use(b, Access::kRead, 3);
+  s.Use(a, Access::kWrite, 2).Use(c, Access::kWrite, 1);
+  const NvmeFloors f = s.Floors(30);
+  EXPECT_EQ(f.read_bytes, 0u);
+  EXPECT_EQ(f.write_bytes, 0u);
+}
+
+// Tensors of no bytes (each with a wait that outlasts the others') add no
+// load and no room: the floors of the two tensors taking turns are the
+// same 40 bytes read with them as without.
+TEST(NvmeFloorTest, ZeroByteTensorsChangeNothing) {
+  Step s;
+  const uint32_t a = s.Tensor(10), b = s.Tensor(10);
+  const uint32_t z = s.Tensor(0), y = s.Tensor(0);
+  s.Use(z, Access::kWrite).Use(a, Access::kRead).Use(b, Access::kRead);
+  s.Use(y, Access::kWrite).Use(a, Access::kRead).Use(b, Access::kRead);
+  const NvmeFloors f = s.Floors(10);
+  EXPECT_EQ(f.read_bytes, 40u);
+  EXPECT_EQ(f.write_bytes, 0u);
+}
+
+// Contents the next use overwrites are dead at their release unless they
+// are kept: three tensors overwritten in turn in a budget of one hold only
+// their leases, however short the budget.
+TEST(NvmeFloorTest, DeadContentsNeedNothing) {
+  Step s;
+  const uint32_t a = s.Tensor(10), b = s.Tensor(10), c = s.Tensor(10);
+  s.Use(a, Access::kOverwrite).Use(b, Access::kOverwrite);
+  s.Use(c, Access::kOverwrite);
+  const NvmeFloors f = s.Floors(10);
+  EXPECT_EQ(f.read_bytes, 0u);
+  EXPECT_EQ(f.write_bytes, 0u);
+}
+
+// The same three kept to their overwrites: at each position one is leased
+// and the other two (20 bytes, dirty) wait, 20 short of a budget of 10.
+// Each waits over two positions, so the writes are at least 3 x 20 / 2 =
+// 30 (all three written), never read; the sweep's copies leave out the
+// one crossing its cut, so it may come out a byte short.
+TEST(NvmeFloorTest, EveryAccessAnOverwriteKeptToTheNext) {
+  Step s;
+  const uint32_t a = s.Tensor(10), b = s.Tensor(10), c = s.Tensor(10);
+  const uint32_t kept = PlanAccess::kKeptToOverwrite;
+  s.Use(a, Access::kOverwrite, 1, kept).Use(b, Access::kOverwrite, 1, kept);
+  s.Use(c, Access::kOverwrite, 1, kept);
+  const NvmeFloors f = s.Floors(10);
+  EXPECT_EQ(f.read_bytes, 0u);
+  EXPECT_LE(f.write_bytes, 30u);
+  EXPECT_GE(f.write_bytes, 29u);
+}
+
+// Contents kept until a discard at a position: a (10, overwritten at 0)
+// waits over positions 1..3 to its next overwrite, while b and c take the
+// budget of 10 there; what must be written is a's contents where they are
+// still kept. Dying at 2 keeps them over position 1; at 1, the first
+// acquire after the lease, not at all; at 0 (in the next step, the
+// overwrite's own position) to the overwrite, like kKeptToOverwrite.
+TEST(NvmeFloorTest, ContentsKeptUntilADiscardAtAPosition) {
+  const auto floors = [](uint32_t dies_at) {
+    Step s;
+    const uint32_t a = s.Tensor(10), b = s.Tensor(10), c = s.Tensor(10);
+    s.Use(a, Access::kOverwrite, 1, dies_at).Use(b, Access::kOverwrite);
+    s.Use(b, Access::kRead).Use(c, Access::kOverwrite);
+    return s.Floors(10);
+  };
+  EXPECT_EQ(floors(PlanAccess::kKeptToOverwrite).write_bytes, 10u);
+  EXPECT_EQ(floors(3).write_bytes, 10u);
+  EXPECT_EQ(floors(2).write_bytes, 10u);
+  EXPECT_EQ(floors(1).write_bytes, 0u);
+  EXPECT_EQ(floors(0).write_bytes, 10u);
+  EXPECT_EQ(floors(PlanAccess::kDiesAtRelease).write_bytes, 0u);
+  EXPECT_EQ(floors(PlanAccess::kKeptToOverwrite).read_bytes, 0u);
+}
+
+// A home above NVMe holds its bytes all step; a lease of it on its home
+// tier is the same copy, one on the faster tier a second. h (6, homed on
+// the host, written) is leased at 0 and a (10, read once) waits over
+// position 0 beside it. Leased on the device: 6 + 6 + 10 = 22 there, 2
+// short of a budget of 20, and a's wait is all NVMe may take: 2 read. h's
+// contents never go to NVMe and a is clean: nothing written. A home on the
+// device leased there holds 16 at most.
+TEST(NvmeFloorTest, ALeaseAboveItsHomeIsASecondCopy) {
+  const auto floors = [](Tier home, uint64_t budget) {
+    Step s;
+    const uint32_t h = s.Tensor(6, home), a = s.Tensor(10);
+    s.Use(h, Access::kWrite);
+    s.Use(a, Access::kRead);
+    return s.Floors(budget / 2, budget - budget / 2);
+  };
+  EXPECT_EQ(floors(Tier::kHost, 22).read_bytes, 0u);
+  EXPECT_EQ(floors(Tier::kHost, 20).read_bytes, 2u);
+  EXPECT_EQ(floors(Tier::kHost, 20).write_bytes, 0u);
+  EXPECT_EQ(floors(Tier::kDevice, 16).read_bytes, 0u);
+  EXPECT_EQ(floors(Tier::kDevice, 16).write_bytes, 0u);
+}
+
+// A dirty version read on the NVMe tier is written whatever the budget,
+// once however many such reads it has; a version written on NVMe itself
+// is already there and a clean one was never changed.
+TEST(NvmeFloorTest, ADirtyVersionReadOnNvmeIsAlwaysWrittenOnce) {
+  const auto writes = [](Tier write_tier, Access access) {
+    Step s;
+    const uint32_t a = s.Tensor(10);
+    s.Use(a, access, 1, PlanAccess::kDiesAtRelease, write_tier);
+    s.Use(a, Access::kRead, 1, PlanAccess::kDiesAtRelease, Tier::kNvme);
+    s.Use(a, Access::kRead, 1, PlanAccess::kDiesAtRelease, Tier::kNvme);
+    return s.Floors(uint64_t{1} << 40).write_bytes;
+  };
+  EXPECT_EQ(writes(Tier::kDevice, Access::kWrite), 10u);
+  EXPECT_EQ(writes(Tier::kNvme, Access::kWrite), 0u);
+  EXPECT_EQ(writes(Tier::kDevice, Access::kRead), 0u);
+}
+
+// Budgets near the largest a signed byte count holds: the device and the
+// host each hold every byte of the step (each budget alone is 2^63 - 1),
+// so nothing need come from NVMe. Their sum passes INT64_MAX; it must not
+// wrap into a negative budget that makes every byte a shortfall.
+TEST(NvmeFloorTest, HugeBudgetsNeedNothing) {
+  const auto floors = [](uint64_t device, uint64_t host) {
+    Step s;
+    const uint32_t w = s.Tensor(10), a = s.Tensor(5);
+    s.Use(w, Access::kRead).Use(a, Access::kOverwrite).Use(a, Access::kRead);
+    s.Use(w, Access::kWrite);
+    return s.Floors(device, host);
+  };
+  const uint64_t most = uint64_t{INT64_MAX};
+  EXPECT_EQ(floors(most, 0).read_bytes, 0u);
+  EXPECT_EQ(floors(most, 0).write_bytes, 0u);
+  EXPECT_EQ(floors(most, most).read_bytes, 0u);
+  EXPECT_EQ(floors(most, most).write_bytes, 0u);
+}
+
+// Leases alone past the budgets (the planner still plans such a step and
+// reports the overflow): what no schedule can move to NVMe is no NVMe
+// traffic. a (10) is leased at the only access of its step and never
+// waits, so there is nothing to read back; nothing is written in the step
+// at all, so there is nothing to write. The fullest position is 5 short of
+// a budget of 5, but no eviction can cover that.
+TEST(NvmeFloorTest, LeasesAlonePastTheBudgetsMoveNothing) {
+  Step s;
+  const uint32_t a = s.Tensor(10);
+  s.Use(a, Access::kRead);
+  const NvmeFloors f = s.Floors(5);
+  EXPECT_EQ(f.read_bytes, 0u);
+  EXPECT_EQ(f.write_bytes, 0u);
 }
 
 TEST(NvmeFloorTest, AnEmptyStepHasNoFloor) {
