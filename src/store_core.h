@@ -588,9 +588,8 @@ class StoreCore : public internal::LeaseReleaser,
   // Planned leaves LeaveTier found blocked, to try again.
   std::vector<PendingLeave> pending_leaves_ ABSL_GUARDED_BY(mu_);
   double planning_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  // Floors' last answer, and the predictor's traces_recorded then (no
-  // trace changes without a recording).
-  mutable uint64_t floor_traces_recorded_ ABSL_GUARDED_BY(mu_) = 0;
+  // Floors' last answer, and the key of the shapes it was made from.
+  mutable uint64_t floor_key_ ABSL_GUARDED_BY(mu_) = 0;
   mutable NvmeFloors floors_ ABSL_GUARDED_BY(mu_);
   // PickVictim's snapshot, kept to reuse its storage.
   mutable std::vector<CopyView> victim_views_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 // store_report.cc: what StoreCore reports — a tensor's spec and residency,
 // the Stats counters, and the tiers' description for `strata info`.
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -75,15 +76,23 @@ absl::StatusOr<Residency> StoreCore::GetResidency(TensorId id) const {
 NvmeFloors StoreCore::Floors() const {
   if (tiers_.nvme == nullptr) return {};
   // Training steps call GetStats twice each, with mu_ held: the floors are
-  // recomputed only when the traces change (every change is a recording).
-  const uint64_t recorded = predictor_.stats().traces_recorded;
-  if (floor_traces_recorded_ == recorded) return floors_;
-  NvmeFloors most;
+  // recomputed only when a shape is recorded or learns an access kind (its
+  // generation), or has run 1, 2, 4, 8, ... steps (its leases and discards
+  // are learned as it replays), as its plans are.
+  std::vector<StepShape> shapes;
+  uint64_t key = predictor_.stats().traces_recorded;
   for (uint64_t serial : predictor_.trace_serials()) {
-    const std::optional<StepShape> shape = predictor_.Shape(serial);
+    std::optional<StepShape> shape = predictor_.Shape(serial);
+    if (!shape.has_value()) continue;
+    key = key * 1000003 + shape->generation * 64 + std::bit_width(shape->steps);
+    shapes.push_back(*std::move(shape));
+  }
+  if (floor_key_ == key) return floors_;
+  NvmeFloors most;
+  for (const StepShape& shape : shapes) {
     PlanInput input;
     std::vector<TensorId> ids;
-    if (!shape.has_value() || !BuildPlanInput(*shape, &input, &ids)) continue;
+    if (!BuildPlanInput(shape, &input, &ids)) continue;
     // Unified memory: device copies are host pages, so only host memory
     // holds bytes above NVMe.
     if (unified()) input.capacity[static_cast<int>(Tier::kDevice)] = 0;
@@ -91,7 +100,7 @@ NvmeFloors StoreCore::Floors() const {
     most.read_bytes = std::max(most.read_bytes, f.read_bytes);
     most.write_bytes = std::max(most.write_bytes, f.write_bytes);
   }
-  floor_traces_recorded_ = recorded;
+  floor_key_ = key;
   floors_ = most;
   return most;
 }
