@@ -259,7 +259,11 @@ absl::StatusOr<ModeResult> RunGptMode(const Mode& mode) {
   TimedWindow window(*setup->store);
   STRATA_RETURN_IF_ERROR(RunGptSteps(*setup->model, absl::GetFlag(FLAGS_steps),
                                      seconds, losses, &window));
-  return Summarize(mode, seconds, losses, *setup->store, window);
+  STRATA_ASSIGN_OR_RETURN(ModeResult result, Summarize(mode, seconds, losses,
+                                                       *setup->store, window));
+  result.rolled_back_steps = setup->model->clip_stats().rolled_back;
+  result.deferred_steps = setup->model->clip_stats().deferred;
+  return result;
 }
 
 // The MLP of the flags, for --warmup + `timed_steps` steps, no evaluation.

@@ -85,6 +85,8 @@ nlohmann::json PrintModes(const std::vector<ModeResult>& results,
          {"room_seconds", r.stats.room_seconds},
          {"stall_seconds_by_cause", StallJson(r.stats)},
          {"stall_fraction", stall_fraction},
+         {"rolled_back_steps", r.rolled_back_steps},
+         {"deferred_steps", r.deferred_steps},
          {"plan", PlanJson(r.stats.scheduler)}});
   }
   // What no schedule can avoid at these budgets (scheduler/nvme_floor.h).

@@ -28,6 +28,11 @@ struct ModeResult {
   // while the scheduler learns the step, left out).
   std::array<LinkStats, kNumLinks> timed_links{};
   int64_t timed_steps = 0;
+  // The GPT, warm-up included (0 for the MLP): steps whose speculative
+  // AdamW update was rolled back and run again clipped, and steps updated
+  // only at the step's end, once the norm was known (ClipStats).
+  int64_t rolled_back_steps = 0;
+  int64_t deferred_steps = 0;
 };
 
 // The NVMe tier's sequential bandwidth, 1e9 bytes/s; 0 when not measured.
