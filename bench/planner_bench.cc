@@ -162,7 +162,12 @@ int Main() {
     floor_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
-    if (floors.read_bytes != plan->nvme_read_floor_bytes) return 1;
+    if (floors.read_bytes != plan->nvme_read_floor_bytes ||
+        floors.write_bytes != plan->nvme_write_floor_bytes) {
+      std::fprintf(stderr,
+                   "planner_bench: the floors differ from the plan's\n");
+      return 1;
+    }
   }
   std::sort(floor_seconds.begin(), floor_seconds.end());
   const double flooring = floor_seconds[floor_seconds.size() / 2];
