@@ -17,7 +17,9 @@ packages=(build-essential cmake ninja-build pkg-config
   libabsl-dev liburing-dev libboost-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio clang-format
   libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang
-  bible-kjv libsentencepiece-dev openmpi-bin libopenmpi-dev)
+  bible-kjv libsentencepiece-dev openmpi-bin libopenmpi-dev
+  python3-dev python3-venv python3-torch python3-numpy python3-pytest
+  libdlpack-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -33,6 +35,16 @@ fi
 # nvcc is found through PATH or the standard toolkit location.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
+fi
+# The Python package (default preset): a venv on Debian's Python that sees
+# Debian's torch and numpy, with the pinned PyPI packages added.
+if [ "$preset" = default ]; then
+  venv=build/venv
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check \
+    -r python/requirements.txt
 fi
 cmake --preset "$preset" >/dev/null
 if [ -n "$compile_only" ]; then
