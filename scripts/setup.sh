@@ -19,7 +19,7 @@ packages=(build-essential cmake ninja-build pkg-config
   libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox clang
   bible-kjv libsentencepiece-dev openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-pytest
-  libdlpack-dev)
+  python3-yaml python3-requests libdlpack-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -43,7 +43,7 @@ if [ "$preset" = default ]; then
   if [ ! -x "$venv/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
   fi
-  "$venv/bin/pip" install -q --disable-pip-version-check \
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
     -r python/requirements.txt
 fi
 cmake --preset "$preset" >/dev/null

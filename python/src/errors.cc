@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "python/src/py_bindings.h"
 
 namespace nb = nanobind;
 

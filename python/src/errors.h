@@ -45,10 +45,6 @@ T ValueOrThrow(absl::StatusOr<T> result) {
   return *std::move(result);
 }
 
-// Creates strata._core.StrataError and InvalidArgumentError and registers
-// the translator.
-void BindErrors(nanobind::module_& m);
-
 }  // namespace strata::python
 
 #endif  // STRATA_PYTHON_SRC_ERRORS_H_

@@ -3,9 +3,7 @@
 // strata.torch builds on it.
 #include <nanobind/nanobind.h>
 
-#include "python/src/errors.h"
-#include "python/src/py_lease.h"
-#include "python/src/py_store.h"
+#include "python/src/py_bindings.h"
 #include "strata/tensor.h"
 
 namespace nb = nanobind;
@@ -47,8 +45,12 @@ void BindEnums(nb::module_& m) {
 
 NB_MODULE(_core, m) {
   m.doc() = "strata's tiered tensor store (the C++ API through nanobind)";
+  // Objects that a traceback or a module global holds at interpreter exit
+  // are not freed by Python; nanobind would report them as leaks.
+  nb::set_leak_warnings(false);
   strata::python::BindErrors(m);
   strata::python::BindEnums(m);
   strata::python::BindLease(m);
   strata::python::BindStore(m);
+  strata::python::BindHostAdam(m);
 }

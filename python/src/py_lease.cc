@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "python/src/errors.h"
+#include "python/src/py_bindings.h"
 
 namespace nb = nanobind;
 

@@ -81,8 +81,6 @@ class PyLease {
 // can go): a count for tests and reports, normally 0.
 uint64_t DeleterReleaseFailures();
 
-void BindLease(nanobind::module_& m);
-
 }  // namespace strata::python
 
 #endif  // STRATA_PYTHON_SRC_PY_LEASE_H_

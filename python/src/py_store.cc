@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "python/src/errors.h"
+#include "python/src/py_bindings.h"
 #include "python/src/stats_dict.h"
 
 namespace nb = nanobind;

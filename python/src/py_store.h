@@ -40,8 +40,6 @@ class PyStore {
 // value.
 StoreOptions OptionsFromKwargs(const nanobind::kwargs& kwargs);
 
-void BindStore(nanobind::module_& m);
-
 }  // namespace strata::python
 
 #endif  // STRATA_PYTHON_SRC_PY_STORE_H_

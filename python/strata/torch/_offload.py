@@ -1,0 +1,245 @@
+"""st.offload and st.materialized: a module's parameters in the store.
+
+Borrowed ideas: ZeRO-Infinity's per-module fetch and release in forward
+hooks (Rajbhandari et al., 2021; DeepSpeed's partitioned parameters), with
+its two known gaps closed: autograd keeps no parameter storage (saved
+tensors that are a parameter or a view of one become handles that
+re-acquire in backward, through saved_tensors_hooks), and a parameter
+touched outside forward raises instead of reading as an empty tensor.
+"""
+
+import contextlib
+import functools
+
+import torch
+
+from strata import _core
+from strata._core import Tier
+from strata.torch._param import (DTYPES, OffloadedParameter, ParamRecord,
+                                 _compute_device, _no_torch_function,
+                                 storage_ptr)
+
+_ATTR = "_strata_offload"
+
+
+class _SavedParam:
+    """A saved tensor that is (a view of) an offloaded parameter."""
+
+    __slots__ = ("rec", "size", "stride", "offset")
+
+    def __init__(self, rec, t):
+        self.rec = rec
+        self.size = t.size()
+        self.stride = t.stride()
+        self.offset = t.storage_offset()
+
+
+class OffloadState:
+    """What st.offload attaches to the model (model._strata_offload)."""
+
+    def __init__(self, store, model):
+        self.store = store
+        self.model = model
+        self.device = _compute_device(store)
+        has_nvme = store.stats()["tiers"]["nvme"]["capacity_bytes"] > 0
+        self.home = Tier.NVME if has_nvme else Tier.HOST
+        self.records = []        # in model.parameters() order, unique
+        self.by_storage = {}     # lease storage pointer -> record, while materialized
+        self.depth = 0           # root forwards running
+        self.late = []           # records materialized on use during forward
+        self.all_materialized = False
+        self.module_hooks = []
+
+    def stream(self):
+        if self.device.type == "cuda":
+            return torch.cuda.current_stream(self.device).cuda_stream
+        return 0
+
+    def materialize_late(self, rec):
+        # A parameter used outside its module's hooks (a tied head applied
+        # by hand): held until the root forward ends.
+        rec.materialize()
+        self.late.append(rec)
+
+    # saved_tensors_hooks
+
+    def pack(self, t):
+        rec = getattr(t, "_strata", None)
+        if rec is None:
+            if not self.by_storage:
+                return t
+            try:
+                with _no_torch_function():
+                    rec = self.by_storage.get(storage_ptr(t))
+            except RuntimeError:  # no storage (sparse and the like)
+                return t
+            if rec is None:
+                return t
+        with _no_torch_function():
+            return _SavedParam(rec, t)
+
+    @staticmethod
+    def unpack(saved):
+        if type(saved) is not _SavedParam:
+            return saved
+        base = saved.rec.backward_view()
+        with _no_torch_function():
+            return base.as_strided(saved.size, saved.stride, saved.offset)
+
+
+def offload(model, store):
+    """Moves every parameter of `model` into `store`, in place.
+
+    The same Parameter objects stay in the module (optimizer, tied weights
+    and state_dict keys intact); their values move to store tensors homed on
+    NVMe (on the host without an NVMe tier), and each module's parameters
+    are acquired on the device tier in its forward pre-hook and released
+    after it. Gradients go to the store as each one accumulates. Returns
+    the model.
+
+    Raises ValueError for a module already offloaded, a parameter shared
+    with another offloaded module, or a dtype the store lacks.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"offload takes a torch.nn.Module, not {type(model).__name__}")
+    if getattr(model, _ATTR, None) is not None:
+        raise ValueError("strata: this module is already offloaded")
+    named = _unique_parameters(model)
+    for name, p in named:
+        if isinstance(p, OffloadedParameter):
+            raise ValueError(f"strata: parameter {name} is already offloaded "
+                             f"(shared with another offloaded module)")
+        if p.dtype not in DTYPES:
+            raise ValueError(f"strata: parameter {name} is {p.dtype}; the store "
+                             f"holds {', '.join(str(d) for d in DTYPES)}")
+    state = OffloadState(store, model)
+    for name, p in named:
+        with _no_torch_function():
+            values = p.detach().to("cpu").contiguous()
+        rec = ParamRecord(state, name, p)
+        store.write(rec.id, values)
+        del values
+        state.records.append(rec)
+        p._strata = rec
+        p.__class__ = OffloadedParameter
+        with _no_torch_function():
+            p.data = rec.placeholder
+        if p.requires_grad:
+            _hook_grad(rec)
+    _hook_modules(model, state)
+    _wrap_forward(model, state)
+    setattr(model, _ATTR, state)
+    store.begin_step()
+    return model
+
+
+def is_offloaded(model):
+    return getattr(model, _ATTR, None) is not None
+
+
+def state_of(model):
+    state = getattr(model, _ATTR, None)
+    if state is None:
+        raise ValueError("strata: this module is not offloaded (st.offload)")
+    return state
+
+
+@contextlib.contextmanager
+def materialized(model, writable=False):
+    """Every parameter of an offloaded `model` as a full CPU tensor inside
+    the block (to save, inspect or load weights); with writable=True the
+    values are written back to the store on exit. Copies, not leases: the
+    store's budgets do not bound them."""
+    state = state_of(model)
+    if state.depth or any(r.count for r in state.records):
+        raise RuntimeError("strata: materialized() inside the model's forward")
+    if state.all_materialized:
+        raise RuntimeError("strata: materialized() is already open")
+    for rec in state.records:
+        t = torch.empty(rec.shape, dtype=rec.dtype)
+        state.store.read(rec.id, t)
+        with _no_torch_function():
+            rec.param.data = t
+    state.all_materialized = True
+    try:
+        yield model
+    finally:
+        state.all_materialized = False
+        for rec in state.records:
+            with _no_torch_function():
+                values = rec.param.data
+                rec.param.data = rec.placeholder
+            if writable:
+                with _no_torch_function():
+                    values = values.detach().to("cpu").contiguous()
+                state.store.write(rec.id, values)
+
+
+def _unique_parameters(model):
+    seen = set()
+    out = []
+    for name, p in model.named_parameters():
+        if id(p) not in seen:  # tied weights: the first name
+            seen.add(id(p))
+            out.append((name, p))
+    return out
+
+
+def _hook_grad(rec):
+    p = rec.param
+    with _no_torch_function():
+        if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+            p.register_post_accumulate_grad_hook(lambda _: rec.take_grad())
+            return
+        # Older torch: a hook on the AccumulateGrad node, kept alive here
+        # (autograd holds it weakly), as DeepSpeed's register_grad_hook.
+        node = p.expand_as(p).grad_fn.next_functions[0][0]
+    node.register_hook(lambda grad_inputs, grad_outputs: rec.take_grad())
+    rec.grad_node = node
+
+
+def _hook_modules(model, state):
+    by_id = {id(r.param): r for r in state.records}
+    for module in model.modules():
+        records = [by_id[id(p)] for p in module.parameters(recurse=False)]
+        if not records:
+            continue
+
+        def pre(module, inputs, records=records):
+            for rec in records:
+                rec.materialize()
+
+        def post(module, inputs, output, records=records):
+            for rec in records:
+                rec.dematerialize()
+
+        state.module_hooks.append(module.register_forward_pre_hook(pre))
+        state.module_hooks.append(module.register_forward_hook(post))
+
+
+def _wrap_forward(model, state):
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def offloaded_forward(*args, **kwargs):
+        state.depth += 1
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(state.pack,
+                                                          state.unpack):
+                return forward(*args, **kwargs)
+        except BaseException:
+            # A module that raised never ran its post-hook: end what its
+            # pre-hook held, so no lease outlives the failed forward.
+            if state.depth == 1:
+                for rec in state.records:
+                    while rec.count > 0 and rec not in state.late:
+                        rec.dematerialize()
+            raise
+        finally:
+            state.depth -= 1
+            if state.depth == 0:
+                late, state.late = state.late, []
+                for rec in late:
+                    rec.dematerialize()
+
+    model.forward = offloaded_forward

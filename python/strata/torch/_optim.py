@@ -1,0 +1,159 @@
+"""st.Adam and st.AdamW: torch optimizers that run strata's host Adam.
+
+They are torch.optim.Optimizer subclasses (param_groups, LR schedulers and
+training loops written for torch's optimizers work unchanged). Each step
+updates one parameter at a time with strata's host Adam kernel
+(strata._core.adam_update, the update `strata train` runs): for an
+offloaded parameter on host-tier leases of its values, its gradient and its
+two moments (store tensors homed where the parameter is), for a plain one
+on its own memory. A plain and an offloaded copy of a model therefore step
+bit for bit alike.
+
+The step ends the store's step (end_step, begin_step): the scheduler learns
+one optimizer step as one cyclic step, micro-batches included.
+"""
+
+import torch
+
+from strata import _core
+from strata._core import Access, Kind, Tier
+from strata.torch._param import OffloadedParameter, _no_torch_function
+
+
+class _HostAdam(torch.optim.Optimizer):
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.0):
+        if not lr >= 0.0:
+            raise ValueError(f"invalid learning rate: {lr}")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"invalid betas: {betas}")
+        if not eps >= 0.0:
+            raise ValueError(f"invalid eps: {eps}")
+        if not weight_decay >= 0.0:
+            raise ValueError(f"invalid weight_decay: {weight_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype != torch.float32:
+                    raise ValueError(
+                        f"strata's host Adam updates fp32 parameters; one is "
+                        f"{p.dtype}")
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if isinstance(p, OffloadedParameter):
+                    p._strata.set_grad(None)  # discarded: no write-back
+                elif p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.detach_()
+                        p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        stores = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if isinstance(p, OffloadedParameter):
+                    rec = p._strata
+                    if rec.grad_pending:
+                        self._step_offloaded(p, rec, group)
+                    stores[id(rec.state.store)] = rec.state.store
+                elif p.grad is not None:
+                    self._step_plain(p, group)
+        for store in stores.values():
+            store.end_step()
+            store.begin_step()
+        return loss
+
+    def moments(self, p):
+        """(exp_avg, exp_avg_sq) of `p` as CPU tensors (copies), or None
+        before its first step."""
+        state = self.state.get(p, {})
+        if "exp_avg" in state:
+            return state["exp_avg"].clone(), state["exp_avg_sq"].clone()
+        if "exp_avg_id" not in state:
+            return None
+        rec, out = p._strata, []
+        for key in ("exp_avg_id", "exp_avg_sq_id"):
+            t = torch.empty(rec.shape, dtype=torch.float32)
+            rec.state.store.read(state[key], t)
+            out.append(t)
+        return tuple(out)
+
+    def _count(self, p):
+        state = self.state[p]
+        state["step"] = state.get("step", 0) + 1
+        return state["step"]
+
+    def _update(self, w, m, v, g, group, step):
+        lr, wd = group["lr"], group["weight_decay"]
+        if wd != 0.0:
+            if self._decoupled:  # AdamW: w *= 1 - lr * wd, then Adam
+                w.mul_(1.0 - lr * wd)
+            else:  # Adam's L2 penalty, as torch.optim.Adam adds it
+                g = g.add(w, alpha=wd)
+        beta1, beta2 = group["betas"]
+        _core.adam_update(w, m, v, g, lr, beta1, beta2, group["eps"], step)
+
+    def _step_plain(self, p, group):
+        w, g = p.data, p.grad
+        if g.is_sparse or not (w.is_contiguous() and g.is_contiguous()):
+            raise ValueError("strata's host Adam takes dense, contiguous "
+                             "parameters and gradients")
+        if w.device.type != "cpu":
+            raise ValueError("strata's host Adam updates host memory: offload "
+                             "the model (st.offload) to train it on a device")
+        state = self.state[p]
+        if "exp_avg" not in state:
+            state["exp_avg"] = torch.zeros_like(w)
+            state["exp_avg_sq"] = torch.zeros_like(w)
+        step = self._count(p)
+        self._update(w, state["exp_avg"], state["exp_avg_sq"], g, group, step)
+
+    def _step_offloaded(self, p, rec, group):
+        store = rec.state.store
+        state = self.state[p]
+        if "exp_avg_id" not in state:
+            # The moments: store tensors with no contents yet (a write
+            # lease presents zeros), homed with the parameter.
+            for key, suffix in (("exp_avg_id", ".exp_avg"),
+                                ("exp_avg_sq_id", ".exp_avg_sq")):
+                state[key] = store.create(
+                    rec.name + suffix, shape=list(rec.shape),
+                    dtype=_core.DType.FLOAT32, kind=Kind.OPTIMIZER_STATE,
+                    home=rec.state.home)
+        step = self._count(p)
+        w = torch.from_dlpack(store.acquire(rec.id, Tier.HOST, Access.WRITE))
+        g = torch.from_dlpack(store.acquire(rec.grad_id, Tier.HOST, Access.READ))
+        m = torch.from_dlpack(
+            store.acquire(state["exp_avg_id"], Tier.HOST, Access.WRITE))
+        v = torch.from_dlpack(
+            store.acquire(state["exp_avg_sq_id"], Tier.HOST, Access.WRITE))
+        self._update(w, m, v, g, group, step)
+
+
+class Adam(_HostAdam):
+    """Adam (Kingma & Ba, 2015) on strata's host kernel; weight_decay is an
+    L2 penalty added to the gradient, as torch.optim.Adam's."""
+
+
+class AdamW(_HostAdam):
+    """AdamW (Loshchilov & Hutter, 2019) on strata's host kernel: decoupled
+    weight decay (w *= 1 - lr * weight_decay before the update), as
+    torch.optim.AdamW's. Default weight_decay 0.01, as torch's."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)

@@ -1,0 +1,277 @@
+"""Offloaded parameters: the same Parameter objects, their values in the store.
+
+An offloaded parameter keeps its identity (the optimizer, tied weights and
+state_dict keys see the same object) but its class becomes
+OffloadedParameter and its .data a placeholder of the right shape (one
+element, expanded), so metadata (shape, dtype, numel, requires_grad) reads
+true. Its values live in a store tensor; .data views a device-tier lease
+only while it is materialized (its module's forward, a saved tensor's
+unpack in backward, st.materialized). Any computation on it outside those
+raises a clear error, never a silently wrong or empty result.
+
+Its gradient lives in the store too: .grad reads as a view of the store's
+gradient (a host-tier lease, written through), and `.grad = None` discards
+it, so torch code that reads or clears gradients (clip_grad_norm_,
+zero_grad) acts on the real ones.
+"""
+
+import math
+import weakref
+
+import torch
+
+from strata import _core
+from strata._core import Access, DType, Kind, Tier
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+DTYPES = {
+    torch.float32: DType.FLOAT32,
+    torch.float16: DType.FLOAT16,
+    torch.bfloat16: DType.BFLOAT16,
+    torch.int32: DType.INT32,
+    torch.int64: DType.INT64,
+    torch.uint8: DType.UINT8,
+}
+
+if hasattr(torch.Tensor, "untyped_storage"):
+    def storage_ptr(t):
+        return t.untyped_storage().data_ptr()
+else:  # torch < 2.0
+    def storage_ptr(t):
+        return t.storage().data_ptr()
+
+# What may be read or set on an offloaded parameter that is not
+# materialized: metadata, which the placeholder answers truly.
+_METADATA_GETTERS = frozenset({
+    "shape", "dtype", "device", "requires_grad", "is_leaf", "ndim",
+    "grad_fn", "layout", "names", "is_cuda", "is_sparse", "is_quantized",
+    "is_meta", "_backward_hooks", "_base", "_version", "output_nr",
+    "is_mkldnn", "is_nested", "itemsize", "nbytes", "_post_accumulate_grad_hooks",
+})
+_METADATA_SETTERS = frozenset({"requires_grad", "_backward_hooks",
+                               "_post_accumulate_grad_hooks"})
+_METADATA_METHODS = frozenset({
+    "size", "dim", "numel", "nelement", "element_size", "is_floating_point",
+    "is_complex", "__len__", "__hash__", "requires_grad_", "register_hook",
+    "retain_grad", "_is_view", "get_device", "ndimension", "__format__",
+    "is_signed",
+})
+
+
+def _compute_device(store):
+    backend = store.stats()["device_backend"]
+    if backend.startswith("cuda"):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class ParamRecord:
+    """One offloaded parameter: its store tensors and its materializations.
+
+    count: how many holders (modules in forward, st.materialized) have it
+    materialized now; .data views the lease while count > 0.
+    grad_pending: the store's gradient holds this step's sum so far.
+    """
+
+    __slots__ = ("state", "name", "param", "id", "grad_id", "shape", "dtype",
+                 "count", "grad_pending", "placeholder", "backward_base",
+                 "grad_node", "__weakref__")
+
+    def __init__(self, state, name, param):
+        self.state = state
+        self.name = name
+        self.param = param
+        self.shape = tuple(param.shape)
+        self.dtype = param.dtype
+        self.count = 0
+        self.grad_pending = False
+        self.backward_base = None
+        self.grad_node = None
+        fill = math.nan if param.dtype.is_floating_point else 0
+        self.placeholder = torch.full((), fill, dtype=param.dtype,
+                                      device=state.device).expand(self.shape)
+        store, home = state.store, state.home
+        dtype = DTYPES[param.dtype]
+        self.id = store.create(name, shape=list(self.shape), dtype=dtype,
+                               kind=Kind.PARAMETER, home=home)
+        self.grad_id = None
+        if param.requires_grad:
+            self.grad_id = store.create(name + ".grad", shape=list(self.shape),
+                                        dtype=dtype, kind=Kind.GRADIENT,
+                                        home=home)
+
+    def lease_tensor(self, tier, access):
+        """A torch tensor viewing a lease of the parameter's values; the
+        lease ends when the tensor's last reference dies."""
+        state = self.state
+        lease = state.store.acquire(self.id, tier, access, state.stream())
+        return torch.from_dlpack(lease)
+
+    def materialize(self):
+        """.data views a device-tier lease (read) until dematerialize."""
+        if self.count == 0:
+            t = self.lease_tensor(Tier.DEVICE, Access.READ)
+            with _no_torch_function():
+                self.param.data = t
+                self.state.by_storage[storage_ptr(t)] = self
+        self.count += 1
+
+    def dematerialize(self):
+        self.count -= 1
+        if self.count == 0:
+            with _no_torch_function():
+                self.state.by_storage.pop(storage_ptr(self.param.data), None)
+                self.param.data = self.placeholder
+
+    def backward_view(self):
+        """The full values for a saved tensor's unpack: the materialized
+        .data, or a device lease shared by the unpacks alive at once."""
+        if self.count > 0:
+            with _no_torch_function():
+                return self.param.data
+        base = self.backward_base() if self.backward_base is not None else None
+        if base is None:
+            base = self.lease_tensor(Tier.DEVICE, Access.READ)
+            self.backward_base = weakref.ref(base)
+        return base
+
+    # Gradients.
+
+    def take_grad(self):
+        """After autograd accumulated into .grad: add it to the store's
+        gradient (a copy on the first of a step, as torch's first
+        accumulation is) and free torch's."""
+        with _no_torch_function():
+            g = self.param.grad
+            if g is None:
+                return
+            access = Access.WRITE if self.grad_pending else Access.OVERWRITE
+            lease = self.state.store.acquire(self.grad_id, Tier.HOST, access)
+            dst = torch.from_dlpack(lease)
+            if self.grad_pending:
+                dst.add_(g.to(dst.device))
+            else:
+                dst.copy_(g)
+            del dst
+            self.grad_pending = True
+            self.param.grad = None
+
+    def grad_view(self):
+        """The store's gradient as a host tensor (a write lease), or None."""
+        if not self.grad_pending:
+            return None
+        lease = self.state.store.acquire(self.grad_id, Tier.HOST, Access.WRITE)
+        return torch.from_dlpack(lease)
+
+    def set_grad(self, value):
+        if value is None:
+            if self.grad_pending:
+                self.state.store.discard(self.grad_id)
+            self.grad_pending = False
+            return
+        if tuple(value.shape) != self.shape or value.dtype != self.dtype:
+            raise RuntimeError(
+                f"strata: the gradient assigned to {self.name} is "
+                f"{tuple(value.shape)} {value.dtype}; the parameter is "
+                f"{self.shape} {self.dtype}")
+        with _no_torch_function():
+            host = value.detach().to("cpu").contiguous()
+        self.state.store.write(self.grad_id, host)
+        self.grad_pending = True
+
+
+def _record_of(args, kwargs):
+    """The records of the offloaded parameters among a call's arguments
+    (one level into lists and tuples)."""
+    found = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, OffloadedParameter):
+            found.append(a._strata)
+        elif isinstance(a, (list, tuple)):
+            found.extend(x._strata for x in a
+                         if isinstance(x, OffloadedParameter))
+    return found
+
+
+def _kind(func):
+    """("get"|"set"|"call", name) of what __torch_function__ was asked."""
+    name = getattr(func, "__name__", "")
+    if name in ("__get__", "__set__"):
+        owner = getattr(func, "__self__", None)
+        return name[2:5], getattr(owner, "__name__", "")
+    return "call", name
+
+
+class OffloadedParameter(torch.nn.Parameter):
+    """A Parameter whose values live in a strata store (see the module
+    docstring). Created only by st.offload, which swaps the class of the
+    user's own Parameter objects."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        kind, name = _kind(func)
+        records = _record_of(args, kwargs)
+        if kind == "get" and name == "grad":
+            return _get_grad(records[0])
+        if kind == "set" and name == "grad":
+            records[0].set_grad(args[1])
+            return None
+        if kind == "get" and name == "data":
+            rec = records[0]
+            if rec.count == 0 and not rec.state.all_materialized:
+                raise _outside_error(rec, ".data")
+        elif not ((kind == "get" and name in _METADATA_GETTERS) or
+                  (kind == "set" and name in _METADATA_SETTERS) or
+                  (kind == "call" and name in _METADATA_METHODS)):
+            for rec in records:
+                if rec.count == 0 and not rec.state.all_materialized:
+                    if rec.state.depth == 0:
+                        raise _outside_error(rec, name or str(func))
+                    rec.state.materialize_late(rec)
+        with _no_torch_function():
+            return func(*args, **kwargs)
+
+    def __repr__(self):
+        rec = self.__dict__.get("_strata")
+        if rec is None or rec.count > 0 or rec.state.all_materialized:
+            with _no_torch_function():
+                return "Offloaded" + torch.Tensor.__repr__(self)
+        return (f"OffloadedParameter({rec.name}: {list(rec.shape)} "
+                f"{rec.dtype}, in the store; read it inside "
+                f"st.materialized(model))")
+
+    def _plain_copy(self, what):
+        rec = self.__dict__["_strata"]
+        if rec.count == 0 and not rec.state.all_materialized:
+            raise _outside_error(rec, what)
+        with _no_torch_function():
+            return torch.nn.Parameter(self.data.clone(), self.requires_grad)
+
+    def __deepcopy__(self, memo):
+        # A plain Parameter with the values: a copy is not in the store.
+        copy = self._plain_copy("copy.deepcopy")
+        memo[id(self)] = copy
+        return copy
+
+    def __reduce_ex__(self, protocol):
+        return self._plain_copy("pickling").__reduce_ex__(protocol)
+
+
+def _get_grad(rec):
+    with _no_torch_function():
+        g = rec.param.grad
+    if g is not None:
+        return g
+    return rec.grad_view()
+
+
+def _outside_error(rec, what):
+    return RuntimeError(
+        f"strata: {rec.name} is offloaded: its values are in the store and "
+        f"were touched ({what}) outside the model's forward and backward. "
+        f"Read or change them inside `with strata.torch.materialized(model):` "
+        f"(writable=True to keep changes); step it with strata.torch.Adam or "
+        f"AdamW.")
