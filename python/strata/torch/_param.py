@@ -76,7 +76,7 @@ class ParamRecord:
 
     __slots__ = ("state", "name", "param", "id", "grad_id", "shape", "dtype",
                  "count", "grad_pending", "placeholder", "backward_base",
-                 "grad_node", "__weakref__")
+                 "grad_base", "grad_node", "__weakref__")
 
     def __init__(self, state, name, param):
         self.state = state
@@ -87,6 +87,7 @@ class ParamRecord:
         self.count = 0
         self.grad_pending = False
         self.backward_base = None
+        self.grad_base = None
         self.grad_node = None
         fill = math.nan if param.dtype.is_floating_point else 0
         self.placeholder = torch.full((), fill, dtype=param.dtype,
@@ -158,11 +159,17 @@ class ParamRecord:
             self.param.grad = None
 
     def grad_view(self):
-        """The store's gradient as a host tensor (a write lease), or None."""
+        """The store's gradient as a host tensor (a write lease), or None:
+        the same tensor while one is alive, as torch's .grad is."""
         if not self.grad_pending:
             return None
-        lease = self.state.store.acquire(self.grad_id, Tier.HOST, Access.WRITE)
-        return torch.from_dlpack(lease)
+        view = self.grad_base() if self.grad_base is not None else None
+        if view is None:
+            lease = self.state.store.acquire(self.grad_id, Tier.HOST,
+                                             Access.WRITE)
+            view = torch.from_dlpack(lease)
+            self.grad_base = weakref.ref(view)
+        return view
 
     def set_grad(self, value):
         if value is None:
