@@ -33,9 +33,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=300, help="optimizer steps (default 300)")
-    p.add_argument("--batch", type=int, default=8, help="sequences per micro-batch (default 8)")
+    p.add_argument("--batch", type=int, default=16, help="sequences per micro-batch (default 16)")
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (default 1)")
-    p.add_argument("--context", type=int, default=128, help="tokens per sequence (default 128)")
+    p.add_argument("--context", type=int, default=64, help="tokens per sequence (default 64)")
     p.add_argument("--layers", type=int, default=4, help="transformer blocks (default 4)")
     p.add_argument("--embd", type=int, default=128, help="embedding width (default 128)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
@@ -92,7 +92,7 @@ def batch_at(tokens, gen, args):
 
 
 @torch.no_grad()
-def validation_loss(model, valid, args, batches=8):
+def validation_loss(model, valid, args, batches=16):
     gen = torch.Generator().manual_seed(1234)
     losses = [model(input_ids=(ids := batch_at(valid, gen, args)), labels=ids).loss.item()
               for _ in range(batches)]
