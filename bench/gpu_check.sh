@@ -47,6 +47,15 @@ pack() {  # pack DIR: binaries + the shared libraries a bare machine may lack
       grep -vE '/libcublas(Lt)?\.so' |  # 600 MB: the GPU machine's CUDA has them
       xargs -r -I{} cp -Ln {} "$dir/lib/" 2>/dev/null
   done
+  # The Python package: the extension (stripped) and the .py files.
+  if [ -d "$build_dir/python/strata" ]; then
+    cp -rL "$build_dir/python" "$dir/python"
+    rm -rf "$dir"/python/strata/__pycache__ "$dir"/python/strata/torch/__pycache__
+    strip --strip-debug "$dir"/python/strata/_core*.so
+    ldd "$dir"/python/strata/_core*.so | awk '/=> \//{print $3}' |
+      grep -vE '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+      xargs -r -I{} cp -Ln {} "$dir/lib/" 2>/dev/null
+  fi
   # The GPT's corpus: the GPU machine lacks the bible-kjv package.
   mkdir -p "$dir/data"
   bible -f gen1:1-rev22:21 | sed -E 's/^[^ ]+ //' >"$dir/data/kjv.txt"
@@ -67,9 +76,10 @@ case "${1:-}" in
     fi
     set -- "$1" "$pre"
     bindir="$2/bin"
+    pydir="$2/python"
     corpus_flag="--corpus=${2}/data/kjv.txt"
     export LD_LIBRARY_PATH="${2}/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
-  "") build; bindir=""; corpus_flag="" ;;
+  "") build; bindir=""; pydir="build/default/python"; corpus_flag="" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2 ;;
 esac
 bin() { if [ -n "$bindir" ]; then echo "$bindir/$(basename "$1")"; else echo "build/default/$1"; fi; }
@@ -115,6 +125,14 @@ nccl_lib=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__
 run_step nccl_gpu_test env \
   LD_LIBRARY_PATH="${nccl_lib:+$nccl_lib:}/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   "$(bin tests/comm_tests)" --gtest_filter='NcclCollectivesTest.*:NcclGpuTest.*'
+# strata.torch: the pytest suite on CUDA tensors (the example's KJV run is
+# the build machine's test), if this Python can load the extension.
+if PYTHONPATH="$pydir" python3 -c 'import torch, strata.torch' 2>/dev/null; then
+  run_step python_tests env PYTHONPATH="$pydir" python3 -m pytest -q \
+    -p no:cacheprovider tests/python --ignore=tests/python/test_example.py
+else
+  result[python_tests]="skipped: $(python3 --version 2>&1) cannot load $(ls "$pydir"/strata/_core*.so 2>/dev/null | xargs -r basename) (or has no torch)"
+fi
 run_step compute_gpu_test "$(bin tests/compute_tests)" --gtest_filter='ComputeGpuTest.*'
 run_step transformer_gpu_test "$(bin tests/compute_tests)" \
   --gtest_filter='TransformerGpuTest.*'
@@ -219,7 +237,8 @@ echo "gpu_check summary ($(cat "$out/gpu.txt"))"
 printf '%-22s %s\n' step result
 for k in cuda_device_test store_gpu_test unified_gpu_test device_backend_test \
     host_arena_test device_reader_wait_test stream_ordered_acquire_test \
-    nccl_gpu_test compute_gpu_test transformer_gpu_test precision_gpu_test \
+    nccl_gpu_test python_tests compute_gpu_test transformer_gpu_test \
+    precision_gpu_test \
     half_cast_paths mixed_adam_paths cpu_adam_paths \
     cpu_adam_bench bench_link bench_link_um info link_bench \
     train train_resident train_unified train_identity unified_identity \

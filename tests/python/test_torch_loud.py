@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import strata.torch as st
-from torch_models import MODELS, batches, state_bytes
+from torch_models import DEVICE, MODELS, batches, state_bytes
 
 
 @pytest.fixture
@@ -56,11 +56,12 @@ def test_inside_materialized_a_parameter_has_its_full_value(offloaded):
         ours = model.state_dict()
         assert ours.keys() == theirs.keys()
         for key in theirs:
-            assert torch.equal(ours[key], theirs[key]), key
+            assert torch.equal(ours[key], theirs[key].cpu()), key
         w = model.transformer.wte.weight
         assert w.numel() == w.data.numel() == 256 * 64
         assert type(copy.deepcopy(w)) is torch.nn.Parameter
-        assert torch.equal(pickle.loads(pickle.dumps(w)), theirs["transformer.wte.weight"])
+        assert torch.equal(pickle.loads(pickle.dumps(w)),
+                           theirs["transformer.wte.weight"].cpu())
 
 
 def test_materialized_writes_back_only_when_writable(offloaded):
@@ -182,7 +183,7 @@ def test_leases_stay_within_the_budget_and_none_outlive_backward(
 def test_a_forward_that_raises_leaves_no_lease(offloaded):
     _, model, store = offloaded
     with pytest.raises(Exception):
-        model(input_ids=torch.full((1, 8), 10_000))  # past the vocabulary
+        model(input_ids=torch.full((1, 8), 10_000, device=DEVICE))  # past the vocabulary
     assert store.stats()["tiers"]["device"]["leased_bytes"] == 0
     step(model, batches(1, 1)[0][0])  # and the model still trains
 
@@ -195,7 +196,7 @@ def test_the_loss_falls(make_store):
     st.offload(model, make_store(device_budget=total // 5,
                                  host_budget=total // 2, nvme_budget="64MiB"))
     opt = st.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
-    ids = torch.arange(32).repeat(2, 1) * 7 % 256
+    ids = (torch.arange(32).repeat(2, 1) * 7 % 256).to(DEVICE)
     losses = []
     for _ in range(30):
         losses.append(step(model, ids).item())

@@ -10,6 +10,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 VOCAB = 256
+# Where the models compute: the GPU when there is one (the store's device
+# tier is then CUDA memory), else the CPU (the simulated device).
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def gpt2(seed=0):
@@ -18,7 +21,7 @@ def gpt2(seed=0):
     config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=VOCAB,
                         n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, attn_implementation="eager")
-    return GPT2LMHeadModel(config)
+    return GPT2LMHeadModel(config).to(DEVICE)
 
 
 def llama(seed=0):
@@ -29,7 +32,7 @@ def llama(seed=0):
                          intermediate_size=128, vocab_size=VOCAB,
                          max_position_embeddings=64,
                          attn_implementation="eager")
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(config).to(DEVICE)
 
 
 class MLP(torch.nn.Module):
@@ -59,7 +62,7 @@ class MLP(torch.nn.Module):
 
 def mlp(seed=0):
     torch.manual_seed(seed)
-    return MLP()
+    return MLP().to(DEVICE)
 
 
 MODELS = {"gpt2": gpt2, "llama": llama, "mlp": mlp}
@@ -73,5 +76,5 @@ def state_bytes(model):
 
 def batches(steps, micro, seed=1, batch=2, length=32):
     gen = torch.Generator().manual_seed(seed)
-    return [[torch.randint(0, VOCAB, (batch, length), generator=gen)
+    return [[torch.randint(0, VOCAB, (batch, length), generator=gen).to(DEVICE)
              for _ in range(micro)] for _ in range(steps)]

@@ -110,15 +110,20 @@ class _HostAdam(torch.optim.Optimizer):
         if g.is_sparse or not (w.is_contiguous() and g.is_contiguous()):
             raise ValueError("strata's host Adam takes dense, contiguous "
                              "parameters and gradients")
-        if w.device.type != "cpu":
-            raise ValueError("strata's host Adam updates host memory: offload "
-                             "the model (st.offload) to train it on a device")
         state = self.state[p]
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(w)
-            state["exp_avg_sq"] = torch.zeros_like(w)
+        if "exp_avg" not in state:  # on the host, where the update runs
+            state["exp_avg"] = torch.zeros(w.shape, dtype=w.dtype)
+            state["exp_avg_sq"] = torch.zeros(w.shape, dtype=w.dtype)
         step = self._count(p)
-        self._update(w, state["exp_avg"], state["exp_avg_sq"], g, group, step)
+        if w.device.type == "cpu":
+            self._update(w, state["exp_avg"], state["exp_avg_sq"], g, group, step)
+            return
+        # A plain parameter on a GPU: the same host update on copies (for
+        # comparisons with offloaded runs, not for speed).
+        host_w = w.cpu()
+        self._update(host_w, state["exp_avg"], state["exp_avg_sq"], g.cpu(),
+                     group, step)
+        w.copy_(host_w)
 
     def _step_offloaded(self, p, rec, group):
         store = rec.state.store
