@@ -150,8 +150,8 @@ def test_module_zero_grad_acts_on_offloaded_gradients(offloaded):
 
 def test_leases_stay_within_the_budget_and_none_outlive_backward(
         offloaded, monkeypatch):
-    # Device bytes under lease, read as each module starts its forward (its
-    # parameters acquired) and as backward re-acquires each saved weight.
+    # Device bytes under lease, read as each parameter is acquired for a
+    # module's forward and as backward re-acquires each saved weight.
     _, model, store = offloaded
     budget = store.stats()["tiers"]["device"]["capacity_bytes"]
     forward, backward = [], []
@@ -159,8 +159,13 @@ def test_leases_stay_within_the_budget_and_none_outlive_backward(
     def leased():
         return store.stats()["tiers"]["device"]["leased_bytes"]
 
-    for module in model.modules():
-        module.register_forward_pre_hook(lambda *_: forward.append(leased()))
+    materialize = st._param.ParamRecord.materialize
+
+    def counted_materialize(rec):
+        materialize(rec)
+        forward.append(leased())
+
+    monkeypatch.setattr(st._param.ParamRecord, "materialize", counted_materialize)
     unpack = st._offload.OffloadState.unpack
 
     def counted_unpack(saved):
@@ -178,6 +183,19 @@ def test_leases_stay_within_the_budget_and_none_outlive_backward(
         assert store.stats()["tiers"][tier]["leased_bytes"] == 0, tier
     assert all(store.residency(r.id)["leases"] == 0
                for r in st._offload.state_of(model).records)
+
+
+def test_a_submodule_called_alone_saves_handles_too(offloaded):
+    # A block called by itself is the outermost offloaded forward: its
+    # saved weights are handles, its leases end with its forward.
+    plain, model, store = offloaded
+    x = torch.randn(2, 8, 64, device=DEVICE, requires_grad=True)
+    y = model.transformer.h[1](x)[0].sum()
+    assert store.stats()["tiers"]["device"]["leased_bytes"] == 0
+    y.backward()
+    x_plain = x.detach().clone().requires_grad_()
+    plain.transformer.h[1](x_plain)[0].sum().backward()
+    assert torch.equal(x.grad, x_plain.grad)
 
 
 def test_a_forward_that_raises_leaves_no_lease(offloaded):

@@ -48,7 +48,7 @@ class OffloadState:
         self.depth = 0           # root forwards running
         self.late = []           # records materialized on use during forward
         self.all_materialized = False
-        self.module_hooks = []
+        self.wrapped = []        # modules whose forward is wrapped
 
     def stream(self):
         if self.device.type == "cuda":
@@ -93,8 +93,8 @@ def offload(model, store):
     The same Parameter objects stay in the module (optimizer, tied weights
     and state_dict keys intact); their values move to store tensors homed on
     NVMe (on the host without an NVMe tier), and each module's parameters
-    are acquired on the device tier in its forward pre-hook and released
-    after it. Gradients go to the store as each one accumulates. Returns
+    are acquired on the device tier around its forward (its forward is
+    wrapped) and released after it, also when it raises. Gradients go to the store as each one accumulates. Returns
     the model.
 
     Raises ValueError for a module already offloaded, a parameter shared
@@ -126,8 +126,7 @@ def offload(model, store):
             p.data = rec.placeholder
         if p.requires_grad:
             _hook_grad(rec)
-    _hook_modules(model, state)
-    _wrap_forward(model, state)
+    _wrap_modules(model, state)
     setattr(model, _ATTR, state)
     store.begin_step()
     return model
@@ -198,48 +197,44 @@ def _hook_grad(rec):
     rec.grad_node = node
 
 
-def _hook_modules(model, state):
+def _wrap_modules(model, state):
+    """Wraps the forward of the model and of every module that owns
+    parameters: the module's own parameters are acquired around its
+    forward, and the outermost offloaded forward (the model's, or a
+    submodule called by itself) replaces saved parameters by handles."""
     by_id = {id(r.param): r for r in state.records}
     for module in model.modules():
         records = [by_id[id(p)] for p in module.parameters(recurse=False)]
-        if not records:
-            continue
-
-        def pre(module, inputs, records=records):
-            for rec in records:
-                rec.materialize()
-
-        def post(module, inputs, output, records=records):
-            for rec in records:
-                rec.dematerialize()
-
-        state.module_hooks.append(module.register_forward_pre_hook(pre))
-        state.module_hooks.append(module.register_forward_hook(post))
+        if records or module is model:
+            _wrap_forward(module, state, records)
 
 
-def _wrap_forward(model, state):
-    forward = model.forward
+def _wrap_forward(module, state, records):
+    forward = module.forward
 
     @functools.wraps(forward)
     def offloaded_forward(*args, **kwargs):
+        outer = state.depth == 0
         state.depth += 1
+        held = 0
         try:
+            for rec in records:
+                rec.materialize()
+                held += 1
+            if not outer:
+                return forward(*args, **kwargs)
             with torch.autograd.graph.saved_tensors_hooks(state.pack,
                                                           state.unpack):
                 return forward(*args, **kwargs)
-        except BaseException:
-            # A module that raised never ran its post-hook: end what its
-            # pre-hook held, so no lease outlives the failed forward.
-            if state.depth == 1:
-                for rec in state.records:
-                    while rec.count > 0 and rec not in state.late:
-                        rec.dematerialize()
-            raise
         finally:
+            # Also when the forward raised: no lease outlives it.
+            for rec in records[:held]:
+                rec.dematerialize()
             state.depth -= 1
-            if state.depth == 0:
+            if outer:
                 late, state.late = state.late, []
                 for rec in late:
                     rec.dematerialize()
 
-    model.forward = offloaded_forward
+    module.forward = offloaded_forward
+    state.wrapped.append(module)
