@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,23 @@ def validation_loss(model, valid, args, batches=16):
 
 def main():
     args = parse_args()
+    made_dir = None
+    if not args.plain and args.nvme_dir is None:
+        made_dir = args.nvme_dir = tempfile.mkdtemp(prefix="strata-gpt2-", dir="/var/tmp")
+    try:
+        return train(args)
+    except st.StrataError as e:  # bad budgets and the like: the store's words
+        print(f"gpt2_kjv: {e.message}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 1
+    except ValueError as e:  # strata.torch refusing the budgets
+        print(f"gpt2_kjv: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
+
+
+def train(args):
     data = torch.frombuffer(bytearray(read_kjv().encode()), dtype=torch.uint8)
     split = len(data) * 9 // 10
     train, valid = data[:split], data[split:]
@@ -110,9 +128,8 @@ def main():
     state = 16 * params  # fp32 parameters, gradients, two Adam moments
     store = None
     if not args.plain:
-        nvme_dir = args.nvme_dir or tempfile.mkdtemp(prefix="strata-gpt2-", dir="/var/tmp")
         store = st.Store(device_budget=args.device_budget, host_budget=args.host_budget,
-                         nvme_dirs=[nvme_dir], nvme_budget=max(64 << 20, 2 * state))
+                         nvme_dirs=[args.nvme_dir], nvme_budget=max(64 << 20, 2 * state))
         device_budget = store.stats()["tiers"]["device"]["capacity_bytes"]
         print(f"gpt2_kjv: GPT-2 {args.layers} layers x 4 heads, embed {args.embd}, "
               f"context {args.context}, bytes as tokens; {params / 1e6:.2f}M parameters, "

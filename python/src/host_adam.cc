@@ -3,10 +3,10 @@
 // optimizers. One call updates one parameter's fp32 weight and moments in
 // place, with the GIL released; the bias corrections are computed here in
 // double from the step number, as the engine's optimizer computes them.
+#include <nanobind/ndarray.h>
+
 #include <cmath>
 #include <cstdint>
-
-#include <nanobind/ndarray.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -23,8 +23,8 @@ namespace {
 // the update).
 using Floats = nb::ndarray<float, nb::device::cpu, nb::c_contig>;
 
-void AdamUpdate(Floats w, Floats m, Floats v, Floats g, double lr,
-                double beta1, double beta2, double eps, int64_t step) {
+void AdamUpdate(Floats w, Floats m, Floats v, Floats g, double lr, double beta1,
+                double beta2, double eps, int64_t step) {
   const size_t n = w.size();
   if (m.size() != n || v.size() != n || g.size() != n) {
     throw StatusError(absl::InvalidArgumentError(absl::StrFormat(
@@ -37,8 +37,8 @@ void AdamUpdate(Floats w, Floats m, Floats v, Floats g, double lr,
         absl::InvalidArgumentError("adam_update: step counts from 1"));
   }
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) {
-    throw StatusError(absl::InvalidArgumentError(
-        "adam_update: betas must be in [0, 1)"));
+    throw StatusError(
+        absl::InvalidArgumentError("adam_update: betas must be in [0, 1)"));
   }
   train::AdamParams p;
   p.lr = static_cast<float>(lr);

@@ -6,9 +6,9 @@
 
 namespace strata::python {
 
-void BindErrors(nanobind::module_& m);  // errors.cc
-void BindLease(nanobind::module_& m);   // py_lease.cc
-void BindStore(nanobind::module_& m);   // py_store.cc
+void BindErrors(nanobind::module_& m);    // errors.cc
+void BindLease(nanobind::module_& m);     // py_lease.cc
+void BindStore(nanobind::module_& m);     // py_store.cc
 void BindHostAdam(nanobind::module_& m);  // host_adam.cc
 
 }  // namespace strata::python

@@ -257,6 +257,26 @@ def test_spec_and_stats(make_store):
     assert stats["tiers"]["device"]["capacity_bytes"] == 1 << 20
     assert stats["tiers"]["host"]["capacity_bytes"] == 2 << 20
     assert stats["tensors"] == 1
+    # Every counter docs/api.md lists (Statistics) is there.
+    for key in ("acquires", "stalled_acquires", "stall_seconds",
+                "room_seconds", "write_backs", "queued_loads",
+                "queued_loads_in_flight", "device_reader_waits",
+                "checksum_failures", "checksum_rereads", "io_retries",
+                "unified", "device_memory", "io_engine"):
+        assert key in stats, key
+    assert set(stats["tiers"]["nvme"]) >= {
+        "capacity_bytes", "used_bytes", "peak_used_bytes", "leased_bytes",
+        "allocations", "frees", "evictions", "compactions", "relocated_bytes"}
+    assert set(stats["links"]["h2d"]) >= {
+        "bytes", "transfers", "failures", "busy_seconds", "active_seconds", "gbps"}
+    assert set(stats["scheduler"]) >= {
+        "steps", "accesses", "hits", "resyncs", "misses", "rerecords",
+        "nvme_read_floor_bytes", "nvme_write_floor_bytes", "plans",
+        "planning_seconds", "planned_link_bytes", "plan_bound_seconds",
+        "plan_predicted_seconds"}
+    assert set(stats["prefetch"]) == {"issued", "hit", "late", "wasted", "failed"}
+    assert set(stats["unified"]) == {"prefetches", "evictions", "discards",
+                                     "read_mostly", "faults", "fault_bytes"}
     assert stats["device_backend"] in ("simulated",) or \
         stats["device_backend"].startswith("cuda")
 

@@ -21,11 +21,15 @@ def _gradient(p):
     return p.grad
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0,
+                    error_if_nonfinite=False, foreach=None):
     """Clips the gradients of `parameters` (a module, or an iterable of
-    parameters) to total norm `max_norm`; returns the total norm before
-    clipping (a 0-d tensor). Raises RuntimeError when no parameter has a
-    gradient."""
+    parameters) to total norm `max_norm` (`norm_type`: the p of the
+    p-norm, inf included); returns the total norm before clipping (a 0-d
+    tensor). Raises RuntimeError when no parameter has a gradient, and,
+    with error_if_nonfinite, when the norm is nan or inf (as torch's).
+    `foreach` is accepted for torch's signature; gradients are taken one
+    at a time."""
     if isinstance(parameters, torch.nn.Module):
         seen, params = set(), []
         for p in parameters.parameters():
@@ -49,6 +53,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
                 "clip_grad_norm_: no parameter has a gradient (call it after "
                 "backward, before the optimizer's step and zero_grad)")
         total = torch.linalg.vector_norm(torch.stack(norms), norm_type)
+        if error_if_nonfinite and not bool(torch.isfinite(total)):
+            raise RuntimeError(
+                f"clip_grad_norm_: the total norm of order {norm_type} of the "
+                f"gradients is non-finite ({total.item()})")
         coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         for p in params:
             g = _gradient(p)

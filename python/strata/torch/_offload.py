@@ -15,6 +15,7 @@ import torch
 
 from strata import _core
 from strata._core import Tier
+from strata.torch import _hooks_stack
 from strata.torch._param import (DTYPES, OffloadedParameter, ParamRecord,
                                  _compute_device, _no_torch_function,
                                  storage_ptr)
@@ -221,10 +222,12 @@ def _wrap_forward(module, state, records):
             for rec in records:
                 rec.materialize()
                 held += 1
-            if not outer:
+            # Under another saved-tensor context (checkpointing's
+            # recomputation in backward, save_on_cpu), that context keeps
+            # what is saved: the leases then live until it lets them go.
+            if not outer or _hooks_stack.others_open():
                 return forward(*args, **kwargs)
-            with torch.autograd.graph.saved_tensors_hooks(state.pack,
-                                                          state.unpack):
+            with _hooks_stack.ours(state.pack, state.unpack):
                 return forward(*args, **kwargs)
         finally:
             # Also when the forward raised: no lease outlives it.

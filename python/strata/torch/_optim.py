@@ -24,7 +24,18 @@ class _HostAdam(torch.optim.Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=0.0):
+                 weight_decay=0.0, *, amsgrad=False, maximize=False,
+                 foreach=None, capturable=False, differentiable=False,
+                 fused=None):
+        name = type(self).__name__
+        for option, value in (("amsgrad", amsgrad), ("maximize", maximize),
+                              ("capturable", capturable),
+                              ("differentiable", differentiable),
+                              ("fused", fused)):
+            if value:
+                raise ValueError(f"strata.torch.{name}: {option}=True is not "
+                                 f"supported by strata's host Adam")
+        del foreach  # accepted for torch's signature; one kernel either way
         if not lr >= 0.0:
             raise ValueError(f"invalid learning rate: {lr}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -41,12 +52,39 @@ class _HostAdam(torch.optim.Optimizer):
                     raise ValueError(
                         f"strata's host Adam updates fp32 parameters; one is "
                         f"{p.dtype}")
+        self._check_host_budget()
+
+    def _check_host_budget(self):
+        # A step holds a parameter, its gradient and both moments on the
+        # host tier at once: refuse a host budget that cannot, now rather
+        # than at the first step.
+        largest = {}  # id(store) -> (rounded bytes, name, store)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if isinstance(p, OffloadedParameter):
+                    rec = p._strata
+                    size = _host_rounded(4 * p.numel())
+                    key = id(rec.state.store)
+                    if size > largest.get(key, (0,))[0]:
+                        largest[key] = (size, rec.name, rec.state.store)
+        for size, name, store in largest.values():
+            capacity = store.stats()["tiers"]["host"]["capacity_bytes"]
+            need = 4 * size
+            if need > capacity:
+                raise ValueError(
+                    f"strata.torch: the host budget ({capacity} bytes) cannot "
+                    f"hold one Adam step of {name}: its values, gradient and "
+                    f"two moments ({need} bytes) are on the host at once. "
+                    f"Raise host_budget to at least {need} bytes.")
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for p in group["params"]:
                 if isinstance(p, OffloadedParameter):
-                    p._strata.set_grad(None)  # discarded: no write-back
+                    if set_to_none:
+                        p._strata.set_grad(None)  # discarded: no write-back
+                    else:
+                        p._strata.zero_grad()
                 elif p.grad is not None:
                     if set_to_none:
                         p.grad = None
@@ -139,12 +177,18 @@ class _HostAdam(torch.optim.Optimizer):
                     home=rec.state.home)
         step = self._count(p)
         w = torch.from_dlpack(store.acquire(rec.id, Tier.HOST, Access.WRITE))
-        g = torch.from_dlpack(store.acquire(rec.grad_id, Tier.HOST, Access.READ))
+        g = rec.grad_tensor(Access.READ)
         m = torch.from_dlpack(
             store.acquire(state["exp_avg_id"], Tier.HOST, Access.WRITE))
         v = torch.from_dlpack(
             store.acquire(state["exp_avg_sq_id"], Tier.HOST, Access.WRITE))
         self._update(w, m, v, g, group, step)
+
+
+def _host_rounded(size):
+    # The host tier's allocation granule (strata/options.h).
+    granule = 4096
+    return (size + granule - 1) // granule * granule
 
 
 class Adam(_HostAdam):
@@ -160,5 +204,5 @@ class AdamW(_HostAdam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=0.01):
-        super().__init__(params, lr, betas, eps, weight_decay)
+                 weight_decay=0.01, **options):
+        super().__init__(params, lr, betas, eps, weight_decay, **options)

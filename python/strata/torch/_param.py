@@ -51,6 +51,9 @@ _METADATA_GETTERS = frozenset({
 })
 _METADATA_SETTERS = frozenset({"requires_grad", "_backward_hooks",
                                "_post_accumulate_grad_hooks"})
+# Autograd entry points that take parameters as inputs: backward
+# re-acquires what it needs through the saved-tensor handles.
+_AUTOGRAD_CALLS = (torch.autograd.grad, torch.autograd.backward)
 _METADATA_METHODS = frozenset({
     "size", "dim", "numel", "nelement", "element_size", "is_floating_point",
     "is_complex", "__len__", "__hash__", "requires_grad_", "register_hook",
@@ -139,6 +142,21 @@ class ParamRecord:
 
     # Gradients.
 
+    def live_grad(self):
+        """The gradient view a caller still holds (p.grad kept in a
+        variable), or None. While it lives it is the gradient: every use
+        goes through it, since its write lease excludes a second one."""
+        return self.grad_base() if self.grad_base is not None else None
+
+    def grad_tensor(self, access):
+        """The store's gradient on the host for `access`: the live view, or
+        a new lease's tensor (ending with it)."""
+        view = self.live_grad()
+        if view is not None:
+            return view
+        lease = self.state.store.acquire(self.grad_id, Tier.HOST, access)
+        return torch.from_dlpack(lease)
+
     def take_grad(self):
         """After autograd accumulated into .grad: add it to the store's
         gradient (a copy on the first of a step, as torch's first
@@ -147,14 +165,10 @@ class ParamRecord:
             g = self.param.grad
             if g is None:
                 return
-            access = Access.WRITE if self.grad_pending else Access.OVERWRITE
-            lease = self.state.store.acquire(self.grad_id, Tier.HOST, access)
-            dst = torch.from_dlpack(lease)
             if self.grad_pending:
-                dst.add_(g.to(dst.device))
+                self.grad_tensor(Access.WRITE).add_(g.to("cpu"))
             else:
-                dst.copy_(g)
-            del dst
+                self.grad_tensor(Access.OVERWRITE).copy_(g)
             self.grad_pending = True
             self.param.grad = None
 
@@ -163,17 +177,18 @@ class ParamRecord:
         the same tensor while one is alive, as torch's .grad is."""
         if not self.grad_pending:
             return None
-        view = self.grad_base() if self.grad_base is not None else None
+        view = self.live_grad()
         if view is None:
-            lease = self.state.store.acquire(self.grad_id, Tier.HOST,
-                                             Access.WRITE)
-            view = torch.from_dlpack(lease)
+            view = self.grad_tensor(Access.WRITE)
             self.grad_base = weakref.ref(view)
         return view
 
     def set_grad(self, value):
+        """p.grad = value: None discards the store's gradient (no
+        write-back; kept while a view of it lives, then overwritten by the
+        next step's first gradient); a tensor is copied in."""
         if value is None:
-            if self.grad_pending:
+            if self.grad_pending and self.live_grad() is None:
                 self.state.store.discard(self.grad_id)
             self.grad_pending = False
             return
@@ -183,9 +198,14 @@ class ParamRecord:
                 f"{tuple(value.shape)} {value.dtype}; the parameter is "
                 f"{self.shape} {self.dtype}")
         with _no_torch_function():
-            host = value.detach().to("cpu").contiguous()
-        self.state.store.write(self.grad_id, host)
+            self.grad_tensor(Access.OVERWRITE).copy_(value.detach())
         self.grad_pending = True
+
+    def zero_grad(self):
+        """p.grad.zero_() on the store's gradient (zero_grad with
+        set_to_none=False): it stays, as zeros."""
+        if self.grad_pending:
+            self.grad_tensor(Access.WRITE).zero_()
 
 
 def _record_of(args, kwargs):
@@ -219,6 +239,9 @@ class OffloadedParameter(torch.nn.Parameter):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
+        if func in _AUTOGRAD_CALLS:  # gradients w.r.t. the parameters
+            with _no_torch_function():
+                return func(*args, **kwargs)
         kind, name = _kind(func)
         records = _record_of(args, kwargs)
         if kind == "get" and name == "grad":
@@ -245,7 +268,7 @@ class OffloadedParameter(torch.nn.Parameter):
         rec = self.__dict__.get("_strata")
         if rec is None or rec.count > 0 or rec.state.all_materialized:
             with _no_torch_function():
-                return "Offloaded" + torch.Tensor.__repr__(self)
+                return torch.Tensor.__repr__(self)
         return (f"OffloadedParameter({rec.name}: {list(rec.shape)} "
                 f"{rec.dtype}, in the store; read it inside "
                 f"st.materialized(model))")
@@ -275,7 +298,16 @@ def _get_grad(rec):
     return rec.grad_view()
 
 
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double",
+                    "bfloat16", "type", "_apply"})
+
+
 def _outside_error(rec, what):
+    if what in _MOVES:
+        return RuntimeError(
+            f"strata: {rec.name} is offloaded ({what}): its values live in "
+            f"the store, whose tiers decide where it is. Move or cast the "
+            f"model before strata.torch.offload.")
     return RuntimeError(
         f"strata: {rec.name} is offloaded: its values are in the store and "
         f"were touched ({what}) outside the model's forward and backward. "
