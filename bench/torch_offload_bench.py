@@ -6,7 +6,7 @@
    forward+backward, offloaded and plain; the difference per module is
    what the hooks, leases and DLPack cost in Python. Target: <= 50 us per
    module acquire and release.
-2. The GPT-2 example (examples/gpt2_kjv.py) offloaded (state 4.3x the
+2. The GPT-2 example (examples/gpt2_kjv.py) offloaded (state 4.2x the
    device budget) over plain, median step. Target: <= 1.3x at a step of
    >= 100 ms.
 
