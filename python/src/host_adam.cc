@@ -45,6 +45,12 @@ void AdamUpdate(Floats w, Floats m, Floats v, Floats g, double lr, double beta1,
   p.beta1 = static_cast<float>(beta1);
   p.beta2 = static_cast<float>(beta2);
   p.eps = static_cast<float>(eps);
+  if (!(p.beta1 < 1.0f && p.beta2 < 1.0f)) {
+    // 0.99999999 passes the check above in double and is 1 in float: the
+    // bias correction would divide by zero.
+    throw StatusError(absl::InvalidArgumentError(
+        "adam_update: a beta rounds to 1 in float32"));
+  }
   p.correction1 = static_cast<float>(
       1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), double(step))));
   p.correction2 = static_cast<float>(

@@ -194,9 +194,24 @@ void BindLease(nb::module_& m) {
       .def(
           "__dlpack__",
           [](PyLease& l, nb::object stream, nb::object, nb::object,
-             nb::object) {
+             nb::object copy) {
+            bool copy_asked = false;
+            if (!copy.is_none() && nb::try_cast<bool>(copy, copy_asked) &&
+                copy_asked) {
+              // The protocol lets a producer refuse what it cannot do.
+              throw StatusError(absl::InvalidArgumentError(
+                  "__dlpack__(copy=True): a lease is viewed, never copied"));
+            }
             std::optional<uintptr_t> s;
-            if (!stream.is_none()) s = nb::cast<uintptr_t>(stream);
+            int64_t value = 0;
+            if (!stream.is_none()) {
+              if (!nb::try_cast<int64_t>(stream, value) || value < -1) {
+                throw StatusError(absl::InvalidArgumentError(
+                    "__dlpack__: stream must be None, -1 or a stream handle"));
+              }
+              // -1: the consumer asks for no synchronization.
+              if (value != -1) s = static_cast<uintptr_t>(value);
+            }
             return l.DLPack(s);
           },
           nb::kw_only(), nb::arg("stream").none() = nb::none(),

@@ -73,9 +73,16 @@ uint64_t Create(PyStore& s, const std::string& name,
         throw StatusError(absl::InvalidArgumentError(
             "create: every extent of shape must be >= 1"));
       }
-      elements *= static_cast<uint64_t>(e);
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(e),
+                                 &elements)) {
+        throw StatusError(absl::InvalidArgumentError(
+            "create: the shape's size overflows 64 bits"));
+      }
     }
-    spec.size_bytes = elements * DTypeSize(dtype);
+    if (__builtin_mul_overflow(elements, DTypeSize(dtype), &spec.size_bytes)) {
+      throw StatusError(absl::InvalidArgumentError(
+          "create: the shape's size overflows 64 bits"));
+    }
   } else {
     throw StatusError(
         absl::InvalidArgumentError("create: give size_bytes or shape"));

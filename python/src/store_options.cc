@@ -3,6 +3,7 @@
 // device_budget), so docs/cli.md describes both.
 #include <nanobind/stl/string.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,7 +37,8 @@ uint64_t Size(const std::string& key, nb::handle value) {
     return *bytes;
   }
   if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
-    const int64_t bytes = nb::cast<int64_t>(value);
+    int64_t bytes = 0;
+    if (!nb::try_cast<int64_t>(value, bytes)) Bad(key, "too large a size");
     if (bytes < 0) Bad(key, "a size cannot be negative");
     return static_cast<uint64_t>(bytes);
   }
@@ -59,7 +61,7 @@ double Number(const std::string& key, nb::handle value) {
     Bad(key, "expected a number");
   }
   const double x = nb::cast<double>(value);
-  if (!(x >= 0)) Bad(key, "expected a number >= 0");
+  if (!(x >= 0) || !std::isfinite(x)) Bad(key, "expected a finite number >= 0");
   return x;
 }
 
@@ -67,8 +69,10 @@ int64_t Int(const std::string& key, nb::handle value, int64_t lo, int64_t hi) {
   if (nb::isinstance<nb::bool_>(value) || !nb::isinstance<nb::int_>(value)) {
     Bad(key, "expected an int");
   }
-  const int64_t x = nb::cast<int64_t>(value);
-  if (x < lo || x > hi) Bad(key, absl::StrCat("expected ", lo, " to ", hi));
+  int64_t x = 0;
+  if (!nb::try_cast<int64_t>(value, x) || x < lo || x > hi) {
+    Bad(key, absl::StrCat("expected ", lo, " to ", hi));
+  }
   return x;
 }
 

@@ -133,6 +133,19 @@ def test_an_exported_or_released_lease_cannot_be_released_again(make_store):
         other.id
 
 
+def test_dlpack_arguments_follow_the_protocol(make_store):
+    store = make_store()
+    t = store.create("t", size_bytes=64)
+    lease = store.acquire(t, Tier.HOST, Access.OVERWRITE)
+    with pytest.raises(ValueError, match="never copied"):
+        lease.__dlpack__(copy=True)
+    with pytest.raises(ValueError, match="stream"):
+        lease.__dlpack__(stream=-2)
+    assert lease.held  # a refused export keeps the lease
+    x = torch.utils.dlpack.from_dlpack(lease.__dlpack__(stream=-1))
+    assert x.shape == (64,)
+
+
 def test_a_lease_is_a_context_manager(make_store):
     store = make_store()
     t = store.create("t", size_bytes=64)
@@ -177,6 +190,8 @@ def test_errors_carry_the_code_and_message(make_store):
         store.create("neither")
     with pytest.raises(ValueError, match="extent"):
         store.create("bad", shape=[4, 0], dtype=DType.FLOAT32)
+    with pytest.raises(ValueError, match="overflows"):
+        store.create("huge", shape=[2**32, 2**32], dtype=DType.FLOAT32)
     with pytest.raises(strata.StrataError) as e:
         store.create("huge", size_bytes=1 << 40)
     assert e.value.code == "RESOURCE_EXHAUSTED"
@@ -193,6 +208,9 @@ def test_errors_carry_the_code_and_message(make_store):
     ({"queue_depth": 0}, "queue_depth"),
     ({"nvme_dirs": [3]}, "nvme_dirs"),
     ({"machine_profile": "/nonexistent/profile.json"}, "profile"),
+    ({"host_budget": 2**63}, "too large"),
+    ({"queue_depth": 10**30}, "queue_depth"),
+    ({"sim_latency_us": float("inf")}, "finite"),
 ])
 def test_bad_options_are_refused_with_the_option_named(make_store, options, match):
     with pytest.raises(strata.StrataError, match=match):

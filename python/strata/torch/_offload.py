@@ -14,7 +14,7 @@ import functools
 import torch
 
 from strata import _core
-from strata._core import Tier
+from strata._core import Kind, Tier
 from strata.torch import _hooks_stack
 from strata.torch._param import (DTYPES, OffloadedParameter, ParamRecord,
                                  _compute_device, _no_torch_function,
@@ -24,15 +24,17 @@ _ATTR = "_strata_offload"
 
 
 class _SavedParam:
-    """A saved tensor that is (a view of) an offloaded parameter."""
+    """A saved tensor that is (a view of) an offloaded parameter, and how
+    many optimizer updates its values had when saved."""
 
-    __slots__ = ("rec", "size", "stride", "offset")
+    __slots__ = ("rec", "size", "stride", "offset", "updates")
 
     def __init__(self, rec, t):
         self.rec = rec
         self.size = t.size()
         self.stride = t.stride()
         self.offset = t.storage_offset()
+        self.updates = rec.updates
 
 
 class OffloadState:
@@ -83,6 +85,12 @@ class OffloadState:
     def unpack(saved):
         if type(saved) is not _SavedParam:
             return saved
+        if saved.rec.updates != saved.updates:
+            # torch's own check, for values that live in the store.
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has "
+                f"been modified: strata: {saved.rec.name} was updated by the "
+                f"optimizer after the forward that saved it")
         base = saved.rec.backward_view()
         with _no_torch_function():
             return base.as_strided(saved.size, saved.stride, saved.offset)
@@ -92,14 +100,16 @@ def offload(model, store):
     """Moves every parameter of `model` into `store`, in place.
 
     The same Parameter objects stay in the module (optimizer, tied weights
-    and state_dict keys intact); their values move to store tensors homed on
-    NVMe (on the host without an NVMe tier), and each module's parameters
-    are acquired on the device tier around its forward (its forward is
-    wrapped) and released after it, also when it raises. Gradients go to the store as each one accumulates. Returns
-    the model.
+    and state_dict keys intact); their values move to store tensors homed
+    on NVMe (on the host without an NVMe tier), and each module's
+    parameters are acquired on the device tier around its forward (its
+    forward is wrapped) and released after it, also when it raises.
+    Gradients go to the store as each one accumulates. Returns the model.
 
     Raises ValueError for a module already offloaded, a parameter shared
-    with another offloaded module, or a dtype the store lacks.
+    with another offloaded module, an empty parameter or a dtype the store
+    lacks; a store error (a full tier) raises with the model left as it
+    was: nothing is half offloaded.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"offload takes a torch.nn.Module, not {type(model).__name__}")
@@ -113,20 +123,32 @@ def offload(model, store):
         if p.dtype not in DTYPES:
             raise ValueError(f"strata: parameter {name} is {p.dtype}; the store "
                              f"holds {', '.join(str(d) for d in DTYPES)}")
+        if p.numel() == 0:
+            raise ValueError(f"strata: parameter {name} has no elements "
+                             f"{tuple(p.shape)}")
     state = OffloadState(store, model)
-    for name, p in named:
+    try:
+        for name, p in named:
+            rec = ParamRecord(state, name, p)
+            state.records.append(rec)
+            with _no_torch_function():
+                store.write(rec.id, p.detach().to("cpu").contiguous())
+            if p.requires_grad:
+                rec.grad_id = rec._create(name + ".grad", Kind.GRADIENT)
+    except BaseException:
+        for rec in state.records:  # the model is untouched: drop the copies
+            for tensor_id in (rec.id, rec.grad_id):
+                if tensor_id is not None:
+                    store.destroy(tensor_id)
+        raise
+    # Every value is in the store: only now do the parameters change.
+    for rec in state.records:
+        rec.param._strata = rec
+        rec.param.__class__ = OffloadedParameter
         with _no_torch_function():
-            values = p.detach().to("cpu").contiguous()
-        rec = ParamRecord(state, name, p)
-        store.write(rec.id, values)
-        del values
-        state.records.append(rec)
-        p._strata = rec
-        p.__class__ = OffloadedParameter
-        with _no_torch_function():
-            p.data = rec.placeholder
-        if p.requires_grad:
-            _hook_grad(rec)
+            rec.param.data = rec.placeholder
+        if rec.param.requires_grad:
+            rec.ensure_grad()  # the hook that moves its gradient
     _wrap_modules(model, state)
     setattr(model, _ATTR, state)
     store.begin_step()
@@ -165,14 +187,30 @@ def materialized(model, writable=False):
         yield model
     finally:
         state.all_materialized = False
+        values = []
         for rec in state.records:
             with _no_torch_function():
-                values = rec.param.data
+                values.append(rec.param.data)
                 rec.param.data = rec.placeholder
-            if writable:
-                with _no_torch_function():
-                    values = values.detach().to("cpu").contiguous()
-                state.store.write(rec.id, values)
+        if writable:
+            _write_back(state, values)
+
+
+def _write_back(state, values):
+    # Checked whole before any byte is written: a cast or a resized
+    # parameter inside the block would otherwise be stored as raw bytes.
+    wrong = [f"{rec.name}: {tuple(v.shape)} {v.dtype}, expected "
+             f"{rec.shape} {rec.dtype}"
+             for rec, v in zip(state.records, values)
+             if tuple(v.shape) != rec.shape or v.dtype != rec.dtype]
+    if wrong:
+        raise ValueError("strata: materialized(writable=True) wrote nothing "
+                         "back; parameters changed shape or dtype inside the "
+                         "block: " + "; ".join(wrong[:5]))
+    for rec, v in zip(state.records, values):
+        with _no_torch_function():
+            v = v.detach().to("cpu").contiguous()
+        state.store.write(rec.id, v)
 
 
 def _unique_parameters(model):
@@ -183,19 +221,6 @@ def _unique_parameters(model):
             seen.add(id(p))
             out.append((name, p))
     return out
-
-
-def _hook_grad(rec):
-    p = rec.param
-    with _no_torch_function():
-        if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-            p.register_post_accumulate_grad_hook(lambda _: rec.take_grad())
-            return
-        # Older torch: a hook on the AccumulateGrad node, kept alive here
-        # (autograd holds it weakly), as DeepSpeed's register_grad_hook.
-        node = p.expand_as(p).grad_fn.next_functions[0][0]
-    node.register_hook(lambda grad_inputs, grad_outputs: rec.take_grad())
-    rec.grad_node = node
 
 
 def _wrap_modules(model, state):
@@ -215,6 +240,8 @@ def _wrap_forward(module, state, records):
 
     @functools.wraps(forward)
     def offloaded_forward(*args, **kwargs):
+        if state.all_materialized:  # inside st.materialized: the copies
+            return forward(*args, **kwargs)
         outer = state.depth == 0
         state.depth += 1
         held = 0

@@ -38,8 +38,9 @@ class _HostAdam(torch.optim.Optimizer):
         del foreach  # accepted for torch's signature; one kernel either way
         if not lr >= 0.0:
             raise ValueError(f"invalid learning rate: {lr}")
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"invalid betas: {betas}")
+        if not all(0.0 <= b < 1.0 and _as_float32(b) < 1.0 for b in betas):
+            raise ValueError(f"invalid betas: {betas} (each in [0, 1) in "
+                             f"float32, where the update runs)")
         if not eps >= 0.0:
             raise ValueError(f"invalid eps: {eps}")
         if not weight_decay >= 0.0:
@@ -124,7 +125,10 @@ class _HostAdam(torch.optim.Optimizer):
         rec, out = p._strata, []
         for key in ("exp_avg_id", "exp_avg_sq_id"):
             t = torch.empty(rec.shape, dtype=torch.float32)
-            rec.state.store.read(state[key], t)
+            if rec.state.store.residency(state[key])["has_contents"]:
+                rec.state.store.read(state[key], t)
+            else:  # created, never written: zeros, as a write lease shows
+                t.zero_()
             out.append(t)
         return tuple(out)
 
@@ -166,23 +170,82 @@ class _HostAdam(torch.optim.Optimizer):
     def _step_offloaded(self, p, rec, group):
         store = rec.state.store
         state = self.state[p]
-        if "exp_avg_id" not in state:
-            # The moments: store tensors with no contents yet (a write
-            # lease presents zeros), homed with the parameter.
-            for key, suffix in (("exp_avg_id", ".exp_avg"),
-                                ("exp_avg_sq_id", ".exp_avg_sq")):
-                state[key] = store.create(
-                    rec.name + suffix, shape=list(rec.shape),
-                    dtype=_core.DType.FLOAT32, kind=Kind.OPTIMIZER_STATE,
-                    home=rec.state.home)
+        self._create_moments(rec, state)
         step = self._count(p)
-        w = torch.from_dlpack(store.acquire(rec.id, Tier.HOST, Access.WRITE))
+        w = rec.lease_tensor(Tier.HOST, Access.WRITE)
         g = rec.grad_tensor(Access.READ)
         m = torch.from_dlpack(
             store.acquire(state["exp_avg_id"], Tier.HOST, Access.WRITE))
         v = torch.from_dlpack(
             store.acquire(state["exp_avg_sq_id"], Tier.HOST, Access.WRITE))
         self._update(w, m, v, g, group, step)
+        rec.updates += 1  # saved handles of the old values now refuse
+
+    # The optimizer's state_dict holds every moment as a tensor, for
+    # offloaded parameters too (read from the store), so torch.save of it
+    # is a checkpoint and load_state_dict restores it, into the store.
+
+    def state_dict(self):
+        packed = super().state_dict()
+        by_index = self._offloaded_by_index()
+        states = {}
+        for index, state in packed["state"].items():
+            p = by_index.get(index)
+            state = dict(state)
+            if p is not None and "exp_avg_id" in state:
+                m, v = self.moments(p)
+                del state["exp_avg_id"], state["exp_avg_sq_id"]
+                state["exp_avg"], state["exp_avg_sq"] = m, v
+            states[index] = state
+        packed["state"] = states
+        return packed
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for p in list(self.state):
+            if not isinstance(p, OffloadedParameter):
+                continue
+            state = self.state[p]
+            if "exp_avg_id" in state and "exp_avg" not in state:
+                continue  # already in the store
+            if "exp_avg" not in state:
+                continue
+            self._create_moments(p._strata, state)
+            rec = p._strata
+            for key in ("exp_avg", "exp_avg_sq"):
+                values = state.pop(key).detach().to("cpu", torch.float32)
+                if tuple(values.shape) != rec.shape:
+                    raise ValueError(
+                        f"strata: the loaded {key} of {rec.name} is "
+                        f"{tuple(values.shape)}; the parameter is {rec.shape}")
+                rec.state.store.write(state[key + "_id"], values.contiguous())
+
+    def _offloaded_by_index(self):
+        index, out = 0, {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if isinstance(p, OffloadedParameter):
+                    out[index] = p
+                index += 1
+        return out
+
+    @staticmethod
+    def _create_moments(rec, state):
+        if "exp_avg_id" in state:
+            return
+        # Store tensors with no contents yet (a write lease presents
+        # zeros), homed with the parameter.
+        for key, suffix in (("exp_avg_id", ".exp_avg"),
+                            ("exp_avg_sq_id", ".exp_avg_sq")):
+            state[key] = rec.state.store.create(
+                rec.name + suffix, shape=list(rec.shape) or None,
+                size_bytes=None if rec.shape else 4,
+                dtype=_core.DType.FLOAT32, kind=Kind.OPTIMIZER_STATE,
+                home=rec.state.home)
+
+
+def _as_float32(x):
+    return torch.tensor(float(x), dtype=torch.float32).item()
 
 
 def _host_rounded(size):

@@ -79,7 +79,8 @@ class ParamRecord:
 
     __slots__ = ("state", "name", "param", "id", "grad_id", "shape", "dtype",
                  "count", "grad_pending", "placeholder", "backward_base",
-                 "grad_base", "grad_node", "__weakref__")
+                 "grad_base", "grad_node", "version", "updates",
+                 "__weakref__")
 
     def __init__(self, state, name, param):
         self.state = state
@@ -92,41 +93,82 @@ class ParamRecord:
         self.backward_base = None
         self.grad_base = None
         self.grad_node = None
+        self.version = 0   # param._version when last materialized
+        self.updates = 0   # optimizer steps that changed the values
         fill = math.nan if param.dtype.is_floating_point else 0
         self.placeholder = torch.full((), fill, dtype=param.dtype,
                                       device=state.device).expand(self.shape)
-        store, home = state.store, state.home
-        dtype = DTYPES[param.dtype]
-        self.id = store.create(name, shape=list(self.shape), dtype=dtype,
-                               kind=Kind.PARAMETER, home=home)
-        self.grad_id = None
-        if param.requires_grad:
-            self.grad_id = store.create(name + ".grad", shape=list(self.shape),
-                                        dtype=dtype, kind=Kind.GRADIENT,
-                                        home=home)
+        self.id = self._create(name, Kind.PARAMETER)
+        self.grad_id = None  # created with the first need (ensure_grad)
+
+    def _create(self, name, kind):
+        # A 0-d parameter (a scale) is one element of its dtype.
+        dtype = DTYPES[self.dtype]
+        if self.shape:
+            return self.state.store.create(name, shape=list(self.shape),
+                                           dtype=dtype, kind=kind,
+                                           home=self.state.home)
+        return self.state.store.create(
+            name, size_bytes=self.param.element_size(), dtype=dtype,
+            kind=kind, home=self.state.home)
+
+    def ensure_grad(self):
+        """The gradient's store tensor and the hook that fills it, made
+        when the parameter first needs them (at offload when it requires
+        grad, or later when it is unfrozen)."""
+        if self.grad_id is None:
+            self.grad_id = self._create(self.name + ".grad", Kind.GRADIENT)
+        if self.grad_node is not None or not self.param.requires_grad:
+            return
+        p = self.param
+        with _no_torch_function():
+            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                p.register_post_accumulate_grad_hook(lambda _: self.take_grad())
+                self.grad_node = True
+                return
+            # Older torch: a hook on the AccumulateGrad node, kept alive
+            # here (autograd holds it weakly), as DeepSpeed's
+            # register_grad_hook does.
+            node = p.expand_as(p).grad_fn.next_functions[0][0]
+        node.register_hook(lambda grad_inputs, grad_outputs: self.take_grad())
+        self.grad_node = node
 
     def lease_tensor(self, tier, access):
         """A torch tensor viewing a lease of the parameter's values; the
         lease ends when the tensor's last reference dies."""
         state = self.state
         lease = state.store.acquire(self.id, tier, access, state.stream())
-        return torch.from_dlpack(lease)
+        t = torch.from_dlpack(lease)
+        return t if self.shape else t.view(())
 
     def materialize(self):
         """.data views a device-tier lease (read) until dematerialize."""
         if self.count == 0:
+            if self.param.requires_grad and self.grad_node is None:
+                self.ensure_grad()
             t = self.lease_tensor(Tier.DEVICE, Access.READ)
             with _no_torch_function():
                 self.param.data = t
                 self.state.by_storage[storage_ptr(t)] = self
+                self.version = self.param._version
         self.count += 1
 
     def dematerialize(self):
         self.count -= 1
-        if self.count == 0:
-            with _no_torch_function():
-                self.state.by_storage.pop(storage_ptr(self.param.data), None)
-                self.param.data = self.placeholder
+        if self.count > 0:
+            return
+        with _no_torch_function():
+            data = self.param.data
+            changed = self.param._version != self.version
+            self.state.by_storage.pop(storage_ptr(data), None)
+            self.param.data = self.placeholder
+            # Written in place during forward (Embedding's max_norm, a
+            # clamp_ under no_grad): through a read lease, so written back
+            # here, as plain torch would keep the change.
+            values = data.detach().to("cpu", copy=True) if changed else None
+        del data  # the read lease ends here
+        if values is not None:
+            self.state.store.write(self.id, values.contiguous())
 
     def backward_view(self):
         """The full values for a saved tensor's unpack: the materialized
@@ -187,6 +229,8 @@ class ParamRecord:
         """p.grad = value: None discards the store's gradient (no
         write-back; kept while a view of it lives, then overwritten by the
         next step's first gradient); a tensor is copied in."""
+        if value is not None:
+            self.ensure_grad()
         if value is None:
             if self.grad_pending and self.live_grad() is None:
                 self.state.store.discard(self.grad_id)
