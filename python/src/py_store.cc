@@ -32,6 +32,14 @@ using HostArray = nb::ndarray<nb::device::cpu, nb::c_contig>;
 
 uint64_t ArrayBytes(const HostArray& a) { return a.nbytes(); }
 
+// Runs `call(store)` (an absl::Status) without the GIL; raises its error.
+template <typename Call>
+void Unlocked(PyStore& s, Call&& call) {
+  std::shared_ptr<Store> store = s.Get();
+  nb::gil_scoped_release released;
+  ThrowIfError(call(*store));
+}
+
 // The lease of an acquire, with what DLPack needs from the spec.
 PyLease Acquire(PyStore& s, uint64_t id, Tier tier, Access access,
                 uintptr_t stream) {
@@ -162,9 +170,8 @@ void BindStore(nb::module_& m) {
       .def(
           "destroy",
           [](PyStore& s, uint64_t id) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(store->Destroy(TensorId{id}));
+            Unlocked(s,
+                     [&](Store& store) { return store.Destroy(TensorId{id}); });
           },
           "Frees every copy of the tensor (refused while leased).")
       .def("acquire", &Acquire, nb::arg("id"), nb::arg("tier"),
@@ -174,33 +181,32 @@ void BindStore(nb::module_& m) {
            "consumer's kernels run on (0: the legacy default stream).")
       .def("prefetch",
            [](PyStore& s, uint64_t id, Tier tier) {
-             std::shared_ptr<Store> store = s.Get();
-             nb::gil_scoped_release released;
-             ThrowIfError(store->Prefetch(TensorId{id}, tier));
+             Unlocked(s, [&](Store& store) {
+               return store.Prefetch(TensorId{id}, tier);
+             });
            })
       .def(
           "evict",
           [](PyStore& s, uint64_t id, Tier to_tier) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(store->Evict(TensorId{id}, to_tier));
+            Unlocked(s, [&](Store& store) {
+              return store.Evict(TensorId{id}, to_tier);
+            });
           },
           nb::arg("id"), nb::arg("to_tier"))
       .def(
           "discard",
           [](PyStore& s, uint64_t id) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(store->Discard(TensorId{id}));
+            Unlocked(s,
+                     [&](Store& store) { return store.Discard(TensorId{id}); });
           },
           "Drops the contents with no write-back.")
       .def(
           "write",
           [](PyStore& s, uint64_t id, HostArray src, uint64_t offset) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(store->Write(TensorId{id}, src.data(), ArrayBytes(src),
-                                      offset));
+            Unlocked(s, [&](Store& store) {
+              return store.Write(TensorId{id}, src.data(), ArrayBytes(src),
+                                 offset);
+            });
           },
           nb::arg("id"), nb::arg("src").noconvert(), nb::arg("offset") = 0,
           "Copies a C-contiguous CPU array's bytes into the tensor at byte "
@@ -208,10 +214,10 @@ void BindStore(nb::module_& m) {
       .def(
           "read",
           [](PyStore& s, uint64_t id, HostArray dst, uint64_t offset) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(
-                store->Read(TensorId{id}, dst.data(), ArrayBytes(dst), offset));
+            Unlocked(s, [&](Store& store) {
+              return store.Read(TensorId{id}, dst.data(), ArrayBytes(dst),
+                                offset);
+            });
           },
           nb::arg("id"), nb::arg("dst").noconvert(), nb::arg("offset") = 0,
           "Fills a C-contiguous CPU array with the tensor's bytes from "
@@ -253,9 +259,8 @@ void BindStore(nb::module_& m) {
       .def(
           "write_timeline",
           [](PyStore& s, const std::string& path) {
-            std::shared_ptr<Store> store = s.Get();
-            nb::gil_scoped_release released;
-            ThrowIfError(store->WriteTimeline(path));
+            Unlocked(s,
+                     [&](Store& store) { return store.WriteTimeline(path); });
           },
           "Chrome trace-event JSON of every transfer, lease and stall "
           "(needs timeline=True).")
