@@ -45,6 +45,8 @@ def parse_args():
     p.add_argument("--nvme-dir", default=None,
                    help="directory for the NVMe tier (default: a temporary one under /var/tmp)")
     p.add_argument("--plain", action="store_true", help="train without strata (torch memory, strata's Adam)")
+    p.add_argument("--activations", action="store_true",
+                   help="autograd's saved activations in the store too (the device budget then holds them)")
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results as JSON to this file")
@@ -129,13 +131,14 @@ def train(args):
     store = None
     if not args.plain:
         store = st.Store(device_budget=args.device_budget, host_budget=args.host_budget,
-                         nvme_dirs=[args.nvme_dir], nvme_budget=max(64 << 20, 2 * state))
+                         nvme_dirs=[args.nvme_dir],
+                         nvme_budget=max(64 << 20, 2 * state) + (1 << 30 if args.activations else 0))
         device_budget = store.stats()["tiers"]["device"]["capacity_bytes"]
         print(f"gpt2_kjv: GPT-2 {args.layers} layers x 4 heads, embed {args.embd}, "
               f"context {args.context}, bytes as tokens; {params / 1e6:.2f}M parameters, "
               f"{state / 2**20:.1f} MiB of state ({state / device_budget:.1f}x the device "
               f"budget {args.device_budget}), host budget {args.host_budget}", file=sys.stderr)
-        st.offload(model, store)
+        st.offload(model, store, activations=args.activations)
     else:
         print(f"gpt2_kjv: plain torch, {params / 1e6:.2f}M parameters", file=sys.stderr)
     opt = st.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -182,6 +185,12 @@ def train(args):
         result["device_budget_bytes"] = s["tiers"]["device"]["capacity_bytes"]
         result["prefetch_hit"] = s["prefetch"]["hit"]
         result["stall_seconds"] = s["stall_seconds"]
+        slots = st._offload.state_of(model).activations
+        if slots is not None:
+            result["activations"] = {"saved": slots.saved, "kept": slots.kept,
+                                     "slots": len(slots.slots)}
+            print(f"activations: {slots.saved} saved in the store, {slots.kept} "
+                  f"kept in torch, {len(slots.slots)} store tensors")
         print("moved (GB): " + "  ".join(f"{k} {v / 1e9:.2f}" for k, v in moved.items()))
         print(f"peak device {s['tiers']['device']['peak_used_bytes'] / 2**20:.2f} MiB of "
               f"{s['tiers']['device']['capacity_bytes'] / 2**20:.2f} MiB; stall "

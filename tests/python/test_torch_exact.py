@@ -35,11 +35,13 @@ def offloaded_store(make_store, model):
                       nvme_budget="64MiB")
 
 
+@pytest.mark.parametrize("activations", [False, True])
 @pytest.mark.parametrize("name", ["gpt2", "llama", "mlp"])
-def test_offloaded_training_is_bitwise_plain_training(make_store, name):
+def test_offloaded_training_is_bitwise_plain_training(make_store, name,
+                                                      activations):
     plain, offloaded = MODELS[name](), MODELS[name]()
     store = offloaded_store(make_store, offloaded)
-    st.offload(offloaded, store)
+    st.offload(offloaded, store, activations=activations)
     opts = [st.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95),
                      weight_decay=0.1) for m in (plain, offloaded)]
     data = batches(steps=5, micro=2)
@@ -47,6 +49,10 @@ def test_offloaded_training_is_bitwise_plain_training(make_store, name):
     stats = store.stats()
     assert stats["links"]["nvme_write"]["bytes"] > 0  # eviction was forced
     assert stats["links"]["nvme_read"]["bytes"] > 0
+    slots = st._offload.state_of(offloaded).activations
+    if activations:  # activations went through the store, and came back
+        assert slots.saved > 0
+        assert all(not slot.busy for slot in slots.slots)
     with st.materialized(offloaded):
         named = zip(plain.named_parameters(), offloaded.named_parameters())
         for (name_a, a), (name_b, b) in named:

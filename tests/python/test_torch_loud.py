@@ -166,14 +166,14 @@ def test_leases_stay_within_the_budget_and_none_outlive_backward(
         forward.append(leased())
 
     monkeypatch.setattr(st._param.ParamRecord, "materialize", counted_materialize)
-    unpack = st._offload.OffloadState.unpack
+    state = st._offload.state_of(model)
+    unpack = state.unpack
 
     def counted_unpack(saved):
         t = unpack(saved)
         backward.append(leased())
         return t
 
-    state = st._offload.state_of(model)
     monkeypatch.setattr(state, "unpack", counted_unpack)
     step(model, batches(1, 1)[0][0])
     assert len(forward) > 20 and max(forward) > 0

@@ -16,6 +16,7 @@ import torch
 from strata import _core
 from strata._core import Kind, Tier
 from strata.torch import _hooks_stack
+from strata.torch._activations import ActivationSlots, _SavedActivation
 from strata.torch._param import (DTYPES, OffloadedParameter, ParamRecord,
                                  _compute_device, _no_torch_function,
                                  storage_ptr)
@@ -52,6 +53,7 @@ class OffloadState:
         self.late = []           # records materialized on use during forward
         self.all_materialized = False
         self.wrapped = []        # modules whose forward is wrapped
+        self.activations = None  # ActivationSlots with activations=True
 
     def stream(self):
         if self.device.type == "cuda":
@@ -68,21 +70,24 @@ class OffloadState:
 
     def pack(self, t):
         rec = getattr(t, "_strata", None)
-        if rec is None:
-            if not self.by_storage:
-                return t
+        if rec is None and self.by_storage:
             try:
                 with _no_torch_function():
                     rec = self.by_storage.get(storage_ptr(t))
             except RuntimeError:  # no storage (sparse and the like)
                 return t
-            if rec is None:
-                return t
-        with _no_torch_function():
-            return _SavedParam(rec, t)
+        if rec is not None:
+            with _no_torch_function():
+                return _SavedParam(rec, t)
+        if self.activations is not None:
+            saved = self.activations.pack(t)
+            if saved is not None:
+                return saved
+        return t
 
-    @staticmethod
-    def unpack(saved):
+    def unpack(self, saved):
+        if type(saved) is _SavedActivation:
+            return self.activations.unpack(saved)
         if type(saved) is not _SavedParam:
             return saved
         if saved.rec.updates != saved.updates:
@@ -96,7 +101,7 @@ class OffloadState:
             return base.as_strided(saved.size, saved.stride, saved.offset)
 
 
-def offload(model, store):
+def offload(model, store, activations=False):
     """Moves every parameter of `model` into `store`, in place.
 
     The same Parameter objects stay in the module (optimizer, tied weights
@@ -104,7 +109,10 @@ def offload(model, store):
     on NVMe (on the host without an NVMe tier), and each module's
     parameters are acquired on the device tier around its forward (its
     forward is wrapped) and released after it, also when it raises.
-    Gradients go to the store as each one accumulates. Returns the model.
+    Gradients go to the store as each one accumulates. With
+    activations=True, what autograd saves for backward goes to the store
+    too (strata/torch/_activations.py), and the device budget then holds
+    the activations the store keeps on the device. Returns the model.
 
     Raises ValueError for a module already offloaded, a parameter shared
     with another offloaded module, an empty parameter or a dtype the store
@@ -127,6 +135,8 @@ def offload(model, store):
             raise ValueError(f"strata: parameter {name} has no elements "
                              f"{tuple(p.shape)}")
     state = OffloadState(store, model)
+    if activations:
+        state.activations = ActivationSlots(state)
     try:
         for name, p in named:
             rec = ParamRecord(state, name, p)
@@ -254,6 +264,8 @@ def _wrap_forward(module, state, records):
             # what is saved: the leases then live until it lets them go.
             if not outer or _hooks_stack.others_open():
                 return forward(*args, **kwargs)
+            if state.activations is not None:
+                state.activations.start_forward()
             with _hooks_stack.ours(state.pack, state.unpack):
                 return forward(*args, **kwargs)
         finally:
