@@ -268,6 +268,15 @@ void BindStore(nb::module_& m) {
       .def("close", &PyStore::Close,
            "Later calls raise; the tiers are freed once no lease is left.")
       .def_prop_ro("closed", &PyStore::closed)
+      .def_prop_ro(
+          "device",
+          [](const PyStore& s) {
+            return s.device().cuda
+                       ? "cuda:" + std::to_string(s.device().ordinal)
+                       : std::string("cpu");
+          },
+          "Where device-tier leases are, as torch names it: \"cuda:N\", or "
+          "\"cpu\" on the simulated device.")
       .def(
           "__enter__", [](PyStore& s) -> PyStore& { return s; },
           nb::rv_policy::reference)

@@ -297,6 +297,8 @@ def test_spec_and_stats(make_store):
                                      "read_mostly", "faults", "fault_bytes"}
     assert stats["device_backend"] in ("simulated",) or \
         stats["device_backend"].startswith("cuda")
+    assert store.device == ("cpu" if stats["device_backend"] == "simulated"
+                            else f"cuda:{torch.cuda.current_device()}")
 
 
 def test_steps_train_the_scheduler(make_store):

@@ -63,10 +63,7 @@ _METADATA_METHODS = frozenset({
 
 
 def _compute_device(store):
-    backend = store.stats()["device_backend"]
-    if backend.startswith("cuda"):
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    return torch.device(store.device)
 
 
 class ParamRecord:
