@@ -169,8 +169,8 @@ def test_leases_stay_within_the_budget_and_none_outlive_backward(
     state = st._offload.state_of(model)
     unpack = state.unpack
 
-    def counted_unpack(saved):
-        t = unpack(saved)
+    def counted_unpack(*args):
+        t = unpack(*args)
         backward.append(leased())
         return t
 

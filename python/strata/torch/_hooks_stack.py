@@ -1,20 +1,26 @@
-"""Which saved-tensor hooks are active on this thread.
+"""The saved-tensor hook contexts open on this thread.
 
-torch (1.13 at least) cannot say whether saved_tensors_hooks are active,
-and the innermost context wins: strata's handles pushed over another
-context (non-reentrant activation checkpointing's recomputation,
-torch.autograd.graph.save_on_cpu) would hide it, and checkpointing then
-fails in backward. So the context class's __enter__ and __exit__ are
-wrapped once, here, to count the contexts open on each thread (subclasses
-included: checkpoint's hooks and save_on_cpu derive from it). strata
-installs its own hooks only where no other context is open.
+torch (1.13 at least) cannot say which saved_tensors_hooks are active, and
+the innermost context wins: strata's hooks pushed over another context
+(non-reentrant checkpointing's recomputation, save_on_cpu, a user's own)
+would hide it. So the context class's __enter__ and __exit__ are wrapped
+once, here, to keep a stack of the open contexts per thread (subclasses
+included: checkpoint's hooks and save_on_cpu derive from it), and
+strata's hooks pass what they do not handle to the context below them.
 """
 
 import threading
 
 import torch
 
-_counts = threading.local()
+_local = threading.local()
+
+
+def _stack():
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
 
 
 def _wrap():
@@ -25,36 +31,31 @@ def _wrap():
 
     def counted_enter(self):
         result = enter(self)
-        _counts.open = getattr(_counts, "open", 0) + 1
+        _stack().append(self)
         return result
 
     def counted_exit(self, *exc):
-        _counts.open = getattr(_counts, "open", 1) - 1
+        stack = _stack()
+        if stack and stack[-1] is self:
+            stack.pop()
+        elif self in stack:  # closed out of order: drop it all the same
+            stack.remove(self)
         return exit_(self, *exc)
 
     cls.__enter__, cls.__exit__ = counted_enter, counted_exit
     cls._strata_counted = True
 
 
-def others_open():
-    """True when a saved_tensors_hooks context not strata's is open on this
-    thread."""
-    return getattr(_counts, "open", 0) > getattr(_counts, "ours", 0)
+def top():
+    """The innermost open context (its pack_hook and unpack_hook), or
+    None."""
+    stack = _stack()
+    return stack[-1] if stack else None
 
 
-class ours:
-    """strata's own saved_tensors_hooks context, counted as strata's."""
-
-    def __init__(self, pack, unpack):
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
-
-    def __enter__(self):
-        self.hooks.__enter__()
-        _counts.ours = getattr(_counts, "ours", 0) + 1
-
-    def __exit__(self, *exc):
-        _counts.ours -= 1
-        return self.hooks.__exit__(*exc)
+def push(pack, unpack):
+    """A context manager for strata's own hooks (counted like the rest)."""
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
 
 _wrap()

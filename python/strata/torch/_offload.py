@@ -66,39 +66,95 @@ class OffloadState:
         rec.materialize()
         self.late.append(rec)
 
-    # saved_tensors_hooks
+    # saved_tensors_hooks. `below` is the context that was innermost when
+    # strata's opened (None: none): what strata does not keep itself goes
+    # to it, so that checkpointing's recomputation, save_on_cpu or a
+    # user's hooks still see every save.
 
-    def pack(self, t):
+    def pack(self, t, below):
         rec = getattr(t, "_strata", None)
         if rec is None and self.by_storage:
             try:
                 with _no_torch_function():
                     rec = self.by_storage.get(storage_ptr(t))
             except RuntimeError:  # no storage (sparse and the like)
-                return t
+                rec = None
         if rec is not None:
+            if below is None and not self.all_materialized:
+                with _no_torch_function():
+                    return _SavedParam(rec, t)
+            # The values as a plain tensor on the same memory (the lease,
+            # or st.materialized's copy), never the Parameter, whose .data
+            # becomes the placeholder again.
             with _no_torch_function():
-                return _SavedParam(rec, t)
-        if self.activations is not None:
+                t = t.detach()
+        if below is not None:
+            return _Below(below.pack_hook(t))
+        if rec is None and self.activations is not None:
             saved = self.activations.pack(t)
             if saved is not None:
                 return saved
-        return t
+        return _Kept(t)
 
-    def unpack(self, saved):
-        if type(saved) is _SavedActivation:
+    def unpack(self, saved, below):
+        kind = type(saved)
+        if kind is _Kept:
+            return saved.unpack()
+        if kind is _Below:
+            return below.unpack_hook(saved.packed)
+        if kind is _SavedActivation:
             return self.activations.unpack(saved)
-        if type(saved) is not _SavedParam:
-            return saved
         if saved.rec.updates != saved.updates:
             # torch's own check, for values that live in the store.
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has "
-                f"been modified: strata: {saved.rec.name} was updated by the "
-                f"optimizer after the forward that saved it")
+                f"been modified: strata: {saved.rec.name} was changed (by "
+                f"the optimizer, or written back) after the forward that "
+                f"saved it")
         base = saved.rec.backward_view()
         with _no_torch_function():
             return base.as_strided(saved.size, saved.stride, saved.offset)
+
+    def hooks(self):
+        """strata's saved-tensor context for an outermost forward."""
+        below = _hooks_stack.top()
+        return _hooks_stack.push(lambda t: self.pack(t, below),
+                                 lambda saved: self.unpack(saved, below))
+
+
+class _Below:
+    """What the context below strata's packed."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed):
+        self.packed = packed
+
+
+class _Kept:
+    """A saved tensor torch keeps, with its version when saved: saved-tensor
+    hooks turn off torch's check that it was not changed in place before
+    backward, so it is made here."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, t):
+        self.tensor = t
+        self.version = t._version
+
+    def unpack(self):
+        if self.tensor._version != self.version:
+            raise_modified(self.tensor, self.version)
+        return self.tensor
+
+
+def raise_modified(t, version):
+    raise RuntimeError(
+        f"one of the variables needed for gradient computation has been "
+        f"modified by an inplace operation: a saved {t.dtype} tensor of "
+        f"shape {list(t.shape)} is at version {t._version}; expected version "
+        f"{version} instead (checked by strata.torch, whose saved-tensor "
+        f"hooks replace torch's check)")
 
 
 def offload(model, store, activations=False):
@@ -159,6 +215,11 @@ def offload(model, store, activations=False):
             rec.param.data = rec.placeholder
         if rec.param.requires_grad:
             rec.ensure_grad()  # the hook that moves its gradient
+        with _no_torch_function():
+            had_grad = rec.param.grad is not None
+        if had_grad:  # a gradient it already had moves to the store
+            rec.ensure_grad()
+            rec.take_grad()
     _wrap_modules(model, state)
     setattr(model, _ATTR, state)
     store.begin_step()
@@ -221,6 +282,7 @@ def _write_back(state, values):
         with _no_torch_function():
             v = v.detach().to("cpu").contiguous()
         state.store.write(rec.id, v)
+        rec.updates += 1  # what an earlier forward saved is stale
 
 
 def _unique_parameters(model):
@@ -250,23 +312,27 @@ def _wrap_forward(module, state, records):
 
     @functools.wraps(forward)
     def offloaded_forward(*args, **kwargs):
-        if state.all_materialized:  # inside st.materialized: the copies
-            return forward(*args, **kwargs)
         outer = state.depth == 0
+        if state.all_materialized:  # inside st.materialized: the copies
+            if not outer:
+                return forward(*args, **kwargs)
+            state.depth += 1
+            try:
+                with state.hooks():  # saved parameters: the copies, detached
+                    return forward(*args, **kwargs)
+            finally:
+                state.depth -= 1
         state.depth += 1
         held = 0
         try:
             for rec in records:
                 rec.materialize()
                 held += 1
-            # Under another saved-tensor context (checkpointing's
-            # recomputation in backward, save_on_cpu), that context keeps
-            # what is saved: the leases then live until it lets them go.
-            if not outer or _hooks_stack.others_open():
+            if not outer:
                 return forward(*args, **kwargs)
             if state.activations is not None:
                 state.activations.start_forward()
-            with _hooks_stack.ours(state.pack, state.unpack):
+            with state.hooks():
                 return forward(*args, **kwargs)
         finally:
             # Also when the forward raised: no lease outlives it.

@@ -104,6 +104,12 @@ class _HostAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if isinstance(p, OffloadedParameter):
                     rec = p._strata
+                    if rec.state.all_materialized:
+                        # The block's copies would be stale, and written
+                        # back over this step on exit.
+                        raise RuntimeError(
+                            "strata: optimizer step inside "
+                            "st.materialized(model): step after the block")
                     if rec.grad_pending:
                         self._step_offloaded(p, rec, group)
                     stores[id(rec.state.store)] = rec.state.store
@@ -201,7 +207,15 @@ class _HostAdam(torch.optim.Optimizer):
         return packed
 
     def load_state_dict(self, state_dict):
+        # The store tensors of moments this optimizer already has are
+        # reused: torch's load replaces every state dict.
+        ids = {p: {k: v for k, v in st.items() if k.endswith("_id")}
+               for p, st in self.state.items()
+               if isinstance(p, OffloadedParameter)}
         super().load_state_dict(state_dict)
+        for p, kept in ids.items():
+            if kept and "exp_avg" in self.state.get(p, {}):
+                self.state[p].update(kept)
         for p in list(self.state):
             if not isinstance(p, OffloadedParameter):
                 continue

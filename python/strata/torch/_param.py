@@ -166,6 +166,7 @@ class ParamRecord:
         del data  # the read lease ends here
         if values is not None:
             self.state.store.write(self.id, values.contiguous())
+            self.updates += 1  # what an earlier forward saved is stale
 
     def backward_view(self):
         """The full values for a saved tensor's unpack: the materialized
@@ -232,6 +233,8 @@ class ParamRecord:
             if self.grad_pending and self.live_grad() is None:
                 self.state.store.discard(self.grad_id)
             self.grad_pending = False
+            with _no_torch_function():
+                self.param.grad = None  # and torch's, if one is there
             return
         if tuple(value.shape) != self.shape or value.dtype != self.dtype:
             raise RuntimeError(
@@ -265,7 +268,7 @@ def _record_of(args, kwargs):
 def _kind(func):
     """("get"|"set"|"call", name) of what __torch_function__ was asked."""
     name = getattr(func, "__name__", "")
-    if name in ("__get__", "__set__"):
+    if name in ("__get__", "__set__", "__delete__"):
         owner = getattr(func, "__self__", None)
         return name[2:5], getattr(owner, "__name__", "")
     return "call", name
@@ -289,6 +292,9 @@ class OffloadedParameter(torch.nn.Parameter):
             return _get_grad(records[0])
         if kind == "set" and name == "grad":
             records[0].set_grad(args[1])
+            return None
+        if kind == "del" and name == "grad":  # del p.grad
+            records[0].set_grad(None)
             return None
         if kind == "get" and name == "data":
             rec = records[0]
