@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import strata.torch as st  # noqa: E402
 
 
-def parse_args():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=300, help="optimizer steps (default 300)")
@@ -50,7 +50,7 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results as JSON to this file")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     for name in ("steps", "batch", "accumulate", "context", "layers", "embd", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
