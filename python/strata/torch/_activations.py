@@ -29,7 +29,7 @@ import weakref
 import torch
 
 from strata._core import Access, Kind, StrataError, Tier
-from strata.torch._param import DTYPES, _no_torch_function, storage_ptr
+from strata.torch._param import DTYPES, _no_torch_function
 
 _MIN_BYTES = 4096  # kHostAllocationGranuleBytes (strata/options.h)
 

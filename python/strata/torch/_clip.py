@@ -11,7 +11,6 @@ p.grad. Gradients that exist nowhere are an error, not a silent 0
 
 import torch
 
-from strata.torch._offload import is_offloaded
 from strata.torch._param import OffloadedParameter, _get_grad
 
 

@@ -13,7 +13,6 @@ import functools
 
 import torch
 
-from strata import _core
 from strata._core import Kind, Tier
 from strata.torch import _hooks_stack
 from strata.torch._activations import ActivationSlots, _SavedActivation

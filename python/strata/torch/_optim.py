@@ -17,7 +17,7 @@ import torch
 
 from strata import _core
 from strata._core import Access, Kind, Tier
-from strata.torch._param import OffloadedParameter, _no_torch_function
+from strata.torch._param import OffloadedParameter
 
 
 class _HostAdam(torch.optim.Optimizer):

@@ -20,7 +20,6 @@ import weakref
 
 import torch
 
-from strata import _core
 from strata._core import Access, DType, Kind, Tier
 
 _no_torch_function = torch._C.DisableTorchFunction
