@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -51,8 +52,9 @@ def per_module(layers, reps):
 
     x = torch.randn(4, 16)
     plain, offloaded = make(), make()
+    nvme_dir = tempfile.mkdtemp(prefix="strata-bench-", dir="/var/tmp")
     store = st.Store(device_budget="16MiB", host_budget="32MiB",
-                     nvme_dirs=[tempfile.mkdtemp(dir="/var/tmp")], nvme_budget="64MiB")
+                     nvme_dirs=[nvme_dir], nvme_budget="64MiB")
     st.offload(offloaded, store)
     out = {}
     for name, model in (("plain", plain), ("offloaded", offloaded)):
@@ -66,6 +68,9 @@ def per_module(layers, reps):
 
         out[name] = {"forward": time_it(forward, reps),
                      "forward_backward": time_it(forward_backward, reps)}
+    store.close()
+    del offloaded
+    shutil.rmtree(nvme_dir, ignore_errors=True)
     return {
         "layers": layers,
         "forward_us_per_module": (out["offloaded"]["forward"] - out["plain"]["forward"])
@@ -127,15 +132,20 @@ def example(steps):
                             result["plain"]["step_median_seconds"])
     result["losses_equal"] = runs["plain"]["losses"] == runs["offloaded"]["losses"]
     runs["offloaded"]["store"].close()
+    runs.clear()
+    shutil.rmtree(nvme_dir, ignore_errors=True)
     return result
 
 
 def main():
     p = argparse.ArgumentParser(description="strata.torch overhead vs plain torch")
-    p.add_argument("--layers", type=int, default=200)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--example-steps", type=int, default=60)
-    p.add_argument("--json", default=None)
+    p.add_argument("--layers", type=int, default=200,
+                   help="Linear layers of the per-module stack (default 200)")
+    p.add_argument("--reps", type=int, default=20,
+                   help="timed repetitions per measurement (default 20)")
+    p.add_argument("--example-steps", type=int, default=60,
+                   help="steps of each of the example's models (default 60)")
+    p.add_argument("--json", default=None, help="write every number to this file")
     args = p.parse_args()
     hooks = per_module(args.layers, args.reps)
     ex = example(args.example_steps)
@@ -147,7 +157,7 @@ def main():
           f"{ex['plain']['step_median_seconds'] * 1e3:>12.1f} {'>= 100':>10}")
     print(f"{'GPT-2 example step, offloaded (ms)':<44} "
           f"{ex['offloaded']['step_median_seconds'] * 1e3:>12.1f}")
-    print(f"{'offloaded / plain':<44} {ex['step_ratio']:>12.2f} {'<= 1.3':>10}")
+    print(f"{'offloaded / plain':<44} {ex['step_ratio']:>12.3f} {'<= 1.3':>10}")
     print(f"{'every loss equal (bitwise)':<44} {str(ex['losses_equal']):>12}")
     if args.json:
         with open(args.json, "w") as f:

@@ -47,8 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--plain", action="store_true", help="train without strata (torch memory, strata's Adam)")
     p.add_argument("--activations", action="store_true",
                    help="autograd's saved activations in the store too (the device budget then holds them)")
-    p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=50, help="steps between progress lines (default 50)")
+    p.add_argument("--seed", type=int, default=0, help="model and batch seed (default 0)")
     p.add_argument("--json", default=None, help="write the results as JSON to this file")
     args = p.parse_args(argv)
     for name in ("steps", "batch", "accumulate", "context", "layers", "embd", "log_every"):
@@ -167,6 +167,8 @@ def train(args):
             recent = step_times[-args.log_every:]
             print(f"step {step}/{args.steps}  loss {total:.4f}  "
                   f"{tokens_per_step * len(recent) / sum(recent):.0f} tokens/s", file=sys.stderr)
+    slots = None if args.plain else st._offload.state_of(model).activations
+    stored = (slots.saved, slots.kept, len(slots.slots)) if slots else None
     valid_loss = validation_loss(model, valid, args)
     median = sorted(step_times)[len(step_times) // 2]
     result = {"parameters": params, "state_bytes": state, "steps": args.steps,
@@ -185,12 +187,10 @@ def train(args):
         result["device_budget_bytes"] = s["tiers"]["device"]["capacity_bytes"]
         result["prefetch_hit"] = s["prefetch"]["hit"]
         result["stall_seconds"] = s["stall_seconds"]
-        slots = st._offload.state_of(model).activations
-        if slots is not None:
-            result["activations"] = {"saved": slots.saved, "kept": slots.kept,
-                                     "slots": len(slots.slots)}
-            print(f"activations: {slots.saved} saved in the store, {slots.kept} "
-                  f"kept in torch, {len(slots.slots)} store tensors")
+        if stored is not None:  # counted over training, before validation
+            result["activations"] = dict(zip(("saved", "kept", "slots"), stored))
+            print(f"activations: {stored[0]} saved in the store, {stored[1]} "
+                  f"kept in torch, {stored[2]} store tensors")
         print("moved (GB): " + "  ".join(f"{k} {v / 1e9:.2f}" for k, v in moved.items()))
         print(f"peak device {s['tiers']['device']['peak_used_bytes'] / 2**20:.2f} MiB of "
               f"{s['tiers']['device']['capacity_bytes'] / 2**20:.2f} MiB; stall "
