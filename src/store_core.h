@@ -466,12 +466,8 @@ class StoreCore : public internal::LeaseReleaser,
                                uint64_t bytes, uint64_t protect_within) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t LookaheadBytes(Tier tier) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stats' SchedulerStats NVMe floors (store_report.cc): the most any
-  // learned shape needs; ShapeFloors, one shape's (its plan's, where one
-  // was made from it as it stands).
+  // SchedulerStats' NVMe floors: the most any learned shape needs.
   NvmeFloors Floors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  NvmeFloors ShapeFloors(const StepShape& shape) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Predicted distance to rec's next use; no prediction = furthest.
   uint64_t NextUseDistance(const TensorRecord& rec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

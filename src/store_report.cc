@@ -90,29 +90,25 @@ NvmeFloors StoreCore::Floors() const {
   if (floor_key_ == key) return floors_;
   NvmeFloors most;
   for (const StepShape& shape : shapes) {
-    const NvmeFloors f = ShapeFloors(shape);
+    NvmeFloors f;
+    std::vector<TensorId> ids;
+    // The plan made from this very shape has them already.
+    if (const StepPlans::Entry* e = plans_.Find(shape.serial);
+        e != nullptr && e->generation == shape.generation &&
+        e->steps == shape.steps) {
+      f = {e->plan.nvme_read_floor_bytes, e->plan.nvme_write_floor_bytes};
+    } else if (PlanInput input; BuildPlanInput(shape, &input, &ids)) {
+      // Unified memory: device copies are host pages, so only host memory
+      // holds bytes above NVMe.
+      if (unified()) input.capacity[static_cast<int>(Tier::kDevice)] = 0;
+      f = NvmeFloorBytes(input);
+    }
     most.read_bytes = std::max(most.read_bytes, f.read_bytes);
     most.write_bytes = std::max(most.write_bytes, f.write_bytes);
   }
   floor_key_ = key;
   floors_ = most;
   return most;
-}
-
-NvmeFloors StoreCore::ShapeFloors(const StepShape& shape) const {
-  // The plan made from this very shape has them already.
-  if (const StepPlans::Entry* e = plans_.Find(shape.serial);
-      e != nullptr && e->generation == shape.generation &&
-      e->steps == shape.steps) {
-    return {e->plan.nvme_read_floor_bytes, e->plan.nvme_write_floor_bytes};
-  }
-  PlanInput input;
-  std::vector<TensorId> ids;
-  if (!BuildPlanInput(shape, &input, &ids)) return {};
-  // Unified memory: device copies are host pages, so only host memory
-  // holds bytes above NVMe.
-  if (unified()) input.capacity[static_cast<int>(Tier::kDevice)] = 0;
-  return NvmeFloorBytes(input);
 }
 
 Stats StoreCore::GetStats() const {

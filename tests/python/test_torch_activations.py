@@ -4,33 +4,27 @@ store, exact, one store tensor per save position reused step after step."""
 import torch
 
 import strata.torch as st
-from torch_models import MODELS, batches, state_bytes
+from torch_models import MODELS, batches, state_bytes, train_steps
 
 
-def run(model, opt, data):
-    losses = []
-    for micro in data:
-        for ids in micro:
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            losses.append(loss.item())
-        opt.step()
-        opt.zero_grad()
-    return losses
-
-
-def test_slots_are_reused_step_after_step(make_store):
+def offloaded_gpt2(make_store):
+    """A GPT-2 offloaded with activations=True at budgets that hold it
+    (the state on the device), its slots and an AdamW."""
     model = MODELS["gpt2"]()
     total = state_bytes(model)
     store = make_store(device_budget=total, host_budget=2 * total,
                        nvme_budget="256MiB")
     st.offload(model, store, activations=True)
-    slots = st._offload.state_of(model).activations
-    opt = st.AdamW(model.parameters())
+    return (model, store, st._offload.state_of(model).activations,
+            st.AdamW(model.parameters()))
+
+
+def test_slots_are_reused_step_after_step(make_store):
+    model, store, slots, opt = offloaded_gpt2(make_store)
     data = batches(steps=4, micro=2)
-    run(model, opt, data[:1])
+    train_steps(model, opt, data[:1])
     after_one = len(slots.slots)
-    run(model, opt, data[1:])
+    train_steps(model, opt, data[1:])
     assert after_one > 10
     assert len(slots.slots) == after_one  # the same ids every step
     assert slots.saved == 4 * 2 * after_one
@@ -50,7 +44,7 @@ def test_a_full_device_keeps_activations_in_torch(make_store):
                                  nvme_budget="64MiB"), activations=True)
     opts = [st.AdamW(m.parameters(), lr=1e-2) for m in (plain, model)]
     data = batches(steps=3, micro=1, batch=8)
-    assert run(plain, opts[0], data) == run(model, opts[1], data)
+    assert train_steps(plain, opts[0], data) == train_steps(model, opts[1], data)
     slots = st._offload.state_of(model).activations
     assert slots.saved > 0 and slots.no_room > 0
 
@@ -82,13 +76,7 @@ def test_a_gradient_that_is_an_unpacked_activation_keeps_its_slot(make_store):
 
 
 def test_varying_shapes_do_not_pile_up_slots(make_store):
-    model = MODELS["gpt2"]()
-    total = state_bytes(model)
-    store = make_store(device_budget=total, host_budget=2 * total,
-                       nvme_budget="256MiB")
-    st.offload(model, store, activations=True)
-    slots = st._offload.state_of(model).activations
-    opt = st.AdamW(model.parameters())
+    model, store, slots, opt = offloaded_gpt2(make_store)
     gen = torch.Generator().manual_seed(5)
     counts, saves = [], []
     for step in range(12):

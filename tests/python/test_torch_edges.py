@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import strata.torch as st
-from torch_models import DEVICE, MODELS, batches, state_bytes
+from torch_models import DEVICE, MODELS, batches, state_bytes, train_steps
 
 
 def small():
@@ -109,25 +109,18 @@ def test_an_optimizer_checkpoint_resumes_bitwise(make_store, tmp_path):
     st.offload(model, make_store(device_budget="256KiB", host_budget="512KiB"))
     opt = st.AdamW(model.parameters(), lr=1e-2)
 
-    def run(m, o, steps):
-        for micro in steps:
-            for ids in micro:
-                m(input_ids=ids, labels=ids).loss.backward()
-            o.step()
-            o.zero_grad()
-
-    run(model, opt, data[:3])
+    train_steps(model, opt, data[:3])
     with st.materialized(model):
         torch.save(model.state_dict(), tmp_path / "model.pt")
     torch.save(opt.state_dict(), tmp_path / "opt.pt")
-    run(model, opt, data[3:])
+    train_steps(model, opt, data[3:])
 
     resumed = MODELS["mlp"]()
     resumed.load_state_dict(torch.load(tmp_path / "model.pt"))
     st.offload(resumed, make_store(device_budget="256KiB", host_budget="512KiB"))
     opt2 = st.AdamW(resumed.parameters(), lr=1e-2)
     opt2.load_state_dict(torch.load(tmp_path / "opt.pt"))
-    run(resumed, opt2, data[3:])
+    train_steps(resumed, opt2, data[3:])
     for a, b in zip(values(model), values(resumed)):
         assert torch.equal(a, b)
     for a, b in zip(model.parameters(), resumed.parameters()):

@@ -7,26 +7,13 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 import strata.torch as st
-from torch_models import DEVICE, MODELS, batches, state_bytes
+from torch_models import DEVICE, MODELS, batches, state_bytes, train_steps
 
 
 def store_for(make_store, model):
     total = state_bytes(model)
     return make_store(device_budget=total // 5, host_budget=total // 2,
                       nvme_budget="64MiB")
-
-
-def train(model, opt, data):
-    losses = []
-    for micro in data:
-        for ids in micro:
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            losses.append(loss.item())
-        st.clip_grad_norm_(model, 1.0)
-        opt.step()
-        opt.zero_grad()
-    return losses
 
 
 def test_a_gradient_kept_in_a_variable_is_the_gradient(make_store):
@@ -95,7 +82,8 @@ def test_hf_gradient_checkpointing_is_exact(make_store):
     st.offload(model, store_for(make_store, model))
     opts = [st.AdamW(m.parameters(), lr=1e-3) for m in (plain, model)]
     data = batches(steps=2, micro=1)
-    assert train(plain, opts[0], data) == train(model, opts[1], data)
+    assert (train_steps(plain, opts[0], data, clip=1.0) ==
+            train_steps(model, opts[1], data, clip=1.0))
 
 
 def test_autograd_grad_reaches_offloaded_parameters(make_store):

@@ -78,3 +78,20 @@ def batches(steps, micro, seed=1, batch=2, length=32):
     gen = torch.Generator().manual_seed(seed)
     return [[torch.randint(0, VOCAB, (batch, length), generator=gen).to(DEVICE)
              for _ in range(micro)] for _ in range(steps)]
+
+
+def train_steps(model, opt, data, clip=None):
+    """Each step of `data`: its micro-batches' backward, clipping at `clip`
+    (st.clip_grad_norm_; None: none), step, zero_grad. The losses."""
+    import strata.torch as st
+    losses = []
+    for micro in data:
+        for ids in micro:
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            losses.append(loss.item())
+        if clip is not None:
+            st.clip_grad_norm_(model, clip)
+        opt.step()
+        opt.zero_grad()
+    return losses

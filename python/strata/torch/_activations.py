@@ -77,6 +77,7 @@ class ActivationSlots:
         self.retired = []  # slots a live tensor still views: destroyed later
         self.next = 0  # where the next save looks first
         self.forwards = 0
+        self.created = 0  # store tensors made, for their names
         self.saved = 0  # activations put in the store (for reports and tests)
         self.kept = 0   # saves left in torch memory
         self.no_room = 0  # of those, for want of room in the store
@@ -168,8 +169,9 @@ class ActivationSlots:
                 self.next = k + 1
                 return self._take(slot)
         tensor_id = self.state.store.create(
-            f"activation.{tensor_name_counter(self)}", size_bytes=nbytes,
+            f"activation.{self.created}", size_bytes=nbytes,
             dtype=DTYPES[dtype], kind=Kind.ACTIVATION, home=self.state.home)
+        self.created += 1
         slot = _Slot(tensor_id, nbytes, dtype)
         self.slots.insert(self.next, slot)
         self.next += 1
@@ -179,8 +181,3 @@ class ActivationSlots:
         slot.busy = True
         slot.used = self.forwards
         return slot
-
-
-def tensor_name_counter(slots):
-    slots.created = getattr(slots, "created", 0) + 1
-    return slots.created - 1
