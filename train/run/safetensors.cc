@@ -20,6 +20,7 @@
 #include "train/io/atomic_file.h"
 #include "train/io/checkpoint_reader.h"
 #include "train/io/checkpoint_writer.h"
+#include "train/io/safetensors_header.h"
 #include "train/model/model.h"
 #include "train/run/train_checkpoint.h"
 
@@ -87,6 +88,13 @@ absl::StatusOr<SafetensorsExport> WriteSafetensors(
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
+  // The header read back by the format's rules (those of the loaders it is
+  // written for) before a byte is written.
+  if (absl::Status read = DecodeSafetensorsHeader(text, end, out_path).status();
+      !read.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "the export's own header fails the format's rules: ", read.message()));
+  }
   const uint64_t n = text.size();
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(n >> (8 * i));

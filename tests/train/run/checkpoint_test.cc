@@ -28,6 +28,7 @@
 #include "train/io/atomic_file.h"
 #include "train/io/checkpoint_reader.h"
 #include "train/io/checkpoint_writer.h"
+#include "train/io/safetensors_header.h"
 #include "train/model/model.h"
 #include "train/run/safetensors.h"
 #include "train/run/train_checkpoint.h"
@@ -405,6 +406,15 @@ TEST(CheckpointTest, SafetensorsExportFollowsTheFormat) {
     EXPECT_EQ(t["shape"][1], l == 0 ? 32 : 48);
   }
   EXPECT_FALSE(h.contains("layer0.weight.adam_m"));
+  // strata's own reader, by the same rules, reads it back in data order.
+  auto read = ReadSafetensorsHeader(out);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->tensors.size(), 6u);
+  EXPECT_EQ(read->data_bytes, data.size());
+  for (const SafetensorsTensor& t : read->tensors) {
+    EXPECT_EQ(t.begin, h[t.name]["data_offsets"][0].get<uint64_t>()) << t.name;
+  }
+  EXPECT_EQ(read->metadata.at("strata.step"), "12");
 }
 
 TEST(CheckpointTest, ExportRefusesAnOutputInsideTheCheckpoint) {
