@@ -1,7 +1,7 @@
-// strata: the command line. `strata <command> [flags]`: the command's flags
-// are checked against its table (apps/cli/command_table.h), a --config file's
-// flags set first and the command line's after them, then the command runs.
-// Exit codes: 0 success, 1 a failure while running, 2 bad input.
+// strata_main.cc: the command line (see strata_main.h): the flags every
+// command shares, the command line prepared, then the command run.
+#include "apps/strata_main.h"
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -77,12 +77,25 @@ bool GivesDistributed(const CommandLine& line) {
   return given;
 }
 
-// BadInput for a refusal of the command line: under mpirun with
-// --distributed every rank was given it, and rank 0 alone says it.
-int BadCommandLine(const std::string& command, const CommandLine& line,
-                   const absl::Status& status) {
-  DistributedRun::AwaitRankZeroRefusal(status, GivesDistributed(line));
-  return BadInput(command, status);
+// An Invocation that ends before any command runs: prints nothing yet.
+Invocation Done(int exit_code, std::string out, std::string err = "") {
+  return {.exit_code = exit_code, .out = std::move(out), .err = std::move(err)};
+}
+
+// BadInput's text, kept.
+Invocation Refused(const std::string& command, const absl::Status& status) {
+  return Done(2, "",
+              absl::StrFormat("strata%s%s: %s\n", command.empty() ? "" : " ",
+                              command, std::string(status.message())));
+}
+
+// A refusal of the command line (BadCommandLine's).
+Invocation RefusedLine(const std::string& command, const CommandLine& line,
+                       const absl::Status& status) {
+  Invocation out = Refused(command, status);
+  out.line_refusal = status;
+  out.distributed_given = GivesDistributed(line);
+  return out;
 }
 
 std::vector<std::string> CommandNames() {
@@ -112,15 +125,11 @@ std::string VersionText() {
 }
 
 // `strata help [command]`, `strata [command] --help`.
-int Help(const std::string& topic) {
-  if (topic.empty()) {
-    std::fputs(MainHelp().c_str(), stdout);
-    return 0;
-  }
+Invocation Help(const std::string& topic) {
+  if (topic.empty()) return Done(0, MainHelp());
   const CommandSpec* command = FindCommand(topic);
-  if (command == nullptr) return BadInput("", UnknownCommand(topic));
-  std::fputs(CommandHelp(*command).c_str(), stdout);
-  return 0;
+  if (command == nullptr) return Refused("", UnknownCommand(topic));
+  return Done(0, CommandHelp(*command));
 }
 
 // The flags to set: the --config file's, then the command line's (so an
@@ -167,79 +176,83 @@ int Run(const std::string& command) {
 
 }  // namespace
 
-int Main(int argc, char** argv) {
-  const CommandLine line =
-      SplitCommandLine(std::vector<std::string>(argv + 1, argv + argc));
-  if (line.version) {
-    std::fputs(VersionText().c_str(), stdout);
-    return 0;
-  }
+Invocation PrepareInvocation(const std::vector<std::string>& args) {
+  const CommandLine line = SplitCommandLine(args);
+  if (line.version) return Done(0, VersionText());
   const std::vector<std::string>& words = line.positionals;
   const std::string name = words.empty() ? "" : words[0];
   if (name == "help" && words.size() == 1 && line.flags.size() == 1 &&
       line.flags[0].name == "markdown" && line.error.ok()) {
-    std::fputs(CliReferenceMarkdown().c_str(), stdout);  // docs/cli.md
-    return 0;
+    return Done(0, CliReferenceMarkdown());  // docs/cli.md
   }
   if (name == "help" || line.help) {
-    const std::string topic =
-        name == "help" ? (words.size() > 1 ? words[1] : "") : name;
-    return Help(topic);
+    return Help(name == "help" ? (words.size() > 1 ? words[1] : "") : name);
   }
   if (name.empty()) {
     for (const FlagArg& f : line.flags) {
       absl::Status s = CheckFlagOf(nullptr, f.name, f.origin);
-      if (!s.ok()) return BadInput("", s);
+      if (!s.ok()) return Refused("", s);
     }
-    if (!line.error.ok()) return BadInput("", line.error);
+    if (!line.error.ok()) return Refused("", line.error);
     if (!line.flags.empty()) {
-      return BadInput("", absl::InvalidArgumentError(absl::StrFormat(
-                              "%s: no command; flags go after one (strata "
-                              "COMMAND %s), `strata --help` lists them",
-                              line.flags[0].origin, line.flags[0].origin)));
+      return Refused("", absl::InvalidArgumentError(absl::StrFormat(
+                             "%s: no command; flags go after one (strata "
+                             "COMMAND %s), `strata --help` lists them",
+                             line.flags[0].origin, line.flags[0].origin)));
     }
-    std::fputs(MainHelp().c_str(), stderr);
-    return 2;
+    return Done(2, "", MainHelp());
   }
   const CommandSpec* command = FindCommand(name);
-  if (command == nullptr) return BadInput("", UnknownCommand(name));
+  if (command == nullptr) return Refused("", UnknownCommand(name));
   if (name == "completion") {
     if (!line.flags.empty() || !line.error.ok()) {
-      return BadInput(name, absl::InvalidArgumentError(
-                                "takes no flags: strata completion bash"));
+      return Refused(name, absl::InvalidArgumentError(
+                               "takes no flags: strata completion bash"));
     }
     if (words.size() > 2 || (words.size() == 2 && words[1] != "bash")) {
-      return BadInput(name, absl::InvalidArgumentError(
-                                "only bash: strata completion bash"));
+      return Refused(name, absl::InvalidArgumentError(
+                               "only bash: strata completion bash"));
     }
-    std::fputs(BashCompletionScript().c_str(), stdout);
-    return 0;
+    return Done(0, BashCompletionScript());
   }
   // A flag the command does not take is refused before a word that did
   // not split (a missing value): giving the value would not help it.
   absl::StatusOr<std::vector<FlagArg>> flags = FlagsToSet(*command, line);
-  if (!flags.ok()) return BadCommandLine(name, line, flags.status());
-  if (!line.error.ok()) return BadCommandLine(name, line, line.error);
+  if (!flags.ok()) return RefusedLine(name, line, flags.status());
+  if (!line.error.ok()) return RefusedLine(name, line, line.error);
   // export takes the checkpoint as its one argument.
   const size_t arguments = name == "export" ? 2 : 1;
   if (words.size() > arguments) {
-    return BadCommandLine(name, line,
-                          absl::InvalidArgumentError(absl::StrFormat(
-                              "unexpected argument '%s' (flags are "
-                              "--name=value)",
-                              words[arguments])));
+    return RefusedLine(name, line,
+                       absl::InvalidArgumentError(absl::StrFormat(
+                           "unexpected argument '%s' (flags are "
+                           "--name=value)",
+                           words[arguments])));
   }
   if (name == "train") ApplyTrainDefaults();
   if (absl::Status s = ApplyFlags(*flags); !s.ok()) {
-    return BadCommandLine(name, line, s);
+    return RefusedLine(name, line, s);
   }
   std::vector<std::string> given;
   for (const FlagArg& f : *flags) given.push_back("--" + f.name);
   RecordGivenFlags(given);
-  if (name == "export") return RunExport(words.size() > 1 ? words[1] : "");
-  return Run(name);
+  return {.command = name, .argument = words.size() > 1 ? words[1] : ""};
+}
+
+int Main(int argc, char** argv) {
+  const Invocation invocation =
+      PrepareInvocation(std::vector<std::string>(argv + 1, argv + argc));
+  if (invocation.exit_code < 0) {
+    if (invocation.command == "export") return RunExport(invocation.argument);
+    return Run(invocation.command);
+  }
+  if (!invocation.line_refusal.ok()) {
+    DistributedRun::AwaitRankZeroRefusal(invocation.line_refusal,
+                                         invocation.distributed_given);
+  }
+  std::fputs(invocation.out.c_str(), stdout);
+  std::fputs(invocation.err.c_str(), stderr);
+  return invocation.exit_code;
 }
 
 }  // namespace strata
-
-int main(int argc, char** argv) { return strata::Main(argc, argv); }

@@ -176,6 +176,13 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
   return m;
 }
 
+std::string ResealManifest(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return text;
+  j["xxh3"] = ManifestChecksum(j);
+  return j.dump();
+}
+
 const CheckpointTensorEntry* FindEntry(const CheckpointManifest& manifest,
                                        const std::string& name) {
   for (const CheckpointTensorEntry& e : manifest.tensors) {

@@ -58,6 +58,12 @@ std::string EncodeManifest(const CheckpointManifest& manifest);
 absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
                                                   const std::string& path);
 
+// `text` with its "xxh3" set to the checksum of its other keys (compact,
+// as EncodeManifest writes it), for tools that make manifests by hand (the
+// fuzz targets: a mutated manifest then reaches the checks after the
+// checksum's). `text` itself when it is not a JSON object.
+std::string ResealManifest(const std::string& text);
+
 // "F32", "F16", "BF16", "I32", "U8": the names safetensors uses.
 const char* DTypeCode(DType dtype);
 
