@@ -2,8 +2,9 @@
 # Installs what strata needs on a fresh Debian 12 machine (skipping what is
 # already there) and configures + builds it. Usage:
 #   scripts/setup.sh [preset] [--compile-only]
-#       preset: default (the default), asan, tsan or thread-safety (clang
-#       -Wthread-safety); --compile-only compiles every source file and
+#       preset: default (the default), asan, tsan, thread-safety (clang
+#       -Wthread-safety) or fuzz (the libFuzzer targets, clang; see
+#       scripts/fuzz.sh); --compile-only compiles every source file and
 #       links nothing (the thread-safety analysis is the compile).
 # The CUDA toolkit is used when present (/usr/local/cuda); it is not installed
 # here. Safe to run again.
@@ -20,6 +21,8 @@ packages=(build-essential cmake ninja-build pkg-config
   bible-kjv libsentencepiece-dev openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-pytest
   python3-yaml python3-requests libdlpack-dev)
+# The fuzz preset links clang's libFuzzer and sanitizer runtimes.
+if [ "$preset" = fuzz ]; then packages+=(libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "base/json_nesting.h"
 #include "strata/status.h"
 #include "tiers/nvme/request_shape.h"
 
@@ -87,6 +88,11 @@ absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (JsonNestingDepth(text.str()) > kMaxJsonNesting) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is not a strata machine profile: it nests deeper than %d levels",
+        path, kMaxJsonNesting));
+  }
   MachineProfile p;
   try {
     const nlohmann::json j = nlohmann::json::parse(text.str());

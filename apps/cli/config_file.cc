@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "apps/cli/flag_suggest.h"
 #include "base/byte_size.h"
+#include "base/json_nesting.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -109,10 +111,17 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrFormat("--config=%s is a directory; pass a JSON file", path));
   }
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("--config=%s cannot be read", path));
+  }
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  if (JsonNestingDepth(text) > kMaxJsonNesting) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--config=%s nests deeper than %d levels; a config is an object of "
+        "flags",
+        path, kMaxJsonNesting));
   }
   // A key given twice in one object would be last-wins in nlohmann::json:
   // the callback sees each object's keys as they are parsed.
@@ -131,7 +140,7 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path,
       };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in, note_keys);
+    j = nlohmann::json::parse(text, note_keys);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L,
     // column C: ...": the part after the tag says where and why.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/json_nesting.h"
 #include "base/xxh3.h"
 #include "strata/status.h"
 
@@ -107,6 +108,10 @@ std::string EncodeManifest(const CheckpointManifest& m) {
 
 absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
                                                   const std::string& path) {
+  if (JsonNestingDepth(text) > kMaxJsonNesting) {
+    return Bad(path, absl::StrFormat("it nests deeper than %d levels",
+                                     kMaxJsonNesting));
+  }
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Bad(path, "not JSON (truncated?)");
@@ -177,6 +182,7 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
 }
 
 std::string ResealManifest(const std::string& text) {
+  if (JsonNestingDepth(text) > kMaxJsonNesting) return text;
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return text;
   j["xxh3"] = ManifestChecksum(j);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/json_nesting.h"
 #include "strata/status.h"
 
 namespace strata::train {
@@ -118,6 +119,10 @@ int SafetensorsDTypeSize(std::string_view dtype) {
 
 absl::StatusOr<SafetensorsHeader> DecodeSafetensorsHeader(
     std::string_view text, uint64_t data_bytes, const std::string& path) {
+  if (JsonNestingDepth(text) > kMaxJsonNesting) {
+    return Bad(path, absl::StrFormat("its header nests deeper than %d levels",
+                                     kMaxJsonNesting));
+  }
   // The reference parser takes the whole N bytes; JSON allows the padding.
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
