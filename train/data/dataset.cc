@@ -36,6 +36,9 @@ constexpr uint32_t kLabelMagic = 0x00000801;  // uint8 data, 1 dimension
 constexpr uint32_t kMaxImageSide = 1u << 16;
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 constexpr int64_t kMaxReserve = int64_t{1} << 26;  // elements reserved up front
+// The most bytes deflate expands one byte into (zlib's technical details:
+// 1032:1 at best), so a file of n bytes holds at most n * this of data.
+constexpr int64_t kMaxInflation = 1032;
 
 constexpr char kRefetchHint[] =
     "the file is incomplete or corrupt; download it again (or reinstall "
@@ -200,7 +203,16 @@ std::array<float, 256> NormaliseTable() {
 // Reads `total` pixels from `file`, appending them normalised to `out`.
 absl::Status ReadPixels(GzFile& file, int64_t total, std::vector<float>& out) {
   static const std::array<float, 256> kTable = NormaliseTable();
-  out.reserve(static_cast<size_t>(std::min(total, kMaxReserve)));
+  // Reserved up front: what the header says, never more than the file could
+  // hold (a damaged header's count is not a reason to allocate).
+  std::error_code error;
+  const auto file_bytes = std::filesystem::file_size(file.path(), error);
+  const int64_t could_hold =
+      error ? 0
+            : static_cast<int64_t>(std::min<uintmax_t>(
+                  file_bytes, kMaxReserve / kMaxInflation)) *
+                  kMaxInflation;
+  out.reserve(static_cast<size_t>(std::min({total, kMaxReserve, could_hold})));
   std::vector<unsigned char> chunk(static_cast<size_t>(kChunkBytes));
   for (int64_t done = 0; done < total;) {
     const int64_t want = std::min(total - done, kChunkBytes);

@@ -110,8 +110,9 @@ class TokenShardReader {
   //   NotFound            the file does not exist.
   //   DataLoss            bad magic, a width that is neither 2 nor 4 or too
   //                       narrow for its vocabulary, a size other than the
-  //                       header promises (truncated or trailing bytes), or
-  //                       a checksum mismatch: "delete it to rebuild".
+  //                       header promises (truncated or trailing bytes), a
+  //                       checksum mismatch, or an id outside the
+  //                       vocabulary: "delete it to rebuild".
   //   FailedPrecondition  another format version, or a vocabulary other than
   //                       (expected_vocab_size, expected_vocab_id).
   //   errno codes         it cannot be opened or read.
@@ -123,8 +124,9 @@ class TokenShardReader {
   TokenShardReader& operator=(const TokenShardReader&) = delete;
 
   // Copies tokens [first, first+count) into out[0, count) (the caller owns
-  // `out`). OutOfRange if the range is not inside the shard; DataLoss or
-  // errno codes if the file changed or cannot be read since Open.
+  // `out`). OutOfRange if the range is not inside the shard; DataLoss (an
+  // id outside the vocabulary) or errno codes if the file changed or cannot
+  // be read since Open.
   absl::Status Read(int64_t first, int64_t count, int32_t* out) const;
 
   int64_t token_count() const {
@@ -139,7 +141,13 @@ class TokenShardReader {
  private:
   TokenShardReader(std::string path, int fd, const TokenShardHeader& header)
       : path_(std::move(path)), fd_(fd), header_(header) {}
+  // Verifies the payload's checksum, and that every id is inside the
+  // vocabulary.
   absl::Status VerifyChecksum() const;
+  // DataLoss unless each of the `n` ids at `bytes` (token_bytes wide; the
+  // first is token `first`) is below vocab_size.
+  absl::Status CheckIds(const unsigned char* bytes, uint64_t n,
+                        uint64_t first) const;
   // Reads exactly `n` bytes at `offset`.
   absl::Status ReadBytes(uint64_t offset, uint64_t n, void* dst) const;
 

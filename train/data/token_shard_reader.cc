@@ -147,22 +147,47 @@ absl::Status TokenShardReader::ReadBytes(uint64_t offset, uint64_t n,
   return absl::OkStatus();
 }
 
+absl::Status TokenShardReader::CheckIds(const unsigned char* bytes,
+                                        uint64_t n, uint64_t first) const {
+  const uint32_t width = header_.token_bytes;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t v = 0;
+    std::memcpy(&v, bytes + i * width, width);  // little-endian host
+    if (v >= header_.vocab_size) {
+      return Rebuild(absl::StatusCode::kDataLoss, path_,
+                     absl::StrFormat("token %d is id %d, outside its "
+                                     "vocabulary of %d",
+                                     first + i, v, header_.vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TokenShardReader::VerifyChecksum() const {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(
       XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(state.get());
   std::vector<unsigned char> chunk(kChunkBytes);
+  absl::Status bad_id;
   const uint64_t end =
       kTokenShardHeaderBytes + header_.token_count * header_.token_bytes;
   for (uint64_t at = kTokenShardHeaderBytes; at < end; at += kChunkBytes) {
     const uint64_t n = std::min(kChunkBytes, end - at);
     STRATA_RETURN_IF_ERROR(ReadBytes(at, n, chunk.data()));
     XXH3_64bits_update(state.get(), chunk.data(), n);
+    // A shard whose checksum holds may still have been made by hand: an id
+    // past the vocabulary would index past the embedding table. The first
+    // such id is told only when the checksum holds (a flipped bit is told
+    // as the mismatch it is).
+    if (bad_id.ok()) {
+      bad_id = CheckIds(chunk.data(), n / header_.token_bytes,
+                        (at - kTokenShardHeaderBytes) / header_.token_bytes);
+    }
   }
-  if (XXH3_64bits_digest(state.get()) == header_.checksum) {
-    return absl::OkStatus();
+  if (XXH3_64bits_digest(state.get()) != header_.checksum) {
+    return Rebuild(absl::StatusCode::kDataLoss, path_, "checksum mismatch");
   }
-  return Rebuild(absl::StatusCode::kDataLoss, path_, "checksum mismatch");
+  return bad_id;
 }
 
 absl::Status TokenShardReader::Read(int64_t first, int64_t count,
@@ -179,6 +204,8 @@ absl::Status TokenShardReader::Read(int64_t first, int64_t count,
     STRATA_RETURN_IF_ERROR(
         ReadBytes(kTokenShardHeaderBytes + uint64_t(first + done) * width,
                   uint64_t(n) * width, buf));
+    // Checked again: the file may have changed since Open.
+    STRATA_RETURN_IF_ERROR(CheckIds(buf, uint64_t(n), uint64_t(first + done)));
     for (int64_t i = 0; i < n; ++i) {
       uint32_t v = 0;
       std::memcpy(&v, buf + i * width, width);  // little-endian host

@@ -185,6 +185,33 @@ TEST_F(TokenShardTest, AFlippedPayloadByteIsAChecksumMismatch) {
                              ": checksum mismatch; delete it to rebuild");
 }
 
+// Found by the token_shard fuzz target: a shard whose checksum holds but
+// whose ids pass its vocabulary (made by hand, or by another tool) opened,
+// and its ids would index past the embedding table.
+TEST_F(TokenShardTest, AnIdOutsideTheVocabularyIsDataLossEvenWithItsChecksum) {
+  // Written as a 400-token vocabulary, opened as the 300 its header is
+  // then made to say, its checksum left right.
+  ASSERT_TRUE(WriteShard(Path(), {5, 299, 350, 7}, 400).ok());
+  Poke(Path(), 24, static_cast<char>(300 & 0xff));
+  Poke(Path(), 25, static_cast<char>(300 >> 8));
+  const absl::Status s = OpenStatus();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "corrupt shard " + Path() +
+                             ": token 2 is id 350, outside its vocabulary of "
+                             "300; delete it to rebuild");
+}
+
+TEST_F(TokenShardTest, AnIdChangedAfterOpenIsDataLossWhenRead) {
+  WriteGood(1000, 300);
+  auto reader = TokenShardReader::Open(Path(), 300, kVocabId);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Poke(Path(), kTokenShardHeaderBytes + 2 * 10 + 1, 0x7f);  // token 10
+  std::vector<int32_t> ids(20);
+  const absl::Status s = (*reader)->Read(0, 20, ids.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("token 10 is id"));
+}
+
 TEST_F(TokenShardTest, AnotherVersionIsRefused) {
   WriteGood();
   Poke(Path(), 8, 2);
