@@ -141,9 +141,11 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path,
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text, note_keys);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L,
-    // column C: ...": the part after the tag says where and why.
+    // column C: ...": the part after the tag says where and why. Not only
+    // parse errors: a number past a double's range is an out_of_range
+    // (found by the config_file fuzz target: it terminated strata).
     const std::string_view what = e.what();
     const size_t tag = what.find("] ");
     return absl::InvalidArgumentError(absl::StrFormat(
