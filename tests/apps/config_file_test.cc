@@ -39,5 +39,12 @@ TEST(ConfigFileTest, TextThatIsNotJsonIsRefusedSayingWhere) {
   EXPECT_THAT(s.message(), HasSubstr("line 2"));
 }
 
+TEST(ConfigFileTest, ADirectoryInPlaceOfTheFileIsRefused) {
+  TempDir dir;
+  auto flags = LoadConfigFile(dir.path(), *FindCommand("train"), 1);
+  EXPECT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(flags.status().message(), HasSubstr("is a directory"));
+}
+
 }  // namespace
 }  // namespace strata
