@@ -17,9 +17,10 @@
 # build/fuzz/findings/T/; fix it, then copy the input to
 # tests/fuzz/regressions/T/, where the replay test runs it in CI.
 #
-# Ends with one line per target: executions, edges covered (cov), features
-# (ft), corpus size, findings, seconds; and a JSON copy in
-# build/fuzz/summary.json. Exit 1 when any target had a finding.
+# A target's campaign stops at its first finding (libFuzzer's way); run it
+# again once fixed. Ends with one line per target: executions, edges
+# covered (cov), features (ft), corpus size, findings, seconds; and a JSON
+# copy in build/fuzz/summary.json. Exit 1 when any target had a finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=1000000 minutes=30 jobs=$(nproc) targets=()
@@ -28,7 +29,7 @@ while (($#)); do
     --runs) runs=$2; shift 2 ;;
     --minutes) minutes=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (--help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -52,6 +53,7 @@ out=build/fuzz
 mkdir -p "$out/logs"
 campaign() {
   local t=$1
+  rm -rf "$out/findings/$t"  # this campaign's findings only
   mkdir -p "$out/campaign/$t" "$out/findings/$t"
   local start=$SECONDS status=0
   "$out/tests/fuzz/fuzz_$t" -runs="$runs" -max_total_time=$((minutes * 60)) \

@@ -94,6 +94,41 @@ void Checkpoints(const fs::path& corpus) {
   }
 }
 
+// Three saves of checkpoint_resume_fuzzer.cc's tiny MLP: other steps,
+// learning rates and accumulation (which a resume warns of, never refuses).
+void ResumableCheckpoints(const fs::path& corpus) {
+  const struct {
+    int64_t step;
+    float lr;
+    int accumulate;
+  } kSaves[] = {{1, 1e-3f, 1}, {9, 3e-4f, 2}, {500, 1e-2f, 4}};
+  int i = 0;
+  for (const auto& c : kSaves) {
+    testing::TempDir nvme, save;
+    auto store = Store::Open(
+        testing::SmallStoreOptions(nvme.path(), 1 << 20, 1 << 20, 8 << 20));
+    Check(store.status());
+    train::TrainOptions job;
+    job.model.inputs = 4;
+    job.model.width = 3;
+    job.model.depth = 1;
+    job.model.classes = 2;
+    job.model.batch = 2;
+    job.model.adam.lr = c.lr;
+    job.model.accumulate = c.accumulate;
+    auto compute = train::MakeCpuCompute(1);
+    auto model = train::Mlp::Create(store->get(), compute.get(), job.model);
+    Check(model.status());
+    auto saved = train::SaveCheckpoint(
+        **store, train::MlpCheckpoint(**model, job, {.step = c.step}),
+        {.dir = save.path(), .keep = 1});
+    Check(saved.status());
+    Seed(corpus, "checkpoint_resume", absl::StrFormat("mlp-%d", i++),
+         ReadAll(saved->path + "/manifest.json") + std::string(kPartSeparator) +
+             ReadAll(saved->path + "/tensors.bin"));
+  }
+}
+
 void TokenShards(const fs::path& corpus) {
   const struct {
     int64_t vocab;
@@ -260,6 +295,7 @@ int main(int argc, char** argv) {
   using namespace strata::fuzz;
   const fs::path corpus = argv[1];
   Checkpoints(corpus);
+  ResumableCheckpoints(corpus);
   TokenShards(corpus);
   BpeModels(corpus);
   Profiles(corpus);
