@@ -5,10 +5,12 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "base/json_nesting.h"
+#include "base/json_numbers.h"
 #include "strata/status.h"
 #include "tiers/nvme/request_shape.h"
 
@@ -30,12 +32,13 @@ absl::StatusOr<std::vector<LinkPoint>> PointsFrom(const nlohmann::json& j,
   std::vector<LinkPoint> points;
   if (!j.contains(field)) return points;
   for (const nlohmann::json& p : j.at(field)) {
-    LinkPoint point{.bytes = p.at("bytes").get<uint64_t>(),
+    const std::optional<uint64_t> bytes = JsonInteger<uint64_t>(p.at("bytes"));
+    LinkPoint point{.bytes = bytes.value_or(0),
                     .gbps = p.at("gbps").get<double>()};
     if (point.bytes == 0 || !(point.gbps >= 0)) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: a point with %d bytes at %g GB/s", field,
-                          point.bytes, point.gbps));
+          absl::StrFormat("%s: a point with %s bytes at %g GB/s", field,
+                          p.at("bytes").dump(), point.gbps));
     }
     points.push_back(point);
   }
@@ -96,7 +99,8 @@ absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path) {
   MachineProfile p;
   try {
     const nlohmann::json j = nlohmann::json::parse(text.str());
-    if (j.value("strata_machine_profile", 0) != kFormatVersion) {
+    if (!j.is_object() || !j.contains("strata_machine_profile") ||
+        JsonInteger<int>(j["strata_machine_profile"]) != kFormatVersion) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s is not a strata machine profile (format %d); write one with "
           "`strata bench --profile=%s`",
@@ -114,10 +118,12 @@ absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path) {
     if (j.contains("nvme")) {
       const nlohmann::json& n = j["nvme"];
       for (const char* field : {"block_size_bytes", "queue_depth"}) {
-        if (n.contains(field) && !n[field].is_number_unsigned()) {
+        // uint32 for both: a queue depth past it would wrap, and no block
+        // size is 4 GiB.
+        if (n.contains(field) && !JsonInteger<uint32_t>(n[field])) {
           return absl::InvalidArgumentError(absl::StrFormat(
-              "profile %s: nvme.%s=%s: must be a whole number >= 0", path,
-              field, n[field].dump()));
+              "profile %s: nvme.%s=%s: must be a whole number in [0, 2^32)",
+              path, field, n[field].dump()));
         }
       }
       p.nvme_block_size_bytes = n.value("block_size_bytes", uint64_t{0});

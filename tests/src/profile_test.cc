@@ -115,6 +115,24 @@ TEST(ProfileTest, BadFilesAreRefusedWithTheReason) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Found by the machine_profile and checkpoint_reader fuzz targets: nlohmann's
+// get<uint64_t>() casts a float past the range (undefined behaviour) and
+// wraps an integer past uint32.
+TEST(ProfileTest, NumbersPastTheirTypeAreRefusedNotCast) {
+  TempDir dir;
+  const std::string path = dir.path() + "/bad.json";
+  for (const char* text : {R"({"strata_machine_profile": 1,
+            "link": {"h2d": [{"bytes": 6.6e89, "gbps": 1}]}})",
+                           R"({"strata_machine_profile": 1,
+            "nvme": {"block_size_bytes": 4096, "queue_depth": 4294967297}})",
+                           R"({"strata_machine_profile": 1e300})"}) {
+    WriteFile(path, text);
+    EXPECT_EQ(LoadMachineProfile(path).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << text;
+  }
+}
+
 TEST(ProfileTest, UnwritablePathIsAnError) {
   EXPECT_FALSE(SaveMachineProfile(Sample(), "/proc/strata-no/p.json").ok());
 }

@@ -2,11 +2,14 @@
 #include "train/io/checkpoint_manifest.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/json_nesting.h"
+#include "base/json_numbers.h"
 #include "base/xxh3.h"
 #include "strata/status.h"
 
@@ -36,6 +39,21 @@ std::string ManifestChecksum(json j) {
   j.erase("xxh3");
   const std::string text = j.dump();
   return absl::StrFormat("%016x", XXH3_64bits(text.data(), text.size()));
+}
+
+// The whole number `object[key]` holds, as a T; throws (DecodeManifest's
+// catch makes it DataLoss) for a float, a negative byte count or one past
+// T: nlohmann's own get<T>() would cast it (undefined for a float past
+// T's range: found by the checkpoint_reader fuzz target).
+template <typename T>
+T WholeNumber(const json& object, const char* key) {
+  const std::optional<T> v = JsonInteger<T>(object.at(key));
+  if (!v) {
+    throw std::invalid_argument(
+        absl::StrFormat("\"%s\" is %s, not a whole number in range", key,
+                        object.at(key).dump()));
+  }
+  return *v;
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
@@ -119,11 +137,14 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
   if (j.value("format", "") != kCheckpointFormat) {
     return Bad(path, "no \"format\": \"strata-checkpoint\"");
   }
-  if (j.value("version", 0) != kCheckpointVersion) {
+  const std::optional<int> version =
+      j.contains("version") ? JsonInteger<int>(j["version"]) : std::nullopt;
+  if (!version) return Bad(path, "no whole-number \"version\"");
+  if (*version != kCheckpointVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "checkpoint manifest %s is format version %d; this strata reads "
         "version %d (use the strata that wrote it)",
-        path, j.value("version", 0), kCheckpointVersion));
+        path, *version, kCheckpointVersion));
   }
   if (!j.contains("xxh3") || !j["xxh3"].is_string() ||
       j["xxh3"].get<std::string>() != ManifestChecksum(j)) {
@@ -134,10 +155,10 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
   CheckpointManifest m;
   try {
     m.model = j.at("model").get<std::string>();
-    m.step = j.at("step").get<int64_t>();
+    m.step = WholeNumber<int64_t>(j, "step");
     m.config = j.at("config").get<std::map<std::string, std::string>>();
     m.state = j.at("state").get<std::map<std::string, std::string>>();
-    m.data_bytes = j.at("data_bytes").get<uint64_t>();
+    m.data_bytes = WholeNumber<uint64_t>(j, "data_bytes");
     uint64_t end = 0;
     for (const json& t : j.at("tensors")) {
       CheckpointTensorEntry e;
@@ -155,9 +176,21 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
         return Bad(path, absl::StrFormat("tensor '%s': kind '%s', dtype '%s'",
                                          e.name, kind, dtype));
       }
-      e.shape = t.at("shape").get<std::vector<int64_t>>();
-      e.offset = t.at("offset").get<uint64_t>();
-      e.bytes = t.at("bytes").get<uint64_t>();
+      if (!t.at("shape").is_array()) {
+        return Bad(path, absl::StrFormat("tensor '%s': a shape that is not a "
+                                         "list",
+                                         e.name));
+      }
+      for (const json& d : t.at("shape")) {
+        const std::optional<int64_t> n = JsonInteger<int64_t>(d);
+        if (!n) {
+          return Bad(path, absl::StrFormat("tensor '%s': a dimension %s",
+                                           e.name, d.dump()));
+        }
+        e.shape.push_back(*n);
+      }
+      e.offset = WholeNumber<uint64_t>(t, "offset");
+      e.bytes = WholeNumber<uint64_t>(t, "bytes");
       e.xxh3 = std::stoull(t.at("xxh3").get<std::string>(), nullptr, 16);
       STRATA_RETURN_IF_ERROR(CheckShape(path, e));
       uint64_t elements = 1;

@@ -243,6 +243,33 @@ TEST_F(DamagedCheckpointTest, EditedStepIsDataLoss) {
   EXPECT_THAT(st.message(), HasSubstr("checksum"));
 }
 
+// Found by the checkpoint_reader fuzz target: a float where a whole number
+// belongs (6.6e89 bytes) was cast by nlohmann's get<uint64_t>(), undefined
+// behaviour; each such field is now DataLoss naming it.
+TEST_F(DamagedCheckpointTest, AFloatOrNegativeWholeNumberIsDataLoss) {
+  auto text = ReadWholeFile(path_ + "/manifest.json");
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json good = nlohmann::json::parse(*text);
+  const struct {
+    nlohmann::json::json_pointer where;
+    nlohmann::json value;
+    const char* says;
+  } kCases[] = {
+      {"/data_bytes"_json_pointer, 6.6e89, "\"data_bytes\" is 6.6e+89"},
+      {"/step"_json_pointer, 2.5, "\"step\" is 2.5"},
+      {"/tensors/0/bytes"_json_pointer, -8, "\"bytes\" is -8"},
+      {"/tensors/0/shape/0"_json_pointer, 1e30, "a dimension 1e+30"},
+      {"/version"_json_pointer, 1e300, "no whole-number \"version\""},
+  };
+  for (const auto& c : kCases) {
+    nlohmann::json bad = good;
+    bad[c.where] = c.value;
+    auto m = DecodeManifest(ResealManifest(bad.dump()), "m.json");
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << c.says;
+    EXPECT_THAT(m.status().message(), HasSubstr(c.says));
+  }
+}
+
 TEST_F(DamagedCheckpointTest, AnotherShapeIsRefusedSayingWhatDiffers) {
   Fixture other(Job(/*width=*/40));
   TrainOptions job = other.job;
