@@ -38,6 +38,8 @@ inline constexpr char kTokenShardMagic[8] = {'S', 'T', 'R', 'A',
                                              'T', 'O', 'K', '\0'};
 inline constexpr uint32_t kTokenShardVersion = 1;
 inline constexpr int64_t kTokenShardHeaderBytes = 48;
+// The largest vocabulary a shard holds: every id fits an int32.
+inline constexpr int64_t kMaxTokenShardVocab = int64_t{1} << 31;
 
 // 2 when every id of a `vocab_size` vocabulary fits 16 bits, else 4.
 constexpr uint32_t TokenWidthFor(int64_t vocab_size) {
@@ -108,10 +110,10 @@ class TokenShardReader {
   // use and verifies the checksum (streaming the payload once). Errors, each
   // naming the file and the fix:
   //   NotFound            the file does not exist.
-  //   DataLoss            bad magic, a width that is neither 2 nor 4 or too
-  //                       narrow for its vocabulary, a size other than the
-  //                       header promises (truncated or trailing bytes), a
-  //                       checksum mismatch, or an id outside the
+  //   DataLoss            bad magic, a vocabulary outside [1, 2^31], a width
+  //                       that is neither 2 nor 4 or too narrow for it, a size
+  //                       other than the header promises (truncated or trailing
+  //                       bytes), a checksum mismatch, or an id outside the
   //                       vocabulary: "delete it to rebuild".
   //   FailedPrecondition  another format version, or a vocabulary other than
   //                       (expected_vocab_size, expected_vocab_id).

@@ -38,6 +38,14 @@ absl::Status CheckLayout(const std::string& path, const TokenShardHeader& h,
                                    "version %d",
                                    h.version, kTokenShardVersion));
   }
+  // Found by the token_shard fuzz target: a vocabulary past 2^31 let ids
+  // past int32 through, read back negative.
+  if (h.vocab_size < 1 ||
+      h.vocab_size > static_cast<uint64_t>(kMaxTokenShardVocab)) {
+    return Rebuild(
+        absl::StatusCode::kDataLoss, path,
+        absl::StrFormat("vocabulary size %d, outside [1, 2^31]", h.vocab_size));
+  }
   if ((h.token_bytes != 2 && h.token_bytes != 4) ||
       h.token_bytes < TokenWidthFor(static_cast<int64_t>(h.vocab_size))) {
     return Rebuild(absl::StatusCode::kDataLoss, path,
@@ -147,8 +155,8 @@ absl::Status TokenShardReader::ReadBytes(uint64_t offset, uint64_t n,
   return absl::OkStatus();
 }
 
-absl::Status TokenShardReader::CheckIds(const unsigned char* bytes,
-                                        uint64_t n, uint64_t first) const {
+absl::Status TokenShardReader::CheckIds(const unsigned char* bytes, uint64_t n,
+                                        uint64_t first) const {
   const uint32_t width = header_.token_bytes;
   for (uint64_t i = 0; i < n; ++i) {
     uint32_t v = 0;

@@ -36,7 +36,7 @@ int PwriteAll(int fd, const unsigned char* p, size_t n, off_t offset) {
 
 absl::StatusOr<std::unique_ptr<TokenShardWriter>> TokenShardWriter::Create(
     const std::string& path, int64_t vocab_size, uint64_t vocab_id) {
-  if (vocab_size < 1 || vocab_size > (int64_t{1} << 31)) {
+  if (vocab_size < 1 || vocab_size > kMaxTokenShardVocab) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "token shard %s: vocabulary size %d is outside [1, 2^31]", path,
         vocab_size));

@@ -201,6 +201,16 @@ TEST_F(TokenShardTest, AnIdOutsideTheVocabularyIsDataLossEvenWithItsChecksum) {
                              "300; delete it to rebuild");
 }
 
+// Found by the token_shard fuzz target: a header's vocabulary past 2^31
+// let ids past int32 through, read back negative.
+TEST_F(TokenShardTest, AVocabularyPastInt32IsDataLoss) {
+  WriteGood(10, 300);
+  Poke(Path(), 28, 0x04);  // vocab_size += 2^34
+  const absl::Status s = OpenStatus(300 + (int64_t{1} << 34));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("outside [1, 2^31]"));
+}
+
 TEST_F(TokenShardTest, AnIdChangedAfterOpenIsDataLossWhenRead) {
   WriteGood(1000, 300);
   auto reader = TokenShardReader::Open(Path(), 300, kVocabId);
