@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -134,7 +135,10 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
   if (j.is_discarded() || !j.is_object()) {
     return Bad(path, "not JSON (truncated?)");
   }
-  if (j.value("format", "") != kCheckpointFormat) {
+  // find, not value(): value() throws for a "format" that is not a string
+  // (found by the checkpoint_resume fuzz target, where it terminated).
+  if (const auto format = j.find("format");
+      format == j.end() || *format != kCheckpointFormat) {
     return Bad(path, "no \"format\": \"strata-checkpoint\"");
   }
   const std::optional<int> version =
@@ -160,9 +164,17 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& text,
     m.state = j.at("state").get<std::map<std::string, std::string>>();
     m.data_bytes = WholeNumber<uint64_t>(j, "data_bytes");
     uint64_t end = 0;
+    std::set<std::string> names;
     for (const json& t : j.at("tensors")) {
       CheckpointTensorEntry e;
       e.name = t.at("name").get<std::string>();
+      // A name twice would restore or export one tensor's bytes as
+      // another's (found by the checkpoint_reader fuzz target: the export
+      // wrote a header with a hole).
+      if (!names.insert(e.name).second) {
+        return Bad(path,
+                   absl::StrFormat("tensor '%s' is listed twice", e.name));
+      }
       const std::string kind = t.at("kind").get<std::string>();
       const std::string dtype = t.at("dtype").get<std::string>();
       bool kind_ok = false, dtype_ok = false;

@@ -270,6 +270,22 @@ TEST_F(DamagedCheckpointTest, AFloatOrNegativeWholeNumberIsDataLoss) {
   }
 }
 
+// Found by the checkpoint_reader and checkpoint_resume fuzz targets.
+TEST_F(DamagedCheckpointTest, ATensorListedTwiceOrAFormatNotAStringIsDataLoss) {
+  auto text = ReadWholeFile(path_ + "/manifest.json");
+  ASSERT_TRUE(text.ok());
+  nlohmann::json twice = nlohmann::json::parse(*text);
+  twice["tensors"][1]["name"] = twice["tensors"][0]["name"];
+  auto m = DecodeManifest(ResealManifest(twice.dump()), "m.json");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(m.status().message(), HasSubstr("listed twice"));
+  nlohmann::json format = nlohmann::json::parse(*text);
+  format["format"] = nlohmann::json::object();
+  m = DecodeManifest(ResealManifest(format.dump()), "m.json");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(m.status().message(), HasSubstr("no \"format\""));
+}
+
 TEST_F(DamagedCheckpointTest, AnotherShapeIsRefusedSayingWhatDiffers) {
   Fixture other(Job(/*width=*/40));
   TrainOptions job = other.job;
