@@ -79,7 +79,7 @@ for t in "${targets[@]}"; do
   read -r secs status <"$out/logs/$t.done"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   # The last status line: "#N  DONE  cov: C ft: F corp: K/..." (or pulse).
-  line=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  line=$(grep -aE '^#[0-9]+' "$log" | tail -1)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$line")
