@@ -82,7 +82,7 @@ Invocation Done(int exit_code, std::string out, std::string err = "") {
   return {.exit_code = exit_code, .out = std::move(out), .err = std::move(err)};
 }
 
-// BadInput's text, kept.
+// BadInput's refusal, to print once the caller decides (Main).
 Invocation Refused(const std::string& command, const absl::Status& status) {
   return Done(2, "",
               absl::StrFormat("strata%s%s: %s\n", command.empty() ? "" : " ",
