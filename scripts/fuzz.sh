@@ -20,23 +20,26 @@
 # A target's campaign stops at its first finding (libFuzzer's way); run it
 # again once fixed. Ends with one line per target: executions, edges
 # covered (cov), features (ft), corpus size, findings, seconds; and a JSON
-# copy in build/fuzz/summary.json. Exit 1 when any target had a finding.
+# copy in build/fuzz/summary.json. Exit 1 when any target had a finding
+# (or failed to build or run); exit 2 for a bad command line. A target's
+# earlier findings are removed when it runs again: copy them first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=1000000 minutes=30 jobs=$(nproc) targets=()
 while (($#)); do
   case "$1" in
-    --runs) runs=$2; shift 2 ;;
-    --minutes) minutes=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
+    --runs|--minutes|--jobs)
+      (($# >= 2)) || { echo "fuzz.sh: $1 needs a value" >&2; exit 2; }
+      case "$1" in --runs) runs=$2 ;; --minutes) minutes=$2 ;; *) jobs=$2 ;; esac
+      shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (--help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 for n in "$runs" "$minutes" "$jobs"; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] ||
-    { echo "fuzz.sh: '$n' is not a positive whole number" >&2; exit 2; }
+  [[ "$n" =~ ^[1-9][0-9]{0,8}$ ]] ||
+    { echo "fuzz.sh: '$n' is not a whole number in [1, 999999999]" >&2; exit 2; }
 done
 if ((${#targets[@]} == 0)); then
   for f in tests/fuzz/*_fuzzer.cc; do
@@ -44,7 +47,7 @@ if ((${#targets[@]} == 0)); then
   done
 fi
 for t in "${targets[@]}"; do
-  [ -f "tests/fuzz/${t}_fuzzer.cc" ] ||
+  [[ "$t" =~ ^[a-z0-9_]+$ && -f "tests/fuzz/${t}_fuzzer.cc" ]] ||
     { echo "fuzz.sh: no target '$t' (tests/fuzz/${t}_fuzzer.cc)" >&2; exit 2; }
 done
 
@@ -67,7 +70,7 @@ export -f campaign
 export out runs minutes
 echo "fuzz.sh: ${#targets[@]} targets, $jobs at a time, each to $runs inputs" \
   "or $minutes min; logs in $out/logs"
-printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'campaign {}'
+printf '%s\n' "${targets[@]}" | sort -u | xargs -P "$jobs" -I{} bash -c 'campaign "$1"' _ {}
 
 found=0
 printf '%-20s %10s %7s %7s %7s %8s %6s\n' target executions cov ft corpus \
@@ -83,8 +86,10 @@ for t in "${targets[@]}"; do
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$line")
-  # libFuzzer also keeps its slowest input as slow-unit-*: not a finding
-  # (timeouts are, past -timeout).
+  # slow-unit-* is an input that took >= 10 s once (-report_slow_units)
+  # without passing -timeout: told as a warning, not counted a finding.
+  slow=$(find "$out/findings/$t" -name 'slow-unit-*' | wc -l)
+  ((slow == 0)) || echo "fuzz.sh: $t: $slow slow input(s) in $out/findings/$t" >&2
   findings=$(find "$out/findings/$t" -type f ! -name 'slow-unit-*' | wc -l)
   ((findings == 0 && status == 0)) || found=1
   printf '%-20s %10s %7s %7s %7s %8s %6s\n' "$t" "${execs:-?}" "${cov:-?}" \
