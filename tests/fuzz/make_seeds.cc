@@ -56,6 +56,40 @@ void Seed(const fs::path& corpus, const std::string& target,
   WriteFile((corpus / target / name).string(), bytes);
 }
 
+// A tiny MLP of `job` saved at `step` into `save`: its step directory.
+std::string SaveMlp(const train::TrainOptions& job, int64_t step,
+                    const testing::TempDir& save) {
+  testing::TempDir nvme;
+  auto store = Store::Open(
+      testing::SmallStoreOptions(nvme.path(), 1 << 20, 1 << 20, 8 << 20));
+  Check(store.status());
+  auto compute = train::MakeCpuCompute(1);
+  auto model = train::Mlp::Create(store->get(), compute.get(), job.model);
+  Check(model.status());
+  auto saved = train::SaveCheckpoint(
+      **store, train::MlpCheckpoint(**model, job, {.step = step}),
+      {.dir = save.path(), .keep = 1});
+  Check(saved.status());
+  return saved->path;
+}
+
+// A checkpoint as the multi-file targets take it: manifest, then tensors.
+std::string CheckpointInput(const std::string& step_dir) {
+  return ReadAll(step_dir + "/manifest.json") + std::string(kPartSeparator) +
+         ReadAll(step_dir + "/tensors.bin");
+}
+
+train::TrainOptions TinyMlp(int64_t inputs, int64_t width, int depth,
+                            int64_t classes) {
+  train::TrainOptions job;
+  job.model.inputs = inputs;
+  job.model.width = width;
+  job.model.depth = depth;
+  job.model.classes = classes;
+  job.model.batch = 2;
+  return job;
+}
+
 // Three tiny MLPs saved (manifest, tensors.bin) and exported.
 void Checkpoints(const fs::path& corpus) {
   const struct {
@@ -65,37 +99,22 @@ void Checkpoints(const fs::path& corpus) {
   } kJobs[] = {{4, 3, 2, 1, 1}, {6, 5, 3, 2, 7}, {2, 2, 2, 1, 12}};
   int i = 0;
   for (const auto& j : kJobs) {
-    testing::TempDir nvme, save;
-    auto store = Store::Open(
-        testing::SmallStoreOptions(nvme.path(), 1 << 20, 1 << 20, 8 << 20));
-    Check(store.status());
-    train::TrainOptions job;
-    job.model.inputs = j.inputs;
-    job.model.width = j.width;
-    job.model.depth = j.depth;
-    job.model.classes = j.classes;
-    job.model.batch = 2;
-    auto compute = train::MakeCpuCompute(1);
-    auto model = train::Mlp::Create(store->get(), compute.get(), job.model);
-    Check(model.status());
-    auto saved = train::SaveCheckpoint(
-        **store, train::MlpCheckpoint(**model, job, {.step = j.step}),
-        {.dir = save.path(), .keep = 1});
-    Check(saved.status());
-    const std::string manifest = ReadAll(saved->path + "/manifest.json");
-    const std::string tensors = ReadAll(saved->path + "/tensors.bin");
+    testing::TempDir save;
+    const std::string dir =
+        SaveMlp(TinyMlp(j.inputs, j.width, j.depth, j.classes), j.step, save);
     const std::string name = absl::StrFormat("mlp-%d", i++);
-    Seed(corpus, "checkpoint_manifest", name + ".json", manifest);
-    Seed(corpus, "checkpoint_reader", name,
-         manifest + std::string(kPartSeparator) + tensors);
+    Seed(corpus, "checkpoint_manifest", name + ".json",
+         ReadAll(dir + "/manifest.json"));
+    Seed(corpus, "checkpoint_reader", name, CheckpointInput(dir));
     const std::string out = save.path() + "/m.safetensors";
-    Check(train::ExportSafetensors(saved->path, out).status());
+    Check(train::ExportSafetensors(dir, out).status());
     Seed(corpus, "safetensors", name + ".safetensors", ReadAll(out));
   }
 }
 
-// Three saves of checkpoint_resume_fuzzer.cc's tiny MLP: other steps,
-// learning rates and accumulation (which a resume warns of, never refuses).
+// Three saves of checkpoint_resume_fuzzer.cc's tiny MLP (4 inputs, width 3,
+// depth 1, 2 classes): other steps, learning rates and accumulation (which
+// a resume warns of, never refuses).
 void ResumableCheckpoints(const fs::path& corpus) {
   const struct {
     int64_t step;
@@ -104,28 +123,12 @@ void ResumableCheckpoints(const fs::path& corpus) {
   } kSaves[] = {{1, 1e-3f, 1}, {9, 3e-4f, 2}, {500, 1e-2f, 4}};
   int i = 0;
   for (const auto& c : kSaves) {
-    testing::TempDir nvme, save;
-    auto store = Store::Open(
-        testing::SmallStoreOptions(nvme.path(), 1 << 20, 1 << 20, 8 << 20));
-    Check(store.status());
-    train::TrainOptions job;
-    job.model.inputs = 4;
-    job.model.width = 3;
-    job.model.depth = 1;
-    job.model.classes = 2;
-    job.model.batch = 2;
+    testing::TempDir save;
+    train::TrainOptions job = TinyMlp(4, 3, 1, 2);
     job.model.adam.lr = c.lr;
     job.model.accumulate = c.accumulate;
-    auto compute = train::MakeCpuCompute(1);
-    auto model = train::Mlp::Create(store->get(), compute.get(), job.model);
-    Check(model.status());
-    auto saved = train::SaveCheckpoint(
-        **store, train::MlpCheckpoint(**model, job, {.step = c.step}),
-        {.dir = save.path(), .keep = 1});
-    Check(saved.status());
     Seed(corpus, "checkpoint_resume", absl::StrFormat("mlp-%d", i++),
-         ReadAll(saved->path + "/manifest.json") + std::string(kPartSeparator) +
-             ReadAll(saved->path + "/tensors.bin"));
+         CheckpointInput(SaveMlp(job, c.step, save)));
   }
 }
 
